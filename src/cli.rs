@@ -1,0 +1,178 @@
+//! Command-line parsing (clap) and dispatch. Flags map onto a `spec::Request`; everything else
+//! lives in the library so tests can call it in-process.
+
+use crate::error::{EXIT_OK, EXIT_USAGE};
+use crate::spec::{self, Format, Request};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kvmeter",
+    version,
+    about = "Measures key-value stores: YCSB-exact workloads, tail latency, and a run directory that loses nothing",
+    after_help = "Examples:\n  kvmeter suite                                   YCSB suite on RocksDB (load A, A B C F D, clear, load E, E)\n  kvmeter run -P workloada --records 100000 --ops 1000000 --threads 2\n  kvmeter run -P workloadc --store null --ops 10000000\n  kvmeter run -P workloadb --target 20000 --duration 60s   paced; latency from intended start\n  kvmeter stores                                  stores and their options\n\nExit codes: 0 ok, 1 the run failed, 2 bad input, 130 interrupted."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run YCSB workload phases (load, run, or both) against a store.
+    Run(RunArgs),
+    /// Run the YCSB suite in the papers' order: load A, run A, B, C, F, D; clear; load E, run E.
+    Suite(CommonArgs),
+    /// List the stores, whether each works here, and their options.
+    Stores,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// YCSB workload property file; built-in names workloada..workloadf work anywhere.
+    #[arg(short = 'P', value_name = "FILE")]
+    pub workload: Vec<String>,
+    /// Which phase: load (insert records), run (the operation mix) or both.
+    #[arg(long, value_name = "PHASE", default_value = "both", value_parser = ["load", "run", "both"])]
+    pub phase: String,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CommonArgs {
+    /// Set a YCSB property (overrides -P files), e.g. -p requestdistribution=uniform.
+    #[arg(short = 'p', value_name = "NAME=VALUE")]
+    pub props: Vec<String>,
+    /// Store to measure ('kvmeter stores' lists them).
+    #[arg(long, default_value = "rocksdb")]
+    pub store: String,
+    /// Store option, repeatable (e.g. --store-opt block_cache_mb=256).
+    #[arg(long = "store-opt", value_name = "KEY=VALUE")]
+    pub store_opt: Vec<String>,
+    /// Worker threads (YCSB threadcount).
+    #[arg(long, allow_negative_numbers = true)]
+    pub threads: Option<i64>,
+    /// Records in the table (YCSB recordcount).
+    #[arg(long, allow_negative_numbers = true)]
+    pub records: Option<i64>,
+    /// Operations in each run phase, all threads together (YCSB operationcount; 0 = until --duration).
+    #[arg(long, allow_negative_numbers = true)]
+    pub ops: Option<i64>,
+    /// Stop each phase after this long (e.g. 30s, 2m); with --ops, whichever comes first.
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Total ops/s across threads. Each thread follows a fixed schedule and latency is also
+    /// measured from each operation's intended start, so queueing behind a slow operation is
+    /// counted (coordinated omission corrected) next to the plain service time.
+    #[arg(long, value_name = "OPS_PER_S", allow_negative_numbers = true)]
+    pub target: Option<f64>,
+    /// Time at the start of each run phase excluded from the summary (kept in intervals.csv).
+    #[arg(long, value_name = "DURATION")]
+    pub warmup: Option<String>,
+    /// Base seed of the per-thread random streams (recorded in the manifest; default: from the clock).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Directory for the store's data (default: a fresh temporary directory, removed at the end).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Run directory for results (default: kvmeter-runs/<time>-<command>-<store>); must be new or empty.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Final report on stdout: a table, YCSB's text report, or the summary JSON.
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Length of a measurement interval (intervals.csv, HDR logs).
+    #[arg(long, value_name = "DURATION")]
+    pub interval: Option<String>,
+    /// How often to print a progress line when stderr is not a terminal.
+    #[arg(long, value_name = "DURATION")]
+    pub status_interval: Option<String>,
+}
+
+fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: CommonArgs) -> Request {
+    Request {
+        command: command.into(),
+        workload_files: workload,
+        props: c.props,
+        store: c.store,
+        store_opts: c.store_opt,
+        phase,
+        threads: c.threads,
+        records: c.records,
+        ops: c.ops,
+        duration: c.duration,
+        target: c.target,
+        warmup: c.warmup,
+        seed: c.seed,
+        data_dir: c.data_dir,
+        out: c.out,
+        format: c.format,
+        interval: c.interval,
+        status_interval: c.status_interval,
+    }
+}
+
+/// Runs the command line; returns the process exit code.
+pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            // Help and version are not errors; usage errors print clap's one-line reason.
+            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let result = match cli.command {
+        Command::Stores => {
+            print!("{}", stores_report());
+            Ok(EXIT_OK)
+        }
+        Command::Run(r) => spec::build(&request("run", r.workload, Some(r.phase), r.common))
+            .map_err(anyhow::Error::from)
+            .and_then(crate::driver::execute),
+        Command::Suite(c) => spec::build(&request("suite", vec![], None, c))
+            .map_err(anyhow::Error::from)
+            .and_then(crate::driver::execute),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            crate::error::exit_code(&e)
+        }
+    }
+}
+
+pub fn stores_report() -> String {
+    let mut out = String::new();
+    for k in crate::store::registry() {
+        let usable = match (k.probe)() {
+            Ok(()) => "usable here".to_string(),
+            Err(why) => format!("NOT usable here: {why}"),
+        };
+        out += &format!(
+            "{:<10} {:<12} {}  [{}]\n           scan: {}, persistent: {}\n",
+            k.name,
+            (k.version)(),
+            k.summary,
+            usable,
+            if k.capabilities.scan { "yes" } else { "no" },
+            if k.capabilities.persistent {
+                "yes"
+            } else {
+                "no"
+            },
+        );
+        for o in k.options {
+            out += &format!(
+                "           --store-opt {}={:<8} {}\n",
+                o.name, o.default, o.help
+            );
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,564 @@
+//! Runs a `Plan`: phases in order, each with its store opened once, N workers, and an interval
+//! loop that closes an interval every `--interval` (and exactly at the end of warm-up), writes
+//! it to the run directory at once, and shows progress. Design.md "Data flow".
+
+pub mod datadir;
+mod progress;
+mod worker;
+
+use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+use crate::machine;
+use crate::measure::{Collector, Metric, Stats};
+use crate::report::rundir::RunDir;
+use crate::report::{self, PhaseSummary, Summary};
+use crate::spec::{Format, PhaseKind, PhasePlan, Plan};
+use crate::store::{self, Store, StoreKind, StoreOptions};
+use crate::workload::{CoreWorkload, Op};
+use datadir::DataDir;
+use progress::Progress;
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+#[derive(Serialize)]
+struct StoreManifest {
+    name: String,
+    version: String,
+    options: std::collections::BTreeMap<String, String>,
+    capabilities: store::Capabilities,
+}
+
+#[derive(Serialize)]
+struct DataManifest {
+    path: String,
+    temporary: bool,
+    reused: bool,
+    placement: machine::Placement,
+}
+
+#[derive(Serialize)]
+struct Measurement {
+    clock: &'static str,
+    histogram_unit: &'static str,
+    significant_digits: u8,
+    highest_trackable_ns: u64,
+    interval_s: f64,
+    warmup: &'static str,
+    values: &'static str,
+}
+
+#[derive(Serialize)]
+struct Manifest<'a> {
+    schema: &'static str,
+    kvmeter_version: &'static str,
+    git_revision: &'static str,
+    command_line: Vec<String>,
+    started_at: String,
+    finished_at: Option<String>,
+    status: String,
+    seed: u64,
+    store: StoreManifest,
+    data_dir: DataManifest,
+    machine: machine::Machine,
+    measurement: Measurement,
+    plan: &'a Plan,
+}
+
+/// Set by SIGINT/SIGTERM; a second SIGINT exits at once (130).
+fn install_signals() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ =
+            signal_hook::flag::register_conditional_shutdown(sig, EXIT_INTERRUPTED, flag.clone());
+        let _ = signal_hook::flag::register(sig, flag.clone());
+    }
+    flag
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+/// Executes the plan; returns the exit code. Errors are setup failures (bad input: exit 2).
+pub fn execute(plan: Plan) -> anyhow::Result<i32> {
+    let kind = store::find(&plan.store).expect("validated store");
+    let opts = StoreOptions::parse(
+        kind.name,
+        kind.options,
+        &plan
+            .store_options
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>(),
+    )?;
+    (kind.check)(&opts)?;
+    for w in &plan.warnings {
+        eprintln!("warning: {w}");
+    }
+    let data = DataDir::prepare(plan.data_dir.as_deref())?;
+    let mut rundir = RunDir::create(&plan.out)?;
+    if plan
+        .phases
+        .first()
+        .map(|p| p.kind == PhaseKind::Run)
+        .unwrap_or(false)
+        && !data.has_store_data()
+        && kind.capabilities.persistent
+    {
+        eprintln!(
+            "warning: the data directory holds no data and the plan has no load phase: reads will return NOT_FOUND (run --phase load first, with the same --data-dir)"
+        );
+    }
+    let interrupted = install_signals();
+    let started_at = now_rfc3339();
+    let mut manifest = Manifest {
+        schema: report::MANIFEST_SCHEMA,
+        kvmeter_version: env!("CARGO_PKG_VERSION"),
+        git_revision: env!("KVMETER_GIT_REV"),
+        command_line: std::env::args().collect(),
+        started_at,
+        finished_at: None,
+        status: "running".into(),
+        seed: plan.seed,
+        store: StoreManifest {
+            name: kind.name.into(),
+            version: (kind.version)(),
+            options: opts.resolved().clone(),
+            capabilities: kind.capabilities,
+        },
+        data_dir: DataManifest {
+            path: data.root().display().to_string(),
+            temporary: data.is_temporary(),
+            reused: data.reused,
+            placement: machine::placement(data.root()),
+        },
+        machine: machine::machine(),
+        measurement: Measurement {
+            clock: "CLOCK_MONOTONIC (std::time::Instant) around each store call",
+            histogram_unit: "ns",
+            significant_digits: crate::measure::SIGFIG,
+            highest_trackable_ns: crate::measure::HIGHEST_NS,
+            interval_s: plan.interval.as_secs_f64(),
+            warmup: "excluded from summary.json, kept in intervals.csv (warmup=1) and the HDR logs",
+            values: "generated before the timer starts (YCSB generates them inside the timed call)",
+        },
+        plan: &plan,
+    };
+    rundir.write_json("manifest.json", &manifest)?;
+
+    let mut summary = Summary {
+        schema: report::SUMMARY_SCHEMA.into(),
+        kvmeter_version: env!("CARGO_PKG_VERSION").into(),
+        status: "running".into(),
+        error: None,
+        seed: plan.seed,
+        warnings: plan.warnings.clone(),
+        phases: vec![],
+    };
+    let mut progress = Progress::new(plan.status_interval);
+    let mut ycsb_texts = Vec::new();
+    let mut exit = EXIT_OK;
+    let n = plan.phases.len();
+    for (i, phase) in plan.phases.iter().enumerate() {
+        if interrupted.load(Ordering::Relaxed) {
+            break;
+        }
+        let result = run_phase(
+            &plan,
+            kind,
+            &opts,
+            &data,
+            &mut rundir,
+            phase,
+            i,
+            n,
+            &interrupted,
+            &mut progress,
+        );
+        let (ps, ycsb) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                let ps = failed_phase(phase, format!("{e:#}"));
+                (ps, None)
+            }
+        };
+        let outcome = ps.outcome.clone();
+        if let Some(e) = &ps.error {
+            eprintln!("error: phase {}: {e}", ps.name);
+            summary
+                .error
+                .get_or_insert_with(|| format!("phase {}: {e}", ps.name));
+        }
+        summary.phases.push(ps);
+        if let Some(t) = ycsb {
+            rundir.write_file(&format!("ycsb/{}.txt", phase.name), t.as_bytes())?;
+            ycsb_texts.push((phase.name.clone(), t));
+        }
+        rundir.write_json("summary.json", &summary)?;
+        match outcome.as_str() {
+            "failed" => {
+                exit = EXIT_FAILED;
+                break;
+            }
+            "interrupted" => {
+                exit = EXIT_INTERRUPTED;
+                break;
+            }
+            _ => {}
+        }
+    }
+    if interrupted.load(Ordering::Relaxed) && exit == EXIT_OK {
+        exit = EXIT_INTERRUPTED;
+    }
+    progress.finish();
+    summary.status = match exit {
+        EXIT_OK => "completed",
+        EXIT_INTERRUPTED => "interrupted",
+        _ => "failed",
+    }
+    .into();
+    rundir.write_json("summary.json", &summary)?;
+    manifest.status = summary.status.clone();
+    manifest.finished_at = Some(now_rfc3339());
+    rundir.write_json("manifest.json", &manifest)?;
+
+    match plan.format {
+        Format::Table => {
+            let bold = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            print!("{}", report::table::render(&summary.phases, bold));
+        }
+        Format::Ycsb => {
+            for (name, t) in &ycsb_texts {
+                println!("# kvmeter phase {name}");
+                print!("{t}");
+            }
+        }
+        Format::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
+    }
+    eprintln!("results: {}", rundir.root().display());
+    if exit == EXIT_INTERRUPTED {
+        eprintln!("interrupted: completed phases and intervals are saved");
+    }
+    Ok(exit)
+}
+
+fn failed_phase(phase: &PhasePlan, error: String) -> PhaseSummary {
+    let mut ps = empty_summary(phase);
+    ps.outcome = "failed".into();
+    ps.error = Some(error);
+    ps
+}
+
+fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
+    PhaseSummary {
+        name: phase.name.clone(),
+        kind: match phase.kind {
+            PhaseKind::Load => "load",
+            PhaseKind::Run => "run",
+            PhaseKind::Clear => "clear",
+        }
+        .into(),
+        workload_files: phase.workload_files.clone(),
+        threads: phase.threads,
+        outcome: "completed".into(),
+        error: None,
+        started_at: now_rfc3339(),
+        wall_seconds: 0.0,
+        warmup_seconds: phase.warmup.as_secs_f64(),
+        measured_seconds: 0.0,
+        target_ops_per_s: phase.target,
+        operations: 0,
+        errors: 0,
+        throughput_ops_per_s: 0.0,
+        throughput_mb_per_s: 0.0,
+        intervals: 0,
+        ops: Default::default(),
+        not_applicable: vec![],
+        error_samples: vec![],
+    }
+}
+
+/// Metrics a phase records, so their histograms exist before the first operation.
+fn metrics_for(load: bool, ops: &[Op], verify: bool) -> Vec<Metric> {
+    let mut m = vec![Metric::Cleanup];
+    if load {
+        m.push(Metric::Insert);
+    }
+    for op in ops {
+        match op {
+            Op::Read => m.push(Metric::Read),
+            Op::Update => m.push(Metric::Update),
+            Op::Insert => m.push(Metric::Insert),
+            Op::Scan => m.push(Metric::Scan),
+            Op::ReadModifyWrite => {
+                m.extend([Metric::Read, Metric::Update, Metric::ReadModifyWrite])
+            }
+        }
+    }
+    if verify {
+        m.push(Metric::Verify);
+    }
+    m.sort();
+    m.dedup();
+    m
+}
+
+/// YCSB's split of operations over threads (§8.2): thread i gets n/t, plus one if i < n%t.
+pub fn split_ops(total: u64, threads: usize, i: usize) -> u64 {
+    if total == 0 {
+        return 0;
+    }
+    let t = threads as u64;
+    total / t + u64::from((i as u64) < total % t)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_phase(
+    plan: &Plan,
+    kind: &StoreKind,
+    opts: &StoreOptions,
+    data: &DataDir,
+    rundir: &mut RunDir,
+    phase: &PhasePlan,
+    index: usize,
+    phases: usize,
+    interrupted: &AtomicBool,
+    progress: &mut Progress,
+) -> anyhow::Result<(PhaseSummary, Option<String>)> {
+    let mut ps = empty_summary(phase);
+    let wall0 = Instant::now();
+    if phase.kind == PhaseKind::Clear {
+        data.clear()?;
+        ps.wall_seconds = wall0.elapsed().as_secs_f64();
+        return Ok((ps, None));
+    }
+    let cfg = phase
+        .workload
+        .clone()
+        .expect("load/run phases have a workload");
+    let load = phase.kind == PhaseKind::Load;
+    let store_dir = data.store_dir()?;
+    let store: Box<dyn Store> = (kind.open)(&store_dir, opts)?;
+    let workload = CoreWorkload::new(cfg);
+    let ops = if load {
+        vec![Op::Insert]
+    } else {
+        workload.ops()
+    };
+    if !kind.capabilities.scan && ops.contains(&Op::Scan) {
+        ps.not_applicable.push("SCAN".into());
+    }
+    // Threads never outnumber operations (§8.2); the rate is computed after that clamp
+    // (quirk 16: YCSB computes it before and undershoots the target).
+    let threads = if phase.operations > 0 {
+        phase.threads.min(phase.operations as usize)
+    } else {
+        phase.threads
+    };
+    ps.threads = threads;
+    let paced = phase.target.is_some();
+    let mut collector = Collector::new(&metrics_for(load, &ops, workload.cfg.dataintegrity), paced);
+    let mut sessions = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        sessions.push((store.session()?, collector.worker()));
+    }
+    let shared = worker::Shared {
+        workload: &workload,
+        stop: AtomicBool::new(false),
+        fatal: Mutex::new(None),
+        finished: AtomicUsize::new(0),
+        end_ns: AtomicU64::new(0),
+        t0: Instant::now(),
+        load,
+        tick_ns: phase
+            .target
+            .map(|t| ((threads as f64) * 1e9 / t).max(1.0) as u64),
+        seed: plan.seed,
+    };
+    let phase_wall_start = SystemTime::now();
+    ps.started_at = humantime::format_rfc3339_millis(phase_wall_start).to_string();
+    let mut measured = collector.empty_stats();
+    let mut interval = collector.empty_stats();
+    let mut interval_no = 0usize;
+    let mut was_interrupted = false;
+    let mut total_done = 0u64;
+    let mut boundary_start = shared.t0;
+    let samples = std::thread::scope(|s| -> anyhow::Result<Vec<report::ErrorSample>> {
+        let handles: Vec<_> = sessions
+            .into_iter()
+            .enumerate()
+            .map(|(i, (session, rec))| {
+                let sh = &shared;
+                let my_ops = split_ops(phase.operations, threads, i);
+                std::thread::Builder::new()
+                    .name(format!("kvm-worker-{i}"))
+                    .spawn_scoped(s, move || worker::run(sh, i, session, rec, my_ops))
+                    .expect("spawn worker")
+            })
+            .collect();
+        let t0 = shared.t0;
+        let warmup_end = (!phase.warmup.is_zero()).then(|| t0 + phase.warmup);
+        let mut next_boundary = warmup_end.unwrap_or(t0 + plan.interval);
+        let deadline = phase.duration.map(|d| t0 + d);
+        let grace =
+            (plan.interval / 10).clamp(Duration::from_millis(5), Duration::from_millis(100));
+        loop {
+            let now = Instant::now();
+            let done = shared.finished.load(Ordering::Acquire) == threads;
+            if done {
+                break;
+            }
+            if interrupted.load(Ordering::Relaxed) && !shared.stop.load(Ordering::Relaxed) {
+                was_interrupted = true;
+                shared.stop.store(true, Ordering::Relaxed);
+            }
+            if let Some(d) = deadline {
+                if now >= d {
+                    shared.stop.store(true, Ordering::Relaxed);
+                }
+            }
+            if now >= next_boundary {
+                collector.close_interval(&mut interval, grace);
+                let in_warmup = warmup_end.map(|w| next_boundary <= w).unwrap_or(false);
+                let (a, b) = (
+                    (boundary_start - t0).as_secs_f64(),
+                    (next_boundary - t0).as_secs_f64(),
+                );
+                rundir.append_interval(&phase.name, interval_no, a, b, in_warmup, &interval)?;
+                rundir.log_histograms(&phase.name, phase_wall_start, a, b, &interval)?;
+                total_done += interval.total_ops();
+                progress.interval(
+                    index,
+                    phases,
+                    phase,
+                    &interval,
+                    b - a,
+                    total_done,
+                    t0.elapsed(),
+                );
+                if !in_warmup {
+                    measured.add(&interval);
+                }
+                interval.reset();
+                interval_no += 1;
+                boundary_start = next_boundary;
+                next_boundary += plan.interval;
+                continue;
+            }
+            let mut wake = next_boundary.min(now + Duration::from_millis(10));
+            if let Some(d) = deadline {
+                wake = wake.min(d.max(now));
+            }
+            std::thread::sleep(wake.saturating_duration_since(now));
+        }
+        let mut samples = Vec::new();
+        for h in handles {
+            samples.extend(
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?,
+            );
+        }
+        Ok(samples)
+    })?;
+    // The last, partial interval.
+    collector.drain(&mut interval);
+    let end = Duration::from_nanos(shared.end_ns.load(Ordering::Relaxed));
+    let t_start = boundary_start - shared.t0;
+    let in_warmup = !phase.warmup.is_zero() && end <= phase.warmup;
+    if interval.total_ops() > 0 || interval_no == 0 {
+        rundir.append_interval(
+            &phase.name,
+            interval_no,
+            t_start.as_secs_f64(),
+            end.as_secs_f64(),
+            in_warmup,
+            &interval,
+        )?;
+        rundir.log_histograms(
+            &phase.name,
+            phase_wall_start,
+            t_start.as_secs_f64(),
+            end.as_secs_f64(),
+            &interval,
+        )?;
+        interval_no += 1;
+    }
+    if !in_warmup {
+        measured.add(&interval);
+    }
+    let close_result = store.close();
+    ps.intervals = interval_no;
+    ps.wall_seconds = wall0.elapsed().as_secs_f64();
+    let measured_from = if in_warmup {
+        end
+    } else {
+        phase.warmup.min(end)
+    };
+    ps.measured_seconds = (end - measured_from).as_secs_f64();
+    ps.fill(&measured);
+    ps.error_samples = samples;
+    let fatal = shared
+        .fatal
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    if let Some(f) = fatal {
+        ps.outcome = "failed".into();
+        ps.error = Some(f);
+    } else if let Err(e) = close_result {
+        ps.outcome = "failed".into();
+        ps.error = Some(format!("{e:#}"));
+    } else if was_interrupted {
+        ps.outcome = "interrupted".into();
+    }
+    let ycsb = report::ycsb::report(
+        &measured,
+        (ps.measured_seconds * 1000.0) as u64,
+        ycsb_ops(&measured),
+        &plan.ycsb_percentiles,
+    );
+    Ok((ps, Some(ycsb)))
+}
+
+/// Operations the workers completed, as YCSB's `done` counts them: one per transaction (an
+/// RMW is one), failed ones included.
+fn ycsb_ops(s: &Stats) -> u64 {
+    let c = |m| s.get(m).map(|o| o.count()).unwrap_or(0);
+    let rmw = c(Metric::ReadModifyWrite);
+    // The inner read and update of each RMW are counted under READ and UPDATE too.
+    c(Metric::Read) + c(Metric::Update) + c(Metric::Insert) + c(Metric::Scan) + c(Metric::Delete)
+        - rmw
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_split_like_ycsb() {
+        let v: Vec<u64> = (0..3).map(|i| split_ops(10, 3, i)).collect();
+        assert_eq!(v, [4, 3, 3]);
+        assert_eq!(split_ops(0, 4, 2), 0);
+        assert_eq!(
+            (0..4).map(|i| split_ops(1_000_003, 4, i)).sum::<u64>(),
+            1_000_003
+        );
+    }
+
+    #[test]
+    fn metric_sets() {
+        let m = metrics_for(false, &[Op::Read, Op::ReadModifyWrite], true);
+        assert_eq!(
+            m,
+            [
+                Metric::Read,
+                Metric::Update,
+                Metric::ReadModifyWrite,
+                Metric::Verify,
+                Metric::Cleanup
+            ]
+        );
+    }
+}

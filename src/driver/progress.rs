@@ -1,0 +1,93 @@
+//! Progress on stderr: a live line on a terminal (indicatif), plain periodic lines otherwise
+//! (`--status-interval`, default 10 s). No colour is used, so `NO_COLOR` has nothing to remove.
+
+use crate::measure::{percentile, Metric, Stats};
+use crate::spec::PhasePlan;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    every: Duration,
+    last_plain: Option<Instant>,
+}
+
+impl Progress {
+    pub fn new(every: Duration) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            b.set_style(ProgressStyle::with_template("{msg}").expect("valid template"));
+            b
+        });
+        Progress {
+            bar,
+            every,
+            last_plain: None,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn interval(
+        &mut self,
+        index: usize,
+        phases: usize,
+        phase: &PhasePlan,
+        stats: &Stats,
+        secs: f64,
+        done: u64,
+        elapsed: Duration,
+    ) {
+        let ops = stats.total_ops();
+        let rate = if secs > 0.0 { ops as f64 / secs } else { 0.0 };
+        // p99 of the busiest metric, the one a reader watches.
+        let p99 = Metric::ALL
+            .iter()
+            .filter(|m| **m != Metric::Cleanup)
+            .filter_map(|m| stats.get(*m))
+            .max_by_key(|o| o.count())
+            .map(|o| percentile::value_at(&o.ok, 99.0) as f64 / 1000.0)
+            .unwrap_or(0.0);
+        let eta = match (phase.operations, phase.duration) {
+            (n, _) if n > 0 && rate > 0.0 => {
+                let by_ops = Duration::from_secs_f64(n.saturating_sub(done) as f64 / rate);
+                match phase.duration {
+                    Some(d) => by_ops.min(d.saturating_sub(elapsed)),
+                    None => by_ops,
+                }
+            }
+            (_, Some(d)) => d.saturating_sub(elapsed),
+            _ => Duration::ZERO,
+        };
+        let line = format!(
+            "[{}/{}] {:<7} {:>7.1}s  {:>10} ops  {:>10.0} ops/s  p99 {:>9.1} µs  ETA {}s",
+            index + 1,
+            phases,
+            phase.name,
+            elapsed.as_secs_f64(),
+            done,
+            rate,
+            p99,
+            eta.as_secs()
+        );
+        match &self.bar {
+            Some(b) => b.set_message(line),
+            None => {
+                let due = self
+                    .last_plain
+                    .map(|t| t.elapsed() >= self.every)
+                    .unwrap_or(true);
+                if due {
+                    eprintln!("{line}");
+                    self.last_plain = Some(Instant::now());
+                }
+            }
+        }
+    }
+
+    pub fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! One worker thread: choose op → store call → record, in a closed loop or on YCSB's per-thread
+//! schedule when paced (ycsb-workload-spec §8.3, §8.4).
+//!
+//! The hot path allocates nothing and takes no lock: the key, values, read result and scan
+//! result live in buffers owned by the worker and reused; recording is a histogram increment;
+//! the only shared accesses are relaxed loads of the stop flag and the interval epoch.
+
+use crate::measure::{Metric, WorkerRecorder};
+use crate::report::ErrorSample;
+use crate::store::{ErrorKind, Record, ScanOut, Session, Status};
+use crate::workload::{CoreWorkload, Op, OpBuffers, Rng};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Everything the workers of one phase share.
+pub struct Shared<'a> {
+    pub workload: &'a CoreWorkload,
+    pub stop: AtomicBool,
+    pub fatal: Mutex<Option<String>>,
+    pub finished: AtomicUsize,
+    /// Latest worker end, in ns since `t0`.
+    pub end_ns: AtomicU64,
+    pub t0: Instant,
+    pub load: bool,
+    /// Per-thread schedule spacing when paced (`--target`).
+    pub tick_ns: Option<u64>,
+    pub seed: u64,
+}
+
+impl Shared<'_> {
+    #[cold]
+    fn fail(&self, msg: String) {
+        let mut f = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
+        if f.is_none() {
+            *f = Some(msg);
+        }
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+struct Worker<'s, 'a> {
+    sh: &'s Shared<'a>,
+    session: Box<dyn Session>,
+    rec: WorkerRecorder,
+    rng: Rng,
+    b: OpBuffers,
+    out: Record,
+    scan: ScanOut,
+    scratch: Vec<u8>,
+    samples: Vec<ErrorSample>,
+    table: String,
+}
+
+#[inline]
+fn ns(d: Duration) -> u64 {
+    d.as_nanos() as u64
+}
+
+pub fn run(
+    sh: &Shared,
+    index: usize,
+    session: Box<dyn Session>,
+    rec: WorkerRecorder,
+    ops: u64,
+) -> Vec<ErrorSample> {
+    // Pacing sleeps should wake on time, not up to 50 µs late (Linux's default timer slack).
+    #[cfg(target_os = "linux")]
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64);
+    }
+    let mut w = Worker {
+        sh,
+        session,
+        rec,
+        rng: Rng::for_worker(sh.seed, index as u64),
+        b: OpBuffers::default(),
+        out: Record::new(),
+        scan: ScanOut::default(),
+        scratch: Vec::new(),
+        samples: Vec::new(),
+        table: sh.workload.cfg.table.clone(),
+    };
+    w.run(ops);
+    let Worker {
+        session,
+        mut rec,
+        samples,
+        ..
+    } = w;
+    let t = Instant::now();
+    let st = session.close();
+    rec.record(Metric::Cleanup, st, ns(t.elapsed()), ns(t.elapsed()), 0);
+    rec.finish();
+    sh.end_ns.fetch_max(ns(sh.t0.elapsed()), Ordering::Relaxed);
+    sh.finished.fetch_add(1, Ordering::Release);
+    samples
+}
+
+impl Worker<'_, '_> {
+    fn run(&mut self, ops: u64) {
+        if let Some(tick) = self.sh.tick_ns {
+            // YCSB desyncs threads of at most 1000 ops/s by a random initial sleep (§8.4.1),
+            // drawn as 64-bit here (quirk 17).
+            if tick >= 1_000_000 {
+                let d = Duration::from_nanos(self.rng.next_u64_below(tick));
+                self.sleep_until(Instant::now() + d);
+            }
+        }
+        let start = Instant::now();
+        let mut done = 0u64;
+        while (ops == 0 || done < ops) && !self.sh.stop.load(Ordering::Relaxed) {
+            let intended = match self.sh.tick_ns {
+                Some(tick) => {
+                    let deadline = start + Duration::from_nanos(tick.saturating_mul(done));
+                    self.sleep_until(deadline);
+                    if self.sh.stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    Some(deadline)
+                }
+                None => None,
+            };
+            if self.sh.load {
+                self.load_one(intended);
+            } else {
+                self.transaction(intended);
+            }
+            self.rec.tick();
+            done += 1;
+        }
+    }
+
+    /// Sleeps until `deadline`, in slices short enough to notice a stop or an interval change.
+    fn sleep_until(&mut self, deadline: Instant) {
+        loop {
+            let now = Instant::now();
+            if now >= deadline || self.sh.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            self.rec.tick();
+            std::thread::sleep((deadline - now).min(Duration::from_millis(20)));
+        }
+    }
+
+    #[inline]
+    fn record(
+        &mut self,
+        m: Metric,
+        st: Status,
+        t_start: Instant,
+        t_end: Instant,
+        intended: Option<Instant>,
+        bytes: u64,
+    ) {
+        let service = ns(t_end.duration_since(t_start));
+        let from_intended = intended
+            .map(|i| ns(t_end.saturating_duration_since(i)))
+            .unwrap_or(service);
+        self.rec.record(m, st, service, from_intended, bytes);
+        if let Status::Error { kind, fatal } = st {
+            self.error(m, kind, fatal);
+        }
+    }
+
+    #[cold]
+    fn error(&mut self, m: Metric, kind: ErrorKind, fatal: bool) {
+        let msg = self.session.last_error();
+        if fatal {
+            self.sh.fail(format!(
+                "{} failed: {} error{}",
+                m.name(),
+                kind.name(),
+                msg.as_ref().map(|t| format!(": {t}")).unwrap_or_default()
+            ));
+        }
+        if !self
+            .samples
+            .iter()
+            .any(|s| s.metric == m.name() && s.kind == kind.name())
+        {
+            self.samples.push(ErrorSample {
+                metric: m.name().to_string(),
+                kind: kind.name().to_string(),
+                message: msg.unwrap_or_else(|| "(the store gave no message)".into()),
+            });
+        }
+    }
+
+    fn load_one(&mut self, intended: Option<Instant>) {
+        self.sh.workload.next_load(&mut self.rng, &mut self.b);
+        let limit = self.sh.workload.cfg.insertion_retry_limit;
+        let mut attempts = 0;
+        loop {
+            let t0 = Instant::now();
+            let st = self
+                .session
+                .insert(&self.table, &self.b.key, &self.b.values);
+            let t1 = Instant::now();
+            self.record(
+                Metric::Insert,
+                st,
+                t0,
+                t1,
+                intended,
+                self.b.values.data_bytes(),
+            );
+            if st.is_ok() || matches!(st, Status::Error { fatal: true, .. }) {
+                return;
+            }
+            attempts += 1;
+            if attempts > limit {
+                return; // counted; kvmeter keeps going (YCSB would stop this thread)
+            }
+            let secs = self.sh.workload.cfg.insertion_retry_interval as f64;
+            let pause = Duration::from_secs_f64(secs * (0.8 + 0.4 * self.rng.next_f64()));
+            self.sleep_until(Instant::now() + pause);
+            if self.sh.stop.load(Ordering::Relaxed) {
+                return;
+            }
+        }
+    }
+
+    #[inline]
+    fn verify(&mut self) {
+        if !self.sh.workload.cfg.dataintegrity {
+            return;
+        }
+        let t0 = Instant::now();
+        let good = self
+            .sh
+            .workload
+            .verify(&self.b.key, &self.out, &mut self.scratch);
+        let t1 = Instant::now();
+        let st = if good {
+            Status::Ok
+        } else {
+            Status::error(ErrorKind::UnexpectedState)
+        };
+        let service = ns(t1 - t0);
+        self.rec.record(Metric::Verify, st, service, service, 0);
+    }
+
+    #[inline]
+    fn transaction(&mut self, intended: Option<Instant>) {
+        let wl = self.sh.workload;
+        let op = wl.next_op(&mut self.rng, &mut self.b);
+        match op {
+            Op::Read => {
+                let fields = wl.read_fields(&self.b);
+                let t0 = Instant::now();
+                let st = self
+                    .session
+                    .read(&self.table, &self.b.key, fields, &mut self.out);
+                let t1 = Instant::now();
+                self.record(Metric::Read, st, t0, t1, intended, self.out.data_bytes());
+                self.verify();
+            }
+            Op::Update => {
+                let t0 = Instant::now();
+                let st = self
+                    .session
+                    .update(&self.table, &self.b.key, &self.b.values);
+                let t1 = Instant::now();
+                self.record(
+                    Metric::Update,
+                    st,
+                    t0,
+                    t1,
+                    intended,
+                    self.b.values.data_bytes(),
+                );
+            }
+            Op::Insert => {
+                let t0 = Instant::now();
+                let st = self
+                    .session
+                    .insert(&self.table, &self.b.key, &self.b.values);
+                let t1 = Instant::now();
+                self.record(
+                    Metric::Insert,
+                    st,
+                    t0,
+                    t1,
+                    intended,
+                    self.b.values.data_bytes(),
+                );
+                // Acknowledged whatever the status, as upstream does (§6.2 Insert).
+                if let Err(e) = wl.acknowledge(self.b.keynum) {
+                    self.sh.fail(e.to_string());
+                }
+            }
+            Op::Scan => {
+                let fields = wl.read_fields(&self.b);
+                let t0 = Instant::now();
+                let st = self.session.scan(
+                    &self.table,
+                    &self.b.key,
+                    self.b.scan_len,
+                    fields,
+                    &mut self.scan,
+                );
+                let t1 = Instant::now();
+                self.record(Metric::Scan, st, t0, t1, intended, self.scan.data_bytes());
+            }
+            Op::ReadModifyWrite => {
+                let fields = wl.read_fields(&self.b);
+                let t0 = Instant::now();
+                let st_r = self
+                    .session
+                    .read(&self.table, &self.b.key, fields, &mut self.out);
+                let t1 = Instant::now();
+                // The update runs even if the read failed, as upstream.
+                let st_u = self
+                    .session
+                    .update(&self.table, &self.b.key, &self.b.values);
+                let t2 = Instant::now();
+                // Both inner calls share one intended start (quirk 14).
+                let ist = intended.or(Some(t0));
+                self.record(Metric::Read, st_r, t0, t1, ist, self.out.data_bytes());
+                self.record(
+                    Metric::Update,
+                    st_u,
+                    t1,
+                    t2,
+                    ist,
+                    self.b.values.data_bytes(),
+                );
+                let st = if !st_r.is_ok() { st_r } else { st_u };
+                let service = ns(t2 - t0);
+                let from_intended = intended
+                    .map(|i| ns(t2.saturating_duration_since(i)))
+                    .unwrap_or(service);
+                self.rec
+                    .record(Metric::ReadModifyWrite, st, service, from_intended, 0);
+                self.verify();
+            }
+        }
+    }
+}

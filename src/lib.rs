@@ -1,0 +1,14 @@
+//! kvmeter: measures key-value stores the way storage researchers do by hand — YCSB-exact
+//! workloads, tail latency from HdrHistograms, and a run directory written as the run goes.
+//! See docs/architecture.md for the map of modules.
+
+pub mod cli;
+pub mod driver;
+pub mod error;
+mod keys_hash;
+pub mod machine;
+pub mod measure;
+pub mod report;
+pub mod spec;
+pub mod store;
+pub mod workload;

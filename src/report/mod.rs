@@ -1,0 +1,172 @@
+//! Results: the summary model (summary.json), and its views — the terminal table, YCSB's text
+//! report, JSON. Every figure here is computed from the measured histograms and counters; the
+//! views never recompute a measurement.
+
+pub mod javafmt;
+pub mod rundir;
+pub mod table;
+pub mod ycsb;
+
+use crate::measure::{percentile, status_slot_name, Metric, OpStats, Stats, STATUS_SLOTS};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub const SUMMARY_SCHEMA: &str = "kvmeter-summary/1";
+pub const MANIFEST_SCHEMA: &str = "kvmeter-manifest/1";
+
+/// Latency figures in microseconds (from nanosecond histograms, so sub-µs values keep their
+/// fraction).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Latency {
+    pub count: u64,
+    pub min: f64,
+    pub avg: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p99_9: f64,
+    pub p99_99: f64,
+    pub max: f64,
+}
+
+impl Latency {
+    pub fn from_ns(h: &Histogram<u64>) -> Self {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Latency {
+            count: h.len(),
+            min: us(percentile::min(h)),
+            avg: percentile::mean(h) / 1000.0,
+            p50: us(percentile::value_at(h, 50.0)),
+            p90: us(percentile::value_at(h, 90.0)),
+            p99: us(percentile::value_at(h, 99.0)),
+            p99_9: us(percentile::value_at(h, 99.9)),
+            p99_99: us(percentile::value_at(h, 99.99)),
+            max: us(percentile::max(h)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OpSummary {
+    /// All operations, whatever their status.
+    pub count: u64,
+    pub ok: u64,
+    /// Failed operations by kind (not_found, io, timeout, ...); only kinds that occurred.
+    pub errors: BTreeMap<String, u64>,
+    pub ops_per_s: f64,
+    pub mb_per_s: f64,
+    /// Service time of successful operations.
+    pub latency_us: Latency,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_latency_us: Option<Latency>,
+    /// From the intended start time (coordinated omission corrected); paced runs only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intended_latency_us: Option<Latency>,
+}
+
+impl OpSummary {
+    pub fn from_stats(o: &OpStats, seconds: f64) -> Self {
+        let errors = (1..STATUS_SLOTS)
+            .filter(|&i| o.statuses[i] > 0)
+            .map(|i| (status_slot_name(i).to_string(), o.statuses[i]))
+            .collect();
+        let per_s = |x: f64| if seconds > 0.0 { x / seconds } else { 0.0 };
+        OpSummary {
+            count: o.count(),
+            ok: o.statuses[0],
+            errors,
+            ops_per_s: per_s(o.count() as f64),
+            mb_per_s: per_s(o.bytes as f64) / 1e6,
+            latency_us: Latency::from_ns(&o.ok),
+            failed_latency_us: o
+                .failed
+                .as_ref()
+                .filter(|h| !h.is_empty())
+                .map(Latency::from_ns),
+            intended_latency_us: o.intended.as_ref().map(Latency::from_ns),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorSample {
+    pub metric: String,
+    pub kind: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PhaseSummary {
+    pub name: String,
+    pub kind: String,
+    pub workload_files: Vec<String>,
+    pub threads: usize,
+    /// completed, interrupted or failed.
+    pub outcome: String,
+    pub error: Option<String>,
+    pub started_at: String,
+    pub wall_seconds: f64,
+    pub warmup_seconds: f64,
+    /// The window the figures below cover: from the end of warm-up to the last operation.
+    pub measured_seconds: f64,
+    pub target_ops_per_s: Option<f64>,
+    /// Store operations issued (READ, UPDATE, INSERT, SCAN, DELETE; an RMW counts as its
+    /// read and its update), measured window only.
+    pub operations: u64,
+    pub errors: u64,
+    pub throughput_ops_per_s: f64,
+    pub throughput_mb_per_s: f64,
+    pub intervals: usize,
+    pub ops: BTreeMap<String, OpSummary>,
+    /// Operations the workload asks for that this store cannot do (shown as N/A).
+    pub not_applicable: Vec<String>,
+    pub error_samples: Vec<ErrorSample>,
+}
+
+/// Metrics that are store calls (an RMW is its read plus its update; VERIFY and CLEANUP are
+/// bookkeeping), so `operations` counts each store call once.
+pub fn is_store_call(m: Metric) -> bool {
+    matches!(
+        m,
+        Metric::Read | Metric::Update | Metric::Insert | Metric::Scan | Metric::Delete
+    )
+}
+
+impl PhaseSummary {
+    /// Fills the op table and totals from the measured stats.
+    pub fn fill(&mut self, stats: &Stats) {
+        let secs = self.measured_seconds;
+        self.ops.clear();
+        let (mut ops, mut errs, mut bytes) = (0u64, 0u64, 0u64);
+        for (m, o) in stats.metrics() {
+            self.ops
+                .insert(m.name().to_string(), OpSummary::from_stats(o, secs));
+            if is_store_call(m) {
+                ops += o.count();
+                errs += o.errors();
+                bytes += o.bytes;
+            }
+        }
+        self.operations = ops;
+        self.errors = errs;
+        self.throughput_ops_per_s = if secs > 0.0 { ops as f64 / secs } else { 0.0 };
+        self.throughput_mb_per_s = if secs > 0.0 {
+            bytes as f64 / secs / 1e6
+        } else {
+            0.0
+        };
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Summary {
+    pub schema: String,
+    pub kvmeter_version: String,
+    /// running, completed, interrupted or failed.
+    pub status: String,
+    pub error: Option<String>,
+    pub seed: u64,
+    pub warnings: Vec<String>,
+    pub phases: Vec<PhaseSummary>,
+}

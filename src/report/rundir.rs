@@ -1,0 +1,227 @@
+//! The run directory, written as the run goes so that a crash of the store or of kvmeter leaves
+//! every completed interval readable: `intervals.csv` and the HDR logs are appended and flushed
+//! at every interval; `manifest.json` and `summary.json` are replaced atomically (write, fsync,
+//! rename), so they are always whole.
+
+use crate::measure::{percentile, Metric, Stats};
+use anyhow::Context;
+use base64::Engine;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub const INTERVALS_HEADER: &str = "phase,interval,start_s,end_s,warmup,metric,count,errors,ops_per_s,mb_per_s,avg_us,p50_us,p90_us,p99_us,p99_9_us,max_us,intended_p50_us,intended_p99_us,intended_max_us";
+
+pub struct RunDir {
+    root: PathBuf,
+    intervals: BufWriter<File>,
+    hlogs: HashMap<String, BufWriter<File>>,
+    serializer: V2DeflateSerializer,
+    scratch: Vec<u8>,
+}
+
+fn epoch_secs(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+impl RunDir {
+    /// Creates the run directory; refuses one that exists with anything in it.
+    pub fn create(root: &Path) -> Result<Self, crate::error::UsageError> {
+        let bad =
+            |why: String| crate::error::UsageError::new(format!("--out {}: {why}", root.display()));
+        if root.exists() {
+            let mut entries = fs::read_dir(root)
+                .map_err(|e| bad(format!("cannot read it: {e}; choose another --out")))?;
+            if entries.next().is_some() {
+                return Err(bad(
+                    "exists and is not empty; kvmeter never overwrites results: choose a new --out"
+                        .into(),
+                ));
+            }
+        }
+        fs::create_dir_all(root.join("latency"))
+            .map_err(|e| bad(format!("cannot create it: {e}; choose a writable --out")))?;
+        let f = OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .open(root.join("intervals.csv"))
+            .map_err(|e| bad(format!("cannot write intervals.csv: {e}")))?;
+        let mut intervals = BufWriter::new(f);
+        writeln!(intervals, "{INTERVALS_HEADER}")
+            .and_then(|_| intervals.flush())
+            .map_err(|e| bad(format!("cannot write intervals.csv: {e}")))?;
+        Ok(RunDir {
+            root: root.to_path_buf(),
+            intervals,
+            hlogs: HashMap::new(),
+            serializer: V2DeflateSerializer::new(),
+            scratch: Vec::new(),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Replaces `name` atomically with the pretty JSON of `value`.
+    pub fn write_json<T: serde::Serialize>(&self, name: &str, value: &T) -> anyhow::Result<()> {
+        let text = serde_json::to_string_pretty(value)? + "\n";
+        self.write_file(name, text.as_bytes())
+    }
+
+    pub fn write_file(&self, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
+        let path = self.root.join(name);
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension("tmp");
+        let mut f =
+            File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+        f.write_all(bytes)?;
+        f.sync_data()?;
+        fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(())
+    }
+
+    /// Appends one row per metric for a closed interval and flushes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn append_interval(
+        &mut self,
+        phase: &str,
+        index: usize,
+        start_s: f64,
+        end_s: f64,
+        warmup: bool,
+        stats: &Stats,
+    ) -> anyhow::Result<()> {
+        let secs = (end_s - start_s).max(1e-9);
+        let us = |ns: u64| ns as f64 / 1000.0;
+        for (m, o) in stats.metrics() {
+            let h = &o.ok;
+            let (ip50, ip99, imax) = match &o.intended {
+                Some(i) => (
+                    format!("{:.3}", us(percentile::value_at(i, 50.0))),
+                    format!("{:.3}", us(percentile::value_at(i, 99.0))),
+                    format!("{:.3}", us(percentile::max(i))),
+                ),
+                None => (String::new(), String::new(), String::new()),
+            };
+            writeln!(
+                self.intervals,
+                "{phase},{index},{start_s:.3},{end_s:.3},{},{},{},{},{:.1},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{ip50},{ip99},{imax}",
+                warmup as u8,
+                m.name(),
+                o.count(),
+                o.errors(),
+                o.count() as f64 / secs,
+                o.bytes as f64 / secs / 1e6,
+                percentile::mean(h) / 1000.0,
+                us(percentile::value_at(h, 50.0)),
+                us(percentile::value_at(h, 90.0)),
+                us(percentile::value_at(h, 99.0)),
+                us(percentile::value_at(h, 99.9)),
+                us(percentile::max(h)),
+            )?;
+        }
+        self.intervals.flush()?;
+        Ok(())
+    }
+
+    /// Appends this interval's histograms to the HDR logs (one file per phase and metric, the
+    /// HdrHistogram interval log format 1.3, values in ns).
+    pub fn log_histograms(
+        &mut self,
+        phase: &str,
+        phase_start: SystemTime,
+        start_s: f64,
+        end_s: f64,
+        stats: &Stats,
+    ) -> anyhow::Result<()> {
+        for (m, o) in stats.metrics() {
+            self.log_one(phase, m.name(), phase_start, start_s, end_s, &o.ok)?;
+            if let Some(f) = &o.failed {
+                if !f.is_empty() {
+                    self.log_one(
+                        phase,
+                        &format!("{}-FAILED", m.name()),
+                        phase_start,
+                        start_s,
+                        end_s,
+                        f,
+                    )?;
+                }
+            }
+            if let Some(i) = &o.intended {
+                self.log_one(
+                    phase,
+                    &format!("Intended-{}", m.name()),
+                    phase_start,
+                    start_s,
+                    end_s,
+                    i,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn log_one(
+        &mut self,
+        phase: &str,
+        name: &str,
+        phase_start: SystemTime,
+        start_s: f64,
+        end_s: f64,
+        h: &Histogram<u64>,
+    ) -> anyhow::Result<()> {
+        let key = format!("{phase}.{name}");
+        if !self.hlogs.contains_key(&key) {
+            let path = self.root.join("latency").join(format!("{key}.hlog"));
+            let mut w = BufWriter::new(File::create(&path)?);
+            let start = epoch_secs(phase_start);
+            writeln!(
+                w,
+                "#[Logging for: {name} (phase {phase}, values in nanoseconds)]"
+            )?;
+            writeln!(w, "#[Histogram log format version 1.3]")?;
+            writeln!(
+                w,
+                "#[StartTime: {start:.3} (seconds since epoch), {}]",
+                humantime::format_rfc3339_millis(phase_start)
+            )?;
+            writeln!(w, "#[BaseTime: {start:.3} (seconds since epoch)]")?;
+            writeln!(
+                w,
+                "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\""
+            )?;
+            self.hlogs.insert(key.clone(), w);
+        }
+        self.scratch.clear();
+        self.serializer
+            .serialize(h, &mut self.scratch)
+            .map_err(|e| anyhow::anyhow!("cannot encode histogram: {e:?}"))?;
+        let w = self.hlogs.get_mut(&key).expect("inserted above");
+        // Interval_Max is in milliseconds (max / 1e6), as Java's writer does for ns values.
+        writeln!(
+            w,
+            "{start_s:.3},{:.3},{:.3},{}",
+            end_s - start_s,
+            percentile::max(h) as f64 / 1e6,
+            base64::engine::general_purpose::STANDARD.encode(&self.scratch)
+        )?;
+        w.flush()?;
+        Ok(())
+    }
+
+    pub fn metric_log_path(&self, phase: &str, metric: Metric) -> PathBuf {
+        self.root
+            .join("latency")
+            .join(format!("{phase}.{}.hlog", metric.name()))
+    }
+}

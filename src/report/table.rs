@@ -1,0 +1,138 @@
+//! The final summary table printed on the terminal: one block per phase, one row per metric.
+
+use super::PhaseSummary;
+use std::fmt::Write;
+
+fn num(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
+    let mut out = String::new();
+    let (b, r) = if bold {
+        ("\x1b[1m", "\x1b[0m")
+    } else {
+        ("", "")
+    };
+    for p in phases {
+        if p.kind == "clear" {
+            let _ = writeln!(out, "{b}{}{r}: store data cleared\n", p.name);
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{b}{}{r}  {} thread{}, {:.1} s measured{}  {} ops/s  {:.2} MB/s  {}{}",
+            p.name,
+            p.threads,
+            if p.threads == 1 { "" } else { "s" },
+            p.measured_seconds,
+            if p.warmup_seconds > 0.0 {
+                format!(" after {:.1} s warm-up", p.warmup_seconds)
+            } else {
+                String::new()
+            },
+            group(p.throughput_ops_per_s.round() as u64),
+            p.throughput_mb_per_s,
+            p.outcome,
+            p.error
+                .as_ref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default(),
+        );
+        let _ = writeln!(
+            out,
+            "  {:<18} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  errors",
+            "op (latency µs)",
+            "count",
+            "ops/s",
+            "avg",
+            "p50",
+            "p90",
+            "p99",
+            "p99.9",
+            "p99.99",
+            "max"
+        );
+        for (name, o) in &p.ops {
+            let l = &o.latency_us;
+            let errs: Vec<String> = o
+                .errors
+                .iter()
+                .map(|(k, v)| format!("{k}={}", group(*v)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {:<18} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
+                name,
+                group(o.count),
+                group(o.ops_per_s.round() as u64),
+                num(l.avg),
+                num(l.p50),
+                num(l.p90),
+                num(l.p99),
+                num(l.p99_9),
+                num(l.p99_99),
+                num(l.max),
+                if errs.is_empty() {
+                    "0".into()
+                } else {
+                    errs.join(" ")
+                }
+            );
+            if let Some(i) = o.intended_latency_us.as_ref().filter(|_| name != "CLEANUP") {
+                let _ = writeln!(
+                    out,
+                    "  {:<18} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                    format!("  intended {}", name.to_lowercase()),
+                    "",
+                    "",
+                    num(i.avg),
+                    num(i.p50),
+                    num(i.p90),
+                    num(i.p99),
+                    num(i.p99_9),
+                    num(i.p99_99),
+                    num(i.max)
+                );
+            }
+        }
+        for na in &p.not_applicable {
+            let _ = writeln!(
+                out,
+                "  {:<18} {:>11}  (the store cannot do this operation)",
+                na, "N/A"
+            );
+        }
+        let _ = writeln!(out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn grouping() {
+        assert_eq!(super::group(1234567), "1,234,567");
+        assert_eq!(super::group(999), "999");
+        assert_eq!(super::num(1234.4), "1234");
+        assert_eq!(super::num(1.234), "1.23");
+    }
+}

@@ -1,0 +1,1000 @@
+//! From flags and YCSB property files to a `Plan`: every phase fully resolved, every default
+//! explicit, every value validated with a message that names its source (file and line, `-p`,
+//! or flag), the value, and what was expected. Nothing here touches stores or threads.
+//!
+//! Precedence, lowest first: YCSB's code defaults < `-P` files (in order) < the command's own
+//! defaults (the suite sizes its phases) < `-p key=value` < first-class flags.
+
+pub mod props;
+
+use crate::error::UsageError;
+use crate::workload::generators::HistogramLengths;
+use crate::workload::{Distribution, FieldLengthDistribution, WorkloadConfig};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The workload files shipped with kvmeter (YCSB's values), usable as `-P workloada` anywhere.
+pub const BUILTIN_WORKLOADS: [(&str, &str); 6] = [
+    ("workloada", include_str!("../../workloads/workloada")),
+    ("workloadb", include_str!("../../workloads/workloadb")),
+    ("workloadc", include_str!("../../workloads/workloadc")),
+    ("workloadd", include_str!("../../workloads/workloadd")),
+    ("workloade", include_str!("../../workloads/workloade")),
+    ("workloadf", include_str!("../../workloads/workloadf")),
+];
+
+/// Property names kvmeter honours.
+const HONOURED: &[&str] = &[
+    "workload",
+    "threadcount",
+    "target",
+    "recordcount",
+    "operationcount",
+    "insertcount",
+    "maxexecutiontime",
+    "table",
+    "fieldcount",
+    "fieldnameprefix",
+    "fieldlength",
+    "minfieldlength",
+    "fieldlengthdistribution",
+    "fieldlengthhistogram",
+    "readallfields",
+    "readallfieldsbyname",
+    "writeallfields",
+    "dataintegrity",
+    "readproportion",
+    "updateproportion",
+    "insertproportion",
+    "scanproportion",
+    "readmodifywriteproportion",
+    "requestdistribution",
+    "minscanlength",
+    "maxscanlength",
+    "scanlengthdistribution",
+    "insertorder",
+    "insertstart",
+    "zeropadding",
+    "hotspotdatafraction",
+    "hotspotopnfraction",
+    "exponential.percentile",
+    "exponential.frac",
+    "core_workload_insertion_retry_limit",
+    "core_workload_insertion_retry_interval",
+    "hdrhistogram.percentiles",
+    "dotransactions",
+];
+
+/// YCSB properties kvmeter accepts but does not use (it has its own way), with the reason.
+const IGNORED: &[(&str, &str)] = &[
+    ("db", "use --store"),
+    ("exporter", "use --format; summary.json is always written"),
+    ("exportfile", "results go to the run directory (--out)"),
+    ("measurementtype", "kvmeter always records HdrHistograms"),
+    (
+        "measurement.interval",
+        "with --target both service and intended latencies are kept",
+    ),
+    ("measurement.trackjvm", "there is no JVM"),
+    (
+        "measurement.histogram.verbose",
+        "the HDR logs in latency/ hold every bucket",
+    ),
+    ("histogram.buckets", "kvmeter always records HdrHistograms"),
+    (
+        "timeseries.granularity",
+        "use --interval; intervals.csv is the time series",
+    ),
+    (
+        "hdrhistogram.fileoutput",
+        "HDR logs are always written to latency/",
+    ),
+    (
+        "hdrhistogram.output.path",
+        "HDR logs are always written to latency/",
+    ),
+    (
+        "measurement.raw.output_file",
+        "kvmeter records HdrHistograms",
+    ),
+    (
+        "measurement.raw.no_summary",
+        "kvmeter records HdrHistograms",
+    ),
+    (
+        "reportlatencyforeacherror",
+        "failed operations always get their own latency histogram",
+    ),
+    (
+        "latencytrackederrors",
+        "failed operations always get their own latency histogram",
+    ),
+    ("spin.sleep", "pacing sleeps with 1 ns timer slack"),
+    ("status", "progress is always shown on stderr"),
+    ("status.interval", "use --status-interval"),
+    ("label", "use --out to name the run"),
+    (
+        "core_workload_insertion_keep_going_on_error",
+        "kvmeter always keeps going and counts the error",
+    ),
+    ("basicdb.verbose", "use --store null"),
+    ("basicdb.simulatedelay", "use --store null"),
+    ("basicdb.randomizedelay", "use --store null"),
+    ("basicdb.count", "use --store null"),
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PhaseKind {
+    Load,
+    Run,
+    /// Deletes the store's data (the suite's "clear the database").
+    Clear,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    Table,
+    Ycsb,
+    Json,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PhasePlan {
+    pub name: String,
+    pub kind: PhaseKind,
+    /// The `-P` files, as given.
+    pub workload_files: Vec<String>,
+    pub threads: usize,
+    /// Operations for the whole phase, all threads together; 0 = until `duration`.
+    pub operations: u64,
+    #[serde(serialize_with = "ser_opt_secs")]
+    pub duration: Option<Duration>,
+    /// Total ops/s across threads (`--target`), paced per YCSB §8.4.
+    pub target: Option<f64>,
+    #[serde(serialize_with = "ser_secs")]
+    pub warmup: Duration,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadConfig>,
+    /// Every property as resolved, with where its value came from.
+    pub properties: BTreeMap<String, PropValue>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PropValue {
+    pub value: String,
+    pub source: String,
+}
+
+fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+fn ser_opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Plan {
+    pub command: String,
+    pub store: String,
+    pub store_options: BTreeMap<String, String>,
+    /// `None`: a fresh temporary directory, removed at the end.
+    pub data_dir: Option<PathBuf>,
+    pub out: PathBuf,
+    pub seed: u64,
+    #[serde(serialize_with = "ser_secs")]
+    pub interval: Duration,
+    #[serde(serialize_with = "ser_secs")]
+    pub status_interval: Duration,
+    pub format: Format,
+    /// Percentiles printed in `--format ycsb` (YCSB's `hdrhistogram.percentiles`).
+    pub ycsb_percentiles: Vec<f64>,
+    pub phases: Vec<PhasePlan>,
+    pub warnings: Vec<String>,
+}
+
+/// What the command line said, before resolution.
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    pub command: String,
+    pub workload_files: Vec<String>,
+    pub props: Vec<String>,
+    pub store: String,
+    pub store_opts: Vec<String>,
+    pub phase: Option<String>,
+    pub threads: Option<i64>,
+    pub records: Option<i64>,
+    pub ops: Option<i64>,
+    pub duration: Option<String>,
+    pub target: Option<f64>,
+    pub warmup: Option<String>,
+    pub seed: Option<u64>,
+    pub data_dir: Option<PathBuf>,
+    pub out: Option<PathBuf>,
+    pub format: Option<Format>,
+    pub interval: Option<String>,
+    pub status_interval: Option<String>,
+}
+
+/// Properties with their sources.
+#[derive(Clone, Default)]
+struct Props(BTreeMap<String, PropValue>);
+
+impl Props {
+    fn set(&mut self, k: &str, v: impl Into<String>, source: impl Into<String>) {
+        self.0.insert(
+            k.to_string(),
+            PropValue {
+                value: v.into(),
+                source: source.into(),
+            },
+        );
+    }
+    fn get(&self, k: &str) -> Option<&PropValue> {
+        self.0.get(k)
+    }
+    fn has(&self, k: &str) -> bool {
+        self.0.contains_key(k)
+    }
+
+    fn bad(&self, k: &str, expected: &str) -> UsageError {
+        let p = &self.0[k];
+        UsageError::new(format!(
+            "{}: property '{k}'='{}': expected {expected}",
+            p.source, p.value
+        ))
+    }
+
+    /// Java `Long.parseLong`: optional sign and digits only.
+    fn int(&self, k: &str, default: i64) -> Result<i64, UsageError> {
+        match self.get(k) {
+            None => Ok(default),
+            Some(p) => {
+                let v = &p.value;
+                let digits = v.strip_prefix(['-', '+']).unwrap_or(v);
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(self.bad(k, "a whole number (digits only, no spaces)"));
+                }
+                v.parse()
+                    .map_err(|_| self.bad(k, "a whole number in range"))
+            }
+        }
+    }
+
+    fn int32(&self, k: &str, default: i32) -> Result<i32, UsageError> {
+        let v = self.int(k, default as i64)?;
+        i32::try_from(v).map_err(|_| self.bad(k, "a 32-bit whole number"))
+    }
+
+    /// Java `Double.parseDouble` (trims whitespace).
+    fn float(&self, k: &str, default: f64) -> Result<f64, UsageError> {
+        match self.get(k) {
+            None => Ok(default),
+            Some(p) => {
+                let t = p.value.trim();
+                let t = t.strip_suffix(['d', 'D', 'f', 'F']).unwrap_or(t);
+                t.parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite())
+                    .ok_or_else(|| self.bad(k, "a finite number (for example 0.5)"))
+            }
+        }
+    }
+
+    /// Java's rule: true only for "true" ignoring case; kvmeter warns about anything but
+    /// true/false instead of silently reading it as false.
+    fn boolean(&self, k: &str, default: bool, warnings: &mut Vec<String>) -> bool {
+        match self.get(k) {
+            None => default,
+            Some(p) => {
+                let t = p.value.eq_ignore_ascii_case("true");
+                if !t && !p.value.eq_ignore_ascii_case("false") {
+                    warnings.push(format!(
+                        "{}: property '{k}'='{}' is read as false (YCSB accepts only true/false)",
+                        p.source, p.value
+                    ));
+                }
+                t
+            }
+        }
+    }
+
+    fn string(&self, k: &str, default: &str) -> String {
+        self.get(k)
+            .map(|p| p.value.clone())
+            .unwrap_or_else(|| default.to_string())
+    }
+}
+
+fn load_workload_file(
+    name: &str,
+    props: &mut Props,
+    warnings: &mut Vec<String>,
+) -> Result<(), UsageError> {
+    let path = Path::new(name);
+    let (text, source) = match std::fs::read(path) {
+        Ok(bytes) => (props::latin1(&bytes), name.to_string()),
+        Err(e) => {
+            let base = path.file_name().and_then(|f| f.to_str()).unwrap_or(name);
+            match BUILTIN_WORKLOADS.iter().find(|(n, _)| *n == base) {
+                Some((n, t)) if !path.exists() => (t.to_string(), format!("{n} (built-in)")),
+                _ => {
+                    return Err(UsageError::new(format!(
+                        "-P {name}: cannot read the workload file: {e}; give a readable YCSB property file or a built-in one (workloada .. workloadf)"
+                    )))
+                }
+            }
+        }
+    };
+    let entries = props::parse(&text).map_err(|e| UsageError::new(format!("-P {name}: {e}")))?;
+    for (k, v, line) in entries {
+        check_known(&k, &format!("{source}:{line}"), warnings)?;
+        props.set(&k, v, format!("{source}:{line}"));
+    }
+    Ok(())
+}
+
+fn check_known(k: &str, source: &str, warnings: &mut Vec<String>) -> Result<(), UsageError> {
+    if HONOURED.contains(&k) {
+        return Ok(());
+    }
+    if let Some((_, why)) = IGNORED.iter().find(|(n, _)| *n == k) {
+        warnings.push(format!("{source}: property '{k}' is ignored: {why}"));
+        return Ok(());
+    }
+    Err(UsageError::new(format!(
+        "{source}: unknown property '{k}'; kvmeter takes YCSB's core properties (docs/workloads.md); store settings go in --store-opt (see 'kvmeter stores')"
+    )))
+}
+
+pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, UsageError> {
+    if let Ok(secs) = s.parse::<f64>() {
+        if secs.is_finite() && secs >= 0.0 {
+            return Ok(Duration::from_secs_f64(secs));
+        }
+    }
+    humantime::parse_duration(s).map_err(|_| {
+        UsageError::new(format!(
+            "{flag} '{s}': expected a duration such as 30s, 2m or 1m30s (a plain number means seconds)"
+        ))
+    })
+}
+
+/// The seed when none is given: from the clock, recorded in the manifest so the run replays.
+fn fresh_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (t.as_nanos() as u64) ^ ((std::process::id() as u64) << 32)
+}
+
+/// Suite defaults: sized so the default job takes about 2–3 minutes on 2 cores.
+pub const SUITE_RECORDS: i64 = 100_000;
+pub const SUITE_DURATION: Duration = Duration::from_secs(20);
+pub const SUITE_WARMUP: Duration = Duration::from_secs(2);
+
+pub fn build(req: &Request) -> Result<Plan, UsageError> {
+    let mut warnings = Vec::new();
+    let store_kind = crate::store::find(&req.store).ok_or_else(|| {
+        UsageError::new(format!(
+            "--store '{}': unknown store; available here: {} ('kvmeter stores' lists them)",
+            req.store,
+            crate::store::names().join(", ")
+        ))
+    })?;
+    let store_options =
+        crate::store::StoreOptions::parse(store_kind.name, store_kind.options, &req.store_opts)?;
+
+    // Phase layout: (name, kind, workload files).
+    let suite = req.command == "suite";
+    let layout: Vec<(String, PhaseKind, Vec<String>)> = if suite {
+        let w = |l: &str| vec![format!("workload{l}")];
+        vec![
+            ("load-a".into(), PhaseKind::Load, w("a")),
+            ("run-a".into(), PhaseKind::Run, w("a")),
+            ("run-b".into(), PhaseKind::Run, w("b")),
+            ("run-c".into(), PhaseKind::Run, w("c")),
+            ("run-f".into(), PhaseKind::Run, w("f")),
+            ("run-d".into(), PhaseKind::Run, w("d")),
+            ("clear".into(), PhaseKind::Clear, vec![]),
+            ("load-e".into(), PhaseKind::Load, w("e")),
+            ("run-e".into(), PhaseKind::Run, w("e")),
+        ]
+    } else {
+        let files = req.workload_files.clone();
+        match req.phase.as_deref().unwrap_or("both") {
+            "load" => vec![("load".into(), PhaseKind::Load, files)],
+            "run" => vec![("run".into(), PhaseKind::Run, files)],
+            "both" => vec![
+                ("load".into(), PhaseKind::Load, files.clone()),
+                ("run".into(), PhaseKind::Run, files),
+            ],
+            other => {
+                return Err(UsageError::new(format!(
+                    "--phase '{other}': expected load, run or both"
+                )))
+            }
+        }
+    };
+
+    // -p items, checked once.
+    let mut cli_props = Vec::new();
+    for item in &req.props {
+        let (k, v) = item.split_once('=').ok_or_else(|| {
+            UsageError::new(format!(
+                "-p '{item}': expected name=value (for example -p recordcount=100000)"
+            ))
+        })?;
+        check_known(k, &format!("-p {k}"), &mut warnings)?;
+        cli_props.push((k.to_string(), v.to_string()));
+    }
+    for (flag, v) in [("--threads", req.threads), ("--records", req.records)] {
+        if let Some(v) = v {
+            if v < 1 {
+                return Err(UsageError::new(format!(
+                    "{flag} {v}: expected a whole number ≥ 1"
+                )));
+            }
+        }
+    }
+    if let Some(v) = req.ops {
+        if v < 0 {
+            return Err(UsageError::new(format!(
+                "--ops {v}: expected a whole number ≥ 0 (0 = run until --duration)"
+            )));
+        }
+    }
+    let flag_duration = req
+        .duration
+        .as_deref()
+        .map(|d| parse_duration("--duration", d))
+        .transpose()?;
+    if flag_duration == Some(Duration::ZERO) {
+        return Err(UsageError::new(
+            "--duration 0: expected a positive duration such as 30s",
+        ));
+    }
+    if let Some(t) = req.target {
+        if !(t.is_finite() && t > 0.0) {
+            return Err(UsageError::new(format!(
+                "--target {t}: expected a positive rate in operations per second"
+            )));
+        }
+    }
+    let warmup_flag = req
+        .warmup
+        .as_deref()
+        .map(|d| parse_duration("--warmup", d))
+        .transpose()?;
+    let interval = parse_duration("--interval", req.interval.as_deref().unwrap_or("1s"))?;
+    if interval < Duration::from_millis(10) {
+        return Err(UsageError::new(format!(
+            "--interval {:?}: expected at least 10ms",
+            interval
+        )));
+    }
+    let status_interval = parse_duration(
+        "--status-interval",
+        req.status_interval.as_deref().unwrap_or("10s"),
+    )?;
+
+    let mut phases = Vec::new();
+    let mut ycsb_percentiles = vec![50.0, 95.0, 99.0];
+    for (name, kind, files) in layout {
+        if kind == PhaseKind::Clear {
+            phases.push(PhasePlan {
+                name,
+                kind,
+                workload_files: vec![],
+                threads: 1,
+                operations: 0,
+                duration: None,
+                target: None,
+                warmup: Duration::ZERO,
+                workload: None,
+                properties: BTreeMap::new(),
+            });
+            continue;
+        }
+        let mut p = Props::default();
+        for f in &files {
+            load_workload_file(f, &mut p, &mut warnings)?;
+        }
+        if suite {
+            p.set("recordcount", SUITE_RECORDS.to_string(), "suite default");
+            p.set("operationcount", "0", "suite default");
+        } else {
+            for k in ["recordcount", "operationcount"] {
+                if !p.has(k) {
+                    p.set(
+                        k,
+                        "1000",
+                        "kvmeter default (YCSB's code default 0 means 'unset')",
+                    );
+                }
+            }
+        }
+        for (k, v) in &cli_props {
+            p.set(k, v.clone(), format!("-p {k}"));
+        }
+        if let Some(v) = req.threads {
+            p.set("threadcount", v.to_string(), "--threads");
+        }
+        if let Some(v) = req.records {
+            p.set("recordcount", v.to_string(), "--records");
+        }
+        if let Some(v) = req.ops {
+            p.set("operationcount", v.to_string(), "--ops");
+        }
+        if let Some(v) = req.target {
+            p.set("target", v.to_string(), "--target");
+        }
+        if let Some(v) = p.get("workload") {
+            if v.value != "site.ycsb.workloads.CoreWorkload"
+                && v.value != "com.yahoo.ycsb.workloads.CoreWorkload"
+            {
+                return Err(p.bad(
+                    "workload",
+                    "site.ycsb.workloads.CoreWorkload (kvmeter runs YCSB's core workload)",
+                ));
+            }
+        }
+        let user_gave_ops =
+            req.ops.is_some() || cli_props.iter().any(|(k, _)| k == "operationcount");
+        let duration = match flag_duration {
+            Some(d) => Some(d),
+            None => {
+                let secs = p.int("maxexecutiontime", 0)?;
+                if secs < 0 {
+                    return Err(p.bad("maxexecutiontime", "seconds ≥ 0"));
+                }
+                if secs > 0 {
+                    Some(Duration::from_secs(secs as u64))
+                } else if suite && kind == PhaseKind::Run && !user_gave_ops {
+                    Some(SUITE_DURATION)
+                } else {
+                    None
+                }
+            }
+        };
+        // `--duration` alone means "run this long": the files' operationcount (1000 in
+        // YCSB's) would otherwise end the phase first. YCSB's own maxexecutiontime keeps the
+        // whichever-comes-first rule.
+        if flag_duration.is_some() && !user_gave_ops && kind == PhaseKind::Run {
+            p.set(
+                "operationcount",
+                "0",
+                "--duration without --ops: until the duration ends",
+            );
+        }
+        let mut w = workload_config(&p, &mut warnings)?;
+        let threads = p.int("threadcount", 1)?;
+        if !(1..=4096).contains(&threads) {
+            return Err(p.bad("threadcount", "a whole number from 1 to 4096"));
+        }
+        let target = match p.get("target") {
+            None => None,
+            Some(_) => {
+                let t = p.float("target", 0.0)?;
+                if t < 0.0 {
+                    return Err(p.bad("target", "a rate ≥ 0 (0 = unthrottled)"));
+                }
+                (t > 0.0).then_some(t)
+            }
+        };
+        let operations = match kind {
+            PhaseKind::Load => {
+                if p.has("insertcount") {
+                    w.insertcount as u64
+                } else {
+                    w.recordcount as u64
+                }
+            }
+            _ => w.operationcount as u64,
+        };
+        if kind == PhaseKind::Run && operations == 0 && duration.is_none() {
+            return Err(UsageError::new(format!(
+                "phase '{name}': operationcount is 0 and there is no --duration, so the phase would never end; give --ops N or --duration 30s"
+            )));
+        }
+        if let Some(v) = p.get("hdrhistogram.percentiles") {
+            let parsed: Result<Vec<f64>, _> = v
+                .value
+                .split(',')
+                .map(|s| s.trim().parse::<f64>())
+                .collect();
+            match parsed {
+                Ok(list) if list.iter().all(|x| (0.0..=100.0).contains(x)) => {
+                    ycsb_percentiles = list
+                }
+                _ => {
+                    return Err(p.bad(
+                        "hdrhistogram.percentiles",
+                        "a comma list of percentiles such as 50,95,99,99.9",
+                    ))
+                }
+            }
+        }
+        if kind == PhaseKind::Load {
+            w.operationcount = operations as i64;
+        }
+        let warmup = match (kind, warmup_flag) {
+            (PhaseKind::Run, Some(d)) => d,
+            (PhaseKind::Run, None) if suite && duration.is_some() => SUITE_WARMUP,
+            _ => Duration::ZERO,
+        };
+        if let Some(d) = duration {
+            if warmup >= d {
+                return Err(UsageError::new(format!(
+                    "--warmup {:?} is not shorter than the phase duration {:?}: nothing would be measured",
+                    warmup, d
+                )));
+            }
+        }
+        phases.push(PhasePlan {
+            name,
+            kind,
+            workload_files: files,
+            threads: threads as usize,
+            operations,
+            duration: if kind == PhaseKind::Load {
+                flag_duration
+            } else {
+                duration
+            },
+            target,
+            warmup,
+            workload: Some(w),
+            properties: p.0,
+        });
+    }
+
+    let out = req.out.clone().unwrap_or_else(|| {
+        let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+            .to_string()
+            .replace(':', "")
+            .trim_end_matches('Z')
+            .to_string();
+        PathBuf::from("kvmeter-runs").join(format!("{stamp}-{}-{}", req.command, req.store))
+    });
+    Ok(Plan {
+        command: req.command.clone(),
+        store: store_kind.name.to_string(),
+        store_options: store_options.resolved().clone(),
+        data_dir: req.data_dir.clone(),
+        out,
+        seed: req.seed.unwrap_or_else(fresh_seed),
+        interval,
+        status_interval,
+        format: req.format.unwrap_or(Format::Table),
+        ycsb_percentiles,
+        phases,
+        warnings,
+    })
+}
+
+fn workload_config(p: &Props, warnings: &mut Vec<String>) -> Result<WorkloadConfig, UsageError> {
+    let recordcount = p.int("recordcount", 0)?;
+    if recordcount < 1 {
+        return Err(p.bad("recordcount", "a whole number ≥ 1"));
+    }
+    let operationcount = p.int("operationcount", 0)?;
+    if operationcount < 0 {
+        return Err(p.bad(
+            "operationcount",
+            "a whole number ≥ 0 (0 = until the duration ends)",
+        ));
+    }
+    let insertstart = p.int("insertstart", 0)?;
+    if insertstart < 0 {
+        return Err(p.bad("insertstart", "a whole number ≥ 0"));
+    }
+    let insertcount = p.int("insertcount", recordcount - insertstart)?;
+    if insertcount < 1 {
+        return Err(p.bad("insertcount", "a whole number ≥ 1"));
+    }
+    if recordcount < insertstart + insertcount {
+        return Err(UsageError::new(format!(
+            "recordcount ({recordcount}, {}) must be ≥ insertstart ({insertstart}) + insertcount ({insertcount}); raise recordcount or lower insertcount",
+            p.get("recordcount").map(|v| v.source.as_str()).unwrap_or("default")
+        )));
+    }
+    let fieldcount = p.int("fieldcount", 10)?;
+    if !(1..=65535).contains(&fieldcount) {
+        return Err(p.bad("fieldcount", "a whole number from 1 to 65535"));
+    }
+    let fieldlength = p.int32("fieldlength", 100)?;
+    if fieldlength < 0 {
+        return Err(p.bad("fieldlength", "a whole number ≥ 0"));
+    }
+    let minfieldlength = p.int32("minfieldlength", 1)?;
+    let fld = match p.string("fieldlengthdistribution", "constant").as_str() {
+        "constant" => FieldLengthDistribution::Constant,
+        "uniform" => FieldLengthDistribution::Uniform,
+        "zipfian" => FieldLengthDistribution::Zipfian,
+        "histogram" => FieldLengthDistribution::Histogram,
+        _ => {
+            return Err(p.bad(
+                "fieldlengthdistribution",
+                "constant, uniform, zipfian or histogram",
+            ))
+        }
+    };
+    if matches!(
+        fld,
+        FieldLengthDistribution::Uniform | FieldLengthDistribution::Zipfian
+    ) && !(0..=fieldlength).contains(&minfieldlength)
+    {
+        return Err(p.bad(
+            "minfieldlength",
+            &format!("a length from 0 to fieldlength ({fieldlength})"),
+        ));
+    }
+    let hist_file = p.string("fieldlengthhistogram", "hist.txt");
+    let fieldlength_histogram = if fld == FieldLengthDistribution::Histogram {
+        let text = std::fs::read_to_string(&hist_file).map_err(|e| {
+            UsageError::new(format!(
+                "fieldlengthhistogram '{hist_file}': cannot read it: {e}"
+            ))
+        })?;
+        Some(
+            HistogramLengths::parse(&text)
+                .map_err(|e| UsageError::new(format!("fieldlengthhistogram '{hist_file}': {e}")))?,
+        )
+    } else {
+        None
+    };
+    let dataintegrity = p.boolean("dataintegrity", false, warnings);
+    if dataintegrity && fld != FieldLengthDistribution::Constant {
+        return Err(UsageError::new(
+            "dataintegrity=true needs fieldlengthdistribution=constant (values must have a known size to be checked)",
+        ));
+    }
+    let mut props_sum = 0.0;
+    let mut proportions = [0.0; 5];
+    let names = [
+        ("readproportion", 0.95),
+        ("updateproportion", 0.05),
+        ("insertproportion", 0.0),
+        ("scanproportion", 0.0),
+        ("readmodifywriteproportion", 0.0),
+    ];
+    for (i, (k, d)) in names.iter().enumerate() {
+        let v = p.float(k, *d)?;
+        if v < 0.0 {
+            return Err(p.bad(k, "a proportion ≥ 0"));
+        }
+        proportions[i] = v;
+        props_sum += v;
+    }
+    if (props_sum - 1.0).abs() > 1e-6 {
+        return Err(UsageError::new(format!(
+            "the operation proportions (read {}, update {}, insert {}, scan {}, readmodifywrite {}) add up to {props_sum}: expected 1; adjust them so they sum to 1",
+            proportions[0], proportions[1], proportions[2], proportions[3], proportions[4]
+        )));
+    }
+    let rd_name = p.string("requestdistribution", "uniform");
+    let requestdistribution = Distribution::parse(&rd_name).ok_or_else(|| {
+        p.bad(
+            "requestdistribution",
+            "uniform, zipfian, latest, hotspot, sequential or exponential",
+        )
+    })?;
+    let minscanlength = p.int32("minscanlength", 1)?;
+    let maxscanlength = p.int32("maxscanlength", 1000)?;
+    if proportions[3] > 0.0 && !(minscanlength >= 1 && minscanlength <= maxscanlength) {
+        return Err(UsageError::new(format!(
+            "minscanlength ({minscanlength}) and maxscanlength ({maxscanlength}): expected 1 ≤ minscanlength ≤ maxscanlength"
+        )));
+    }
+    let scanlengthdistribution = p.string("scanlengthdistribution", "uniform");
+    if scanlengthdistribution != "uniform" && scanlengthdistribution != "zipfian" {
+        return Err(p.bad("scanlengthdistribution", "uniform or zipfian"));
+    }
+    let insertorder = p.string("insertorder", "hashed");
+    if insertorder != "hashed" && insertorder != "ordered" {
+        warnings.push(format!(
+            "insertorder '{insertorder}' is read as ordered (YCSB treats anything but 'hashed' as ordered)"
+        ));
+    }
+    let hotspotdatafraction = p.float("hotspotdatafraction", 0.2)?;
+    let hotspotopnfraction = p.float("hotspotopnfraction", 0.8)?;
+    if requestdistribution == Distribution::Hotspot {
+        for k in ["hotspotdatafraction", "hotspotopnfraction"] {
+            let v = p.float(k, 0.0)?;
+            if p.has(k) && !(0.0..=1.0).contains(&v) {
+                return Err(p.bad(k, "a fraction from 0 to 1"));
+            }
+        }
+        let hot = (insertcount as f64 * hotspotdatafraction) as i32 as i64;
+        let cold = insertcount - hot;
+        if (hot == 0 && hotspotopnfraction > 0.0) || (cold == 0 && hotspotopnfraction < 1.0) {
+            return Err(UsageError::new(format!(
+                "hotspot: hotspotdatafraction {hotspotdatafraction} of {insertcount} keys leaves an empty {} set that hotspotopnfraction {hotspotopnfraction} still draws from; change one of them",
+                if hot == 0 { "hot" } else { "cold" }
+            )));
+        }
+    }
+    if requestdistribution == Distribution::Latest && recordcount < 2 {
+        return Err(p.bad("recordcount", "at least 2 for requestdistribution=latest"));
+    }
+    let exponential_percentile = p.float("exponential.percentile", 95.0)?;
+    if requestdistribution == Distribution::Exponential
+        && !(exponential_percentile > 0.0 && exponential_percentile < 100.0)
+    {
+        return Err(p.bad("exponential.percentile", "a percentile between 0 and 100"));
+    }
+    let exponential_frac = p.float("exponential.frac", 0.8571428571)?;
+    let retry_limit = p.int32("core_workload_insertion_retry_limit", 0)?;
+    let retry_interval = p.int32("core_workload_insertion_retry_interval", 3)?;
+    if retry_limit < 0 || retry_interval < 0 {
+        return Err(UsageError::new(
+            "core_workload_insertion_retry_limit and _interval: expected whole numbers ≥ 0",
+        ));
+    }
+    Ok(WorkloadConfig {
+        table: p.string("table", "usertable"),
+        fieldcount,
+        fieldnameprefix: p.string("fieldnameprefix", "field"),
+        fieldlength,
+        minfieldlength,
+        fieldlengthdistribution: fld,
+        fieldlengthhistogram: hist_file,
+        fieldlength_histogram,
+        readallfields: p.boolean("readallfields", true, warnings),
+        readallfieldsbyname: p.boolean("readallfieldsbyname", false, warnings),
+        writeallfields: p.boolean("writeallfields", false, warnings),
+        dataintegrity,
+        readproportion: proportions[0],
+        updateproportion: proportions[1],
+        insertproportion: proportions[2],
+        scanproportion: proportions[3],
+        readmodifywriteproportion: proportions[4],
+        requestdistribution,
+        minscanlength,
+        maxscanlength,
+        scanlengthdistribution,
+        insertorder,
+        insertstart,
+        insertcount,
+        zeropadding: p.int32("zeropadding", 1)?,
+        hotspotdatafraction,
+        hotspotopnfraction,
+        exponential_percentile,
+        exponential_frac,
+        recordcount,
+        operationcount,
+        insertion_retry_limit: retry_limit,
+        insertion_retry_interval: retry_interval,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(cmd: &str) -> Request {
+        Request {
+            command: cmd.into(),
+            store: "null".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn suite_has_the_papers_sequence() {
+        let plan = build(&req("suite")).unwrap();
+        let names: Vec<&str> = plan.phases.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["load-a", "run-a", "run-b", "run-c", "run-f", "run-d", "clear", "load-e", "run-e"]
+        );
+        assert_eq!(plan.phases[0].operations, SUITE_RECORDS as u64);
+        assert_eq!(plan.phases[1].duration, Some(SUITE_DURATION));
+        let e = plan.phases[8].workload.as_ref().unwrap();
+        assert_eq!(e.scanproportion, 0.95);
+        assert_eq!(e.maxscanlength, 100);
+    }
+
+    #[test]
+    fn precedence_file_then_p_then_flags() {
+        let mut r = req("run");
+        r.workload_files = vec!["workloadb".into()];
+        r.props = vec!["recordcount=500".into(), "operationcount=77".into()];
+        r.records = Some(600);
+        let plan = build(&r).unwrap();
+        let run = &plan.phases[1];
+        let w = run.workload.as_ref().unwrap();
+        assert_eq!(w.recordcount, 600);
+        assert_eq!(run.properties["recordcount"].source, "--records");
+        assert_eq!(w.operationcount, 77);
+        assert_eq!(w.readproportion, 0.95);
+        assert_eq!(
+            run.properties["readproportion"].source,
+            "workloadb (built-in):15"
+        );
+        assert_eq!(plan.phases[0].operations, 600);
+    }
+
+    fn err(r: Request) -> String {
+        build(&r).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn bad_input_is_named() {
+        let mut r = req("run");
+        r.props = vec!["nosuchprop=1".into()];
+        assert!(err(r).contains("unknown property 'nosuchprop'"));
+
+        let mut r = req("run");
+        r.props = vec!["readproportion=0.5".into(), "updateproportion=0.2".into()];
+        let e = err(r);
+        assert!(e.contains("add up to 0.7"), "{e}");
+
+        let mut r = req("run");
+        r.props = vec!["recordcount=0".into()];
+        assert!(err(r).contains("'recordcount'='0'"));
+
+        let mut r = req("run");
+        r.props = vec!["fieldcount= 5".into()];
+        assert!(err(r).contains("digits only"));
+
+        let mut r = req("run");
+        r.workload_files = vec!["/nonexistent/wl".into()];
+        assert!(err(r).contains("-P /nonexistent/wl: cannot read"));
+
+        let mut r = req("run");
+        r.store = "nope".into();
+        assert!(err(r).contains("--store 'nope'"));
+
+        let mut r = req("run");
+        r.store_opts = vec!["x=1".into()];
+        assert!(err(r).contains("unknown option for store 'null'"));
+
+        let mut r = req("run");
+        r.props = vec![
+            "requestdistribution=hotspot".into(),
+            "hotspotdatafraction=0".into(),
+        ];
+        assert!(err(r).contains("empty hot set"));
+
+        let mut r = req("run");
+        r.ops = Some(0);
+        assert!(err(r).contains("would never end"));
+
+        let mut r = req("run");
+        r.duration = Some("soon".into());
+        assert!(err(r).contains("--duration 'soon'"));
+
+        // --duration alone lifts the file's operationcount; with --ops both apply.
+        let mut r = req("run");
+        r.workload_files = vec!["workloada".into()];
+        r.duration = Some("5s".into());
+        let plan = build(&r).unwrap();
+        assert_eq!(plan.phases[1].operations, 0);
+        assert_eq!(plan.phases[0].operations, 1000);
+        r.ops = Some(300);
+        assert_eq!(build(&r).unwrap().phases[1].operations, 300);
+    }
+
+    #[test]
+    fn ignored_properties_warn() {
+        let mut r = req("run");
+        r.props = vec![
+            "measurementtype=histogram".into(),
+            "readallfields=yes".into(),
+        ];
+        let plan = build(&r).unwrap();
+        assert!(plan
+            .warnings
+            .iter()
+            .any(|w| w.contains("'measurementtype' is ignored")));
+        assert!(plan.warnings.iter().any(|w| w.contains("read as false")));
+    }
+}

@@ -1,0 +1,211 @@
+//! The store contract (design.md "The store contract") and the registry of adapters.
+//!
+//! A store is opened once per phase and hands each worker its own `Session` (thread-local
+//! state). Operations follow YCSB's `DB` interface and return a `Status`; an adapter contains
+//! store code only — all timing and counting happens in one wrapper in `measure`, so no adapter
+//! ever times itself (style.md, after YCSB's `DBWrapper`).
+
+pub mod null;
+mod options;
+pub mod record;
+#[cfg(feature = "rocksdb")]
+pub mod rocksdb;
+
+pub use options::{OptSpec, StoreOptions};
+pub use record::Record;
+
+use std::path::Path;
+
+/// Which fields a read or scan asks for: YCSB's `null` (all) or a set of one name.
+#[derive(Clone, Copy, Debug)]
+pub enum Fields<'a> {
+    All,
+    One(&'a [u8]),
+}
+
+impl Fields<'_> {
+    #[inline]
+    pub fn wants(&self, name: &[u8]) -> bool {
+        match self {
+            Fields::All => true,
+            Fields::One(n) => *n == name,
+        }
+    }
+}
+
+/// Error kinds counted separately in results. Each maps to a YCSB status name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Input/output failure inside the store (disk full, EIO).
+    Io,
+    /// The store answered too late.
+    Timeout,
+    /// The store was busy or asked to retry.
+    Busy,
+    /// Stored data failed a check (store corruption or an undecodable record).
+    Corruption,
+    /// The store does not implement the operation.
+    NotImplemented,
+    /// A read returned data that differs from what was written (data-integrity mode).
+    UnexpectedState,
+    /// Anything else.
+    Other,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 7] = [
+        ErrorKind::Io,
+        ErrorKind::Timeout,
+        ErrorKind::Busy,
+        ErrorKind::Corruption,
+        ErrorKind::NotImplemented,
+        ErrorKind::UnexpectedState,
+        ErrorKind::Other,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Io => "io",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Busy => "busy",
+            ErrorKind::Corruption => "corruption",
+            ErrorKind::NotImplemented => "not_implemented",
+            ErrorKind::UnexpectedState => "unexpected_state",
+            ErrorKind::Other => "error",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    NotFound,
+    /// `fatal`: the store cannot go on (it ends the phase with results so far).
+    Error {
+        kind: ErrorKind,
+        fatal: bool,
+    },
+}
+
+impl Status {
+    #[inline]
+    pub fn is_ok(self) -> bool {
+        matches!(self, Status::Ok)
+    }
+    pub fn error(kind: ErrorKind) -> Status {
+        Status::Error { kind, fatal: false }
+    }
+}
+
+/// Records a scan returns; buffers are reused across scans.
+#[derive(Default)]
+pub struct ScanOut {
+    keys: Vec<Vec<u8>>,
+    records: Vec<Record>,
+    len: usize,
+}
+
+impl ScanOut {
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// A slot for the next record: its key buffer and record, both cleared.
+    pub fn next_slot(&mut self) -> (&mut Vec<u8>, &mut Record) {
+        if self.len == self.records.len() {
+            self.keys.push(Vec::new());
+            self.records.push(Record::new());
+        }
+        let i = self.len;
+        self.len += 1;
+        self.keys[i].clear();
+        self.records[i].clear();
+        (&mut self.keys[i], &mut self.records[i])
+    }
+    /// Drops the last slot taken (a record the store filtered out after all).
+    pub fn pop(&mut self) {
+        self.len -= 1;
+    }
+    pub fn get(&self, i: usize) -> (&[u8], &Record) {
+        (&self.keys[i], &self.records[i])
+    }
+    pub fn data_bytes(&self) -> u64 {
+        (0..self.len).map(|i| self.records[i].data_bytes()).sum()
+    }
+}
+
+/// One worker's connection to the store.
+pub trait Session: Send {
+    fn read(&mut self, table: &str, key: &[u8], fields: Fields, out: &mut Record) -> Status;
+    fn scan(
+        &mut self,
+        table: &str,
+        start: &[u8],
+        count: usize,
+        fields: Fields,
+        out: &mut ScanOut,
+    ) -> Status;
+    fn update(&mut self, table: &str, key: &[u8], values: &Record) -> Status;
+    fn insert(&mut self, table: &str, key: &[u8], values: &Record) -> Status;
+    fn delete(&mut self, table: &str, key: &[u8]) -> Status;
+    /// The text of the latest error status, if the adapter kept it.
+    fn last_error(&mut self) -> Option<String> {
+        None
+    }
+    /// Ends the session (YCSB's `cleanup`).
+    fn close(self: Box<Self>) -> Status {
+        Status::Ok
+    }
+}
+
+/// An open store.
+pub trait Store: Send + Sync {
+    fn session(&self) -> anyhow::Result<Box<dyn Session>>;
+    /// Flushes and closes; after it returns the data is durable where the store promises it.
+    fn close(self: Box<Self>) -> anyhow::Result<()>;
+}
+
+/// What an adapter can do, so unsupported operations show as N/A rather than vanishing.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Capabilities {
+    pub scan: bool,
+    /// Keeps data across close and reopen.
+    pub persistent: bool,
+    /// Returns what was written (false for `null`).
+    pub stores_data: bool,
+}
+
+/// An adapter as the registry knows it.
+pub struct StoreKind {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub options: &'static [OptSpec],
+    pub capabilities: Capabilities,
+    pub version: fn() -> String,
+    /// Whether it works on this machine, and why not.
+    pub probe: fn() -> Result<(), String>,
+    /// Validates option values before anything is created (bad values: exit 2).
+    pub check: fn(&StoreOptions) -> Result<(), crate::error::UsageError>,
+    /// Opens the store with its files under `dir` (created by the caller, owned by kvmeter).
+    pub open: fn(dir: &Path, opts: &StoreOptions) -> anyhow::Result<Box<dyn Store>>,
+}
+
+pub fn registry() -> Vec<&'static StoreKind> {
+    vec![
+        #[cfg(feature = "rocksdb")]
+        &rocksdb::KIND,
+        &null::KIND,
+    ]
+}
+
+pub fn find(name: &str) -> Option<&'static StoreKind> {
+    registry().into_iter().find(|k| k.name == name)
+}
+
+pub fn names() -> Vec<&'static str> {
+    registry().iter().map(|k| k.name).collect()
+}

@@ -1,0 +1,130 @@
+//! `--store-opt key=value` parsing and validation against each adapter's declared options.
+
+use crate::error::UsageError;
+use std::collections::BTreeMap;
+
+/// One option an adapter accepts, with its default and help (shown by `kvmeter stores`).
+pub struct OptSpec {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub help: &'static str,
+}
+
+/// Validated options: every declared option present, defaults filled in.
+#[derive(Clone, Debug, Default)]
+pub struct StoreOptions {
+    store: String,
+    values: BTreeMap<String, String>,
+}
+
+impl StoreOptions {
+    pub fn parse(store: &str, specs: &[OptSpec], given: &[String]) -> Result<Self, UsageError> {
+        let mut values: BTreeMap<String, String> = specs
+            .iter()
+            .map(|s| (s.name.to_string(), s.default.to_string()))
+            .collect();
+        for item in given {
+            let (k, v) = item.split_once('=').ok_or_else(|| {
+                UsageError::new(format!(
+                    "--store-opt '{item}': expected key=value (for example block_cache_mb=64)"
+                ))
+            })?;
+            if !values.contains_key(k) {
+                let known: Vec<&str> = specs.iter().map(|s| s.name).collect();
+                return Err(UsageError::new(format!(
+                    "--store-opt '{k}': unknown option for store '{store}'; known: {} (see 'kvmeter stores')",
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                )));
+            }
+            values.insert(k.to_string(), v.to_string());
+        }
+        Ok(StoreOptions {
+            store: store.to_string(),
+            values,
+        })
+    }
+
+    pub fn resolved(&self) -> &BTreeMap<String, String> {
+        &self.values
+    }
+
+    pub fn str(&self, key: &str) -> &str {
+        self.values.get(key).map(String::as_str).unwrap_or("")
+    }
+
+    fn bad(&self, key: &str, expected: &str) -> UsageError {
+        UsageError::new(format!(
+            "--store-opt {key}={}: expected {expected} (store '{}')",
+            self.str(key),
+            self.store
+        ))
+    }
+
+    pub fn u64(&self, key: &str) -> Result<u64, UsageError> {
+        self.str(key)
+            .parse()
+            .map_err(|_| self.bad(key, "a whole number ≥ 0"))
+    }
+
+    pub fn positive(&self, key: &str) -> Result<u64, UsageError> {
+        match self.u64(key)? {
+            0 => Err(self.bad(key, "a whole number ≥ 1")),
+            n => Ok(n),
+        }
+    }
+
+    pub fn bool(&self, key: &str) -> Result<bool, UsageError> {
+        match self.str(key) {
+            "true" | "on" | "1" | "yes" => Ok(true),
+            "false" | "off" | "0" | "no" => Ok(false),
+            _ => Err(self.bad(key, "true or false")),
+        }
+    }
+
+    pub fn choice<'a>(&self, key: &str, choices: &[&'a str]) -> Result<&'a str, UsageError> {
+        let v = self.str(key);
+        choices
+            .iter()
+            .find(|c| **c == v)
+            .copied()
+            .ok_or_else(|| self.bad(key, &format!("one of {}", choices.join(", "))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    const SPECS: &[OptSpec] = &[
+        OptSpec {
+            name: "a",
+            default: "1",
+            help: "",
+        },
+        OptSpec {
+            name: "b",
+            default: "false",
+            help: "",
+        },
+    ];
+
+    #[test]
+    fn defaults_overrides_and_errors() {
+        let o = StoreOptions::parse("s", SPECS, &["a=5".into()]).unwrap();
+        assert_eq!(o.u64("a").unwrap(), 5);
+        assert!(!o.bool("b").unwrap());
+        let e = StoreOptions::parse("s", SPECS, &["zz=1".into()]).unwrap_err();
+        assert!(
+            e.to_string().contains("unknown option for store 's'"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("known: a, b"));
+        let e = StoreOptions::parse("s", SPECS, &["a".into()]).unwrap_err();
+        assert!(e.to_string().contains("expected key=value"));
+        let o = StoreOptions::parse("s", SPECS, &["a=x".into()]).unwrap();
+        assert!(o
+            .u64("a")
+            .unwrap_err()
+            .to_string()
+            .contains("--store-opt a=x"));
+    }
+}

@@ -1,0 +1,201 @@
+//! YCSB's record (a field map) in one reusable flat buffer, and the embedded-store encoding.
+//!
+//! A worker owns one `Record` for values it writes and one for values it reads, and reuses
+//! them for every operation: pushing fields appends to a byte buffer whose capacity survives
+//! `clear()`, so the steady state allocates nothing.
+//!
+//! Encoding (embedded stores keep a record as one value under the key, as YCSB's RocksDB
+//! binding does): repeated `[u16 LE name length][name][u32 LE value length][value]`.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    name_start: u32,
+    name_len: u32,
+    value_start: u32,
+    value_len: u32,
+}
+
+#[derive(Default, Clone, Debug)]
+pub struct Record {
+    buf: Vec<u8>,
+    spans: Vec<Span>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError(pub String);
+
+impl Record {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.spans.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Starts a field: writes the name and returns the buffer to append the value to; call
+    /// `end_field` once the value is written.
+    #[inline]
+    pub fn begin_field(&mut self, name: &[u8]) -> &mut Vec<u8> {
+        let name_start = self.buf.len() as u32;
+        self.buf.extend_from_slice(name);
+        self.spans.push(Span {
+            name_start,
+            name_len: name.len() as u32,
+            value_start: self.buf.len() as u32,
+            value_len: 0,
+        });
+        &mut self.buf
+    }
+
+    #[inline]
+    pub fn end_field(&mut self) {
+        let end = self.buf.len() as u32;
+        if let Some(s) = self.spans.last_mut() {
+            s.value_len = end - s.value_start;
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, name: &[u8], value: &[u8]) {
+        self.begin_field(name).extend_from_slice(value);
+        self.end_field();
+    }
+
+    #[inline]
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.spans.iter().map(move |s| {
+            (
+                &self.buf[s.name_start as usize..(s.name_start + s.name_len) as usize],
+                &self.buf[s.value_start as usize..(s.value_start + s.value_len) as usize],
+            )
+        })
+    }
+
+    pub fn get(&self, name: &[u8]) -> Option<&[u8]> {
+        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// Bytes of user data (names and values), for MB/s figures.
+    pub fn data_bytes(&self) -> u64 {
+        self.buf.len() as u64
+    }
+
+    pub fn encoded_len(&self) -> usize {
+        self.spans.len() * 6 + self.buf.len()
+    }
+
+    /// Appends the encoding of this record to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        out.reserve(self.encoded_len());
+        for (name, value) in self.iter() {
+            out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            out.extend_from_slice(name);
+            out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+            out.extend_from_slice(value);
+        }
+    }
+
+    /// Replaces this record with the decoding of `bytes`, keeping only the fields `keep`
+    /// accepts.
+    pub fn decode_from(
+        &mut self,
+        bytes: &[u8],
+        mut keep: impl FnMut(&[u8]) -> bool,
+    ) -> Result<(), DecodeError> {
+        self.clear();
+        let mut p = 0usize;
+        let take = |p: &mut usize, n: usize| -> Result<std::ops::Range<usize>, DecodeError> {
+            let r = *p..*p + n;
+            if r.end > bytes.len() {
+                return Err(DecodeError(format!(
+                    "record truncated at byte {} of {}",
+                    *p,
+                    bytes.len()
+                )));
+            }
+            *p = r.end;
+            Ok(r)
+        };
+        while p < bytes.len() {
+            let nl = take(&mut p, 2)?;
+            let nlen = u16::from_le_bytes([bytes[nl.start], bytes[nl.start + 1]]) as usize;
+            let name = take(&mut p, nlen)?;
+            let vl = take(&mut p, 4)?;
+            let vlen = u32::from_le_bytes(bytes[vl.clone()].try_into().unwrap()) as usize;
+            let value = take(&mut p, vlen)?;
+            if keep(&bytes[name.clone()]) {
+                self.push(&bytes[name], &bytes[value]);
+            }
+        }
+        Ok(())
+    }
+
+    /// `self` becomes `base` with the fields of `update` replacing or adding to it: YCSB's
+    /// update semantics for stores that keep a record as one value.
+    pub fn merge_from(&mut self, base: &Record, update: &Record) {
+        self.clear();
+        for (n, v) in update.iter() {
+            self.push(n, v);
+        }
+        for (n, v) in base.iter() {
+            if update.get(n).is_none() {
+                self.push(n, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encode_decode_round_trip_and_filter() {
+        let mut r = Record::new();
+        r.push(b"field0", b"abc");
+        r.push(b"field1", b"");
+        r.push(b"field2", &[0xff; 300]);
+        let mut enc = Vec::new();
+        r.encode_into(&mut enc);
+        assert_eq!(enc.len(), r.encoded_len());
+        // Independent layout check of the first field.
+        assert_eq!(&enc[..2], &6u16.to_le_bytes());
+        assert_eq!(&enc[2..8], b"field0");
+        assert_eq!(&enc[8..12], &3u32.to_le_bytes());
+        assert_eq!(&enc[12..15], b"abc");
+        let mut d = Record::new();
+        d.decode_from(&enc, |_| true).unwrap();
+        assert_eq!(d.len(), 3);
+        assert_eq!(d.get(b"field2").unwrap(), &[0xff; 300][..]);
+        d.decode_from(&enc, |n| n == b"field1").unwrap();
+        assert_eq!(d.len(), 1);
+        assert_eq!(d.get(b"field1").unwrap(), b"");
+        assert!(d.decode_from(&enc[..enc.len() - 1], |_| true).is_err());
+    }
+
+    #[test]
+    fn merge_replaces_and_keeps() {
+        let mut base = Record::new();
+        base.push(b"a", b"1");
+        base.push(b"b", b"2");
+        let mut up = Record::new();
+        up.push(b"b", b"20");
+        up.push(b"c", b"30");
+        let mut m = Record::new();
+        m.merge_from(&base, &up);
+        assert_eq!(m.get(b"a"), Some(&b"1"[..]));
+        assert_eq!(m.get(b"b"), Some(&b"20"[..]));
+        assert_eq!(m.get(b"c"), Some(&b"30"[..]));
+        assert_eq!(m.len(), 3);
+    }
+}

@@ -1,0 +1,341 @@
+//! `rocksdb`: the embedded default store (papers/000, papers/001, papers/004 all measure it).
+//!
+//! A record is one encoded value under its key (`record.rs`), as YCSB's RocksDB binding keeps
+//! it; an update reads, merges and writes back, as that binding does. `databases=N` spreads
+//! keys over N independent DB instances by a hash of the key, the way papers/000 runs 4–16
+//! databases; a scan then merges the N ordered streams.
+
+use super::*;
+use crate::error::UsageError;
+use rocksdb::{
+    BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, WriteOptions, DB,
+};
+use std::sync::Arc;
+
+const OPTIONS: &[OptSpec] = &[
+    OptSpec { name: "block_cache_mb", default: "64", help: "LRU block cache size in MiB, shared by all databases" },
+    OptSpec { name: "direct_reads", default: "false", help: "O_DIRECT for user reads and compaction inputs (bypasses the page cache; needs a filesystem that supports it, not tmpfs)" },
+    OptSpec { name: "direct_io_flush_compaction", default: "false", help: "O_DIRECT for flush and compaction writes" },
+    OptSpec { name: "wal", default: "true", help: "write-ahead log on/off" },
+    OptSpec { name: "sync", default: "false", help: "fsync the WAL on every write" },
+    OptSpec { name: "compression", default: "snappy", help: "none, snappy, lz4 or zstd" },
+    OptSpec { name: "write_buffer_mb", default: "64", help: "memtable size in MiB" },
+    OptSpec { name: "bloom_bits", default: "10", help: "bloom filter bits per key (0: no filter)" },
+    OptSpec { name: "max_background_jobs", default: "2", help: "flush and compaction threads" },
+    OptSpec { name: "databases", default: "1", help: "independent DB instances the keys are spread over (papers/000 uses 4-16)" },
+];
+
+pub static KIND: StoreKind = StoreKind {
+    name: "rocksdb",
+    summary: "RocksDB, embedded (the default)",
+    options: OPTIONS,
+    capabilities: Capabilities {
+        scan: true,
+        persistent: true,
+        stores_data: true,
+    },
+    version: || env!("KVMETER_ROCKSDB_VERSION").to_string(),
+    probe,
+    check: |o| settings(o).map(|_| ()),
+    open,
+};
+
+fn probe() -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    let db = DB::open(&opts, dir.path()).map_err(|e| e.to_string())?;
+    db.put(b"k", b"v").map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+struct RocksStore {
+    dbs: Arc<[DB]>,
+    write_opts_wal: bool,
+    write_opts_sync: bool,
+    _cache: Cache,
+}
+
+struct Settings {
+    cache_mb: u64,
+    direct_reads: bool,
+    direct_fc: bool,
+    wal: bool,
+    sync: bool,
+    compression: DBCompressionType,
+    write_buffer_mb: u64,
+    bloom_bits: u64,
+    jobs: u64,
+    databases: u64,
+}
+
+fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
+    let wal = o.bool("wal")?;
+    let sync = o.bool("sync")?;
+    if sync && !wal {
+        return Err(UsageError::new(
+            "--store-opt sync=true needs wal=true: there is no log to sync with the WAL off",
+        ));
+    }
+    let databases = o.positive("databases")?;
+    if databases > 1024 {
+        return Err(UsageError::new(format!(
+            "--store-opt databases={databases}: expected at most 1024"
+        )));
+    }
+    Ok(Settings {
+        cache_mb: o.u64("block_cache_mb")?,
+        direct_reads: o.bool("direct_reads")?,
+        direct_fc: o.bool("direct_io_flush_compaction")?,
+        wal,
+        sync,
+        compression: match o.choice("compression", &["none", "snappy", "lz4", "zstd"])? {
+            "none" => DBCompressionType::None,
+            "snappy" => DBCompressionType::Snappy,
+            "lz4" => DBCompressionType::Lz4,
+            _ => DBCompressionType::Zstd,
+        },
+        write_buffer_mb: o.positive("write_buffer_mb")?,
+        bloom_bits: o.u64("bloom_bits")?,
+        jobs: o.positive("max_background_jobs")?,
+        databases,
+    })
+}
+
+fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
+    let Settings {
+        cache_mb,
+        direct_reads,
+        direct_fc,
+        wal,
+        sync,
+        compression,
+        write_buffer_mb,
+        bloom_bits,
+        jobs,
+        databases,
+    } = settings(o)?;
+    let cache = Cache::new_lru_cache((cache_mb as usize) << 20);
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(&cache);
+    if bloom_bits > 0 {
+        table.set_bloom_filter(bloom_bits as f64, false);
+    }
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_use_direct_reads(direct_reads);
+    opts.set_use_direct_io_for_flush_and_compaction(direct_fc);
+    opts.set_compression_type(compression);
+    opts.set_write_buffer_size((write_buffer_mb as usize) << 20);
+    opts.set_max_background_jobs(jobs as i32);
+    opts.set_block_based_table_factory(&table);
+
+    let mut dbs = Vec::with_capacity(databases as usize);
+    for i in 0..databases {
+        let path = dir.join(format!("db{i}"));
+        let db = DB::open(&opts, &path)
+            .map_err(|e| anyhow::anyhow!("cannot open RocksDB at {}: {e}", path.display()))?;
+        dbs.push(db);
+    }
+    Ok(Box::new(RocksStore {
+        dbs: dbs.into(),
+        write_opts_wal: wal,
+        write_opts_sync: sync,
+        _cache: cache,
+    }))
+}
+
+impl Store for RocksStore {
+    fn session(&self) -> anyhow::Result<Box<dyn Session>> {
+        let mut write = WriteOptions::default();
+        write.disable_wal(!self.write_opts_wal);
+        write.set_sync(self.write_opts_sync);
+        Ok(Box::new(RocksSession {
+            dbs: self.dbs.clone(),
+            read: ReadOptions::default(),
+            write,
+            encoded: Vec::new(),
+            current: Record::new(),
+            merged: Record::new(),
+            scratch: Vec::new(),
+            last_error: None,
+        }))
+    }
+
+    fn close(self: Box<Self>) -> anyhow::Result<()> {
+        for db in self.dbs.iter() {
+            // Flushing the memtable makes the next open fast and keeps reopen tests honest
+            // even with the WAL off.
+            db.flush()
+                .map_err(|e| anyhow::anyhow!("RocksDB flush at close failed: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+struct RocksSession {
+    dbs: Arc<[DB]>,
+    read: ReadOptions,
+    write: WriteOptions,
+    encoded: Vec<u8>,
+    current: Record,
+    merged: Record,
+    scratch: Vec<(Vec<u8>, Vec<u8>)>,
+    last_error: Option<String>,
+}
+
+impl RocksSession {
+    #[inline]
+    fn db(&self, key: &[u8]) -> &DB {
+        if self.dbs.len() == 1 {
+            return &self.dbs[0];
+        }
+        // FNV-1a over the key bytes: cheap and spreads YCSB's hashed and ordered keys alike.
+        let mut h: u64 = 0xCBF2_9CE4_8422_2325;
+        for &b in key {
+            h = (h ^ b as u64).wrapping_mul(0x100_0000_01B3);
+        }
+        &self.dbs[(h % self.dbs.len() as u64) as usize]
+    }
+
+    #[cold]
+    fn fail(&mut self, e: rocksdb::Error) -> Status {
+        use rocksdb::ErrorKind as K;
+        let (kind, fatal) = match e.kind() {
+            K::IOError => (ErrorKind::Io, true),
+            K::Corruption => (ErrorKind::Corruption, true),
+            K::ShutdownInProgress => (ErrorKind::Other, true),
+            K::TimedOut => (ErrorKind::Timeout, false),
+            K::Busy | K::TryAgain => (ErrorKind::Busy, false),
+            K::NotSupported => (ErrorKind::NotImplemented, false),
+            _ => (ErrorKind::Other, false),
+        };
+        self.last_error = Some(e.into_string());
+        Status::Error { kind, fatal }
+    }
+
+    #[cold]
+    fn undecodable(&mut self, e: record::DecodeError) -> Status {
+        self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
+        Status::error(ErrorKind::Corruption)
+    }
+}
+
+impl Session for RocksSession {
+    fn read(&mut self, _table: &str, key: &[u8], fields: Fields, out: &mut Record) -> Status {
+        let got = self.db(key).get_pinned_opt(key, &self.read);
+        match got {
+            Ok(Some(v)) => match out.decode_from(&v, |n| fields.wants(n)) {
+                Ok(()) => Status::Ok,
+                Err(e) => {
+                    drop(v);
+                    self.undecodable(e)
+                }
+            },
+            Ok(None) => {
+                out.clear();
+                Status::NotFound
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn scan(
+        &mut self,
+        _table: &str,
+        start: &[u8],
+        count: usize,
+        fields: Fields,
+        out: &mut ScanOut,
+    ) -> Status {
+        out.clear();
+        if self.dbs.len() == 1 {
+            let mut it = self.dbs[0].raw_iterator_opt(ReadOptions::default());
+            it.seek(start);
+            while it.valid() && out.len() < count {
+                let (k, r) = out.next_slot();
+                k.extend_from_slice(it.key().unwrap_or_default());
+                if let Err(e) = r.decode_from(it.value().unwrap_or_default(), |n| fields.wants(n)) {
+                    return self.undecodable(e);
+                }
+                it.next();
+            }
+            return match it.status() {
+                Ok(()) => Status::Ok,
+                Err(e) => self.fail(e),
+            };
+        }
+        // Several databases: take up to `count` from each, then the `count` smallest keys.
+        let mut used = 0;
+        for db in self.dbs.iter() {
+            let mut it = db.raw_iterator_opt(ReadOptions::default());
+            it.seek(start);
+            let mut n = 0;
+            while it.valid() && n < count {
+                if used == self.scratch.len() {
+                    self.scratch.push((Vec::new(), Vec::new()));
+                }
+                let (k, v) = &mut self.scratch[used];
+                k.clear();
+                v.clear();
+                k.extend_from_slice(it.key().unwrap_or_default());
+                v.extend_from_slice(it.value().unwrap_or_default());
+                used += 1;
+                n += 1;
+                it.next();
+            }
+            if let Err(e) = it.status() {
+                return self.fail(e);
+            }
+        }
+        let slice = &mut self.scratch[..used];
+        slice.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for i in 0..used.min(count) {
+            let (k, r) = out.next_slot();
+            k.extend_from_slice(&self.scratch[i].0);
+            if let Err(e) = r.decode_from(&self.scratch[i].1, |n| fields.wants(n)) {
+                return self.undecodable(e);
+            }
+        }
+        Status::Ok
+    }
+
+    fn update(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
+        let got = self.db(key).get_pinned_opt(key, &self.read);
+        let decoded = match got {
+            Ok(Some(v)) => self.current.decode_from(&v, |_| true),
+            Ok(None) => return Status::NotFound,
+            Err(e) => return self.fail(e),
+        };
+        if let Err(e) = decoded {
+            return self.undecodable(e);
+        }
+        self.merged.merge_from(&self.current, values);
+        self.encoded.clear();
+        self.merged.encode_into(&mut self.encoded);
+        match self.db(key).put_opt(key, &self.encoded, &self.write) {
+            Ok(()) => Status::Ok,
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn insert(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
+        self.encoded.clear();
+        values.encode_into(&mut self.encoded);
+        match self.db(key).put_opt(key, &self.encoded, &self.write) {
+            Ok(()) => Status::Ok,
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn delete(&mut self, _table: &str, key: &[u8]) -> Status {
+        match self.db(key).delete_opt(key, &self.write) {
+            Ok(()) => Status::Ok,
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn last_error(&mut self) -> Option<String> {
+        self.last_error.take()
+    }
+}

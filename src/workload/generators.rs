@@ -1,0 +1,633 @@
+//! YCSB's number generators with their exact constants and quirks (ycsb-workload-spec §5).
+//!
+//! All workers share one instance of each generator, as YCSB's threads share one workload
+//! object; only the RNG is per worker. Shared state is atomic. The one lock is the Zipfian's
+//! incremental zeta update (§5.2), taken only when the item count grows — in practice by
+//! `latest` after an acknowledged insert — exactly where YCSB takes its lock.
+
+use super::keys::fnvhash64;
+use super::rng::Rng;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+pub const ZIPFIAN_CONSTANT: f64 = 0.99;
+/// ScrambledZipfian's fixed item count and its precomputed ζ(1e10, 0.99) (§5.3).
+pub const SCRAMBLED_ITEM_COUNT: i64 = 10_000_000_000;
+pub const SCRAMBLED_ZETAN: f64 = 26.46902820178302;
+
+/// ζ(n, θ) summed in increasing i from 0.0 (the order decides the last bits).
+pub fn zeta(n: i64, theta: f64) -> f64 {
+    zeta_continue(0, n, theta, 0.0)
+}
+
+/// Continues a ζ sum from `from` terms (whose sum is `sum`) to `to` terms.
+pub fn zeta_continue(from: i64, to: i64, theta: f64, mut sum: f64) -> f64 {
+    for i in from..to {
+        sum += 1.0 / ((i + 1) as f64).powf(theta);
+    }
+    sum
+}
+
+/// `UniformLongGenerator(lb, ub)`: one i64 draw (§5.1).
+#[derive(Debug, Clone)]
+pub struct UniformLong {
+    lb: i64,
+    interval: i64,
+}
+
+impl UniformLong {
+    pub fn new(lb: i64, ub: i64) -> Self {
+        UniformLong {
+            lb,
+            interval: ub - lb + 1,
+        }
+    }
+    #[inline]
+    pub fn next(&self, rng: &mut Rng) -> i64 {
+        self.lb + rng.next_i64().wrapping_abs() % self.interval
+    }
+}
+
+/// `ZipfianGenerator(min, max, θ [, zetan])` (§5.2), Gray et al. SIGMOD 1994.
+pub struct Zipfian {
+    items: i64,
+    base: i64,
+    theta: f64,
+    zeta2theta: f64,
+    alpha: f64,
+    half_pow_theta: f64,
+    // Published state: `count` is written last (Release) after `zetan`/`eta`.
+    count: AtomicI64,
+    zetan: AtomicU64,
+    eta: AtomicU64,
+    grow: Mutex<()>,
+}
+
+impl Zipfian {
+    pub fn new(min: i64, max: i64) -> Self {
+        Self::with_zetan(min, max, ZIPFIAN_CONSTANT, None)
+    }
+
+    pub fn with_zetan(min: i64, max: i64, theta: f64, zetan: Option<f64>) -> Self {
+        let items = max - min + 1;
+        let zetan = zetan.unwrap_or_else(|| zeta(items, theta));
+        let zeta2theta = zeta(2, theta);
+        let z = Zipfian {
+            items,
+            base: min,
+            theta,
+            zeta2theta,
+            alpha: 1.0 / (1.0 - theta),
+            half_pow_theta: 0.5f64.powf(theta),
+            count: AtomicI64::new(items),
+            zetan: AtomicU64::new(zetan.to_bits()),
+            eta: AtomicU64::new(0),
+            grow: Mutex::new(()),
+        };
+        z.eta.store(z.eta_for(zetan).to_bits(), Ordering::Relaxed);
+        z
+    }
+
+    /// Uses the constructor's `items`, also after growth (quirk 2).
+    fn eta_for(&self, zetan: f64) -> f64 {
+        (1.0 - (2.0 / self.items as f64).powf(1.0 - self.theta)) / (1.0 - self.zeta2theta / zetan)
+    }
+
+    pub fn items(&self) -> i64 {
+        self.items
+    }
+    pub fn zetan(&self) -> f64 {
+        f64::from_bits(self.zetan.load(Ordering::Acquire))
+    }
+    pub fn eta(&self) -> f64 {
+        f64::from_bits(self.eta.load(Ordering::Acquire))
+    }
+    pub fn count_for_zeta(&self) -> i64 {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// Grows ζ to `itemcount` terms if needed; never shrinks (quirk 3).
+    fn ensure(&self, itemcount: i64) {
+        if itemcount <= self.count.load(Ordering::Acquire) {
+            return;
+        }
+        let _guard = self.grow.lock().unwrap_or_else(|e| e.into_inner());
+        let have = self.count.load(Ordering::Acquire);
+        if itemcount > have {
+            let zetan = zeta_continue(have, itemcount, self.theta, self.zetan());
+            self.zetan.store(zetan.to_bits(), Ordering::Release);
+            self.eta
+                .store(self.eta_for(zetan).to_bits(), Ordering::Release);
+            self.count.store(itemcount, Ordering::Release);
+        }
+    }
+
+    /// `next(itemcount)` with the uniform draw given: the testable core of §5.2.
+    #[inline]
+    pub fn value_for(&self, u: f64, itemcount: i64) -> i64 {
+        self.ensure(itemcount);
+        let zetan = self.zetan();
+        let uz = u * zetan;
+        if uz < 1.0 {
+            return self.base;
+        }
+        if uz < 1.0 + self.half_pow_theta {
+            return self.base + 1;
+        }
+        let eta = self.eta();
+        self.base + (itemcount as f64 * (eta * u - eta + 1.0).powf(self.alpha)) as i64
+    }
+
+    #[inline]
+    pub fn next_n(&self, rng: &mut Rng, itemcount: i64) -> i64 {
+        let u = rng.next_f64();
+        self.value_for(u, itemcount)
+    }
+
+    #[inline]
+    pub fn next(&self, rng: &mut Rng) -> i64 {
+        self.next_n(rng, self.items)
+    }
+}
+
+/// `ScrambledZipfianGenerator(min, max)` (§5.3): popular raw ranks scattered by FNV.
+pub struct ScrambledZipfian {
+    min: i64,
+    itemcount: i64,
+    inner: Zipfian,
+}
+
+impl ScrambledZipfian {
+    pub fn new(min: i64, max: i64) -> Self {
+        ScrambledZipfian {
+            min,
+            itemcount: max - min + 1,
+            // max = ITEM_COUNT, so the inner generator has 1e10 + 1 items (quirk 4).
+            inner: Zipfian::with_zetan(
+                0,
+                SCRAMBLED_ITEM_COUNT,
+                ZIPFIAN_CONSTANT,
+                Some(SCRAMBLED_ZETAN),
+            ),
+        }
+    }
+    pub fn inner(&self) -> &Zipfian {
+        &self.inner
+    }
+    #[inline]
+    pub fn scramble(&self, raw: i64) -> i64 {
+        self.min + fnvhash64(raw) % self.itemcount
+    }
+    #[inline]
+    pub fn next(&self, rng: &mut Rng) -> i64 {
+        self.scramble(self.inner.next(rng))
+    }
+}
+
+/// `CounterGenerator(start)` (§5.8).
+pub struct Counter(AtomicI64);
+
+impl Counter {
+    pub fn new(start: i64) -> Self {
+        Counter(AtomicI64::new(start))
+    }
+    #[inline]
+    pub fn next(&self) -> i64 {
+        self.0.fetch_add(1, Ordering::Relaxed)
+    }
+    pub fn last(&self) -> i64 {
+        self.0.load(Ordering::Relaxed) - 1
+    }
+}
+
+const ACK_WINDOW: i64 = 1 << 20;
+const ACK_MASK: i64 = ACK_WINDOW - 1;
+
+/// `AcknowledgedCounterGenerator(start)` (§5.9): `last()` only advances over a contiguous
+/// acknowledged prefix. The window is a 2^20-bit atomic bitset; the sweep runs under a
+/// `try_lock` that never blocks, as upstream.
+pub struct AcknowledgedCounter {
+    counter: Counter,
+    window: Box<[AtomicU64]>,
+    limit: AtomicI64,
+    sweep: Mutex<()>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct TooManyUnacknowledged;
+
+impl AcknowledgedCounter {
+    pub fn new(start: i64) -> Self {
+        AcknowledgedCounter {
+            counter: Counter::new(start),
+            window: (0..ACK_WINDOW / 64).map(|_| AtomicU64::new(0)).collect(),
+            limit: AtomicI64::new(start - 1),
+            sweep: Mutex::new(()),
+        }
+    }
+    #[inline]
+    pub fn next(&self) -> i64 {
+        self.counter.next()
+    }
+    #[inline]
+    pub fn last(&self) -> i64 {
+        self.limit.load(Ordering::Acquire)
+    }
+
+    fn slot(v: i64) -> (usize, u64) {
+        let s = (v & ACK_MASK) as usize;
+        (s / 64, 1u64 << (s % 64))
+    }
+
+    pub fn acknowledge(&self, v: i64) -> Result<(), TooManyUnacknowledged> {
+        let (w, bit) = Self::slot(v);
+        if self.window[w].fetch_or(bit, Ordering::AcqRel) & bit != 0 {
+            return Err(TooManyUnacknowledged);
+        }
+        if let Ok(_guard) = self.sweep.try_lock() {
+            let mut index = self.limit.load(Ordering::Acquire) + 1;
+            loop {
+                let (w, bit) = Self::slot(index);
+                if self.window[w].load(Ordering::Acquire) & bit == 0 {
+                    break;
+                }
+                self.window[w].fetch_and(!bit, Ordering::AcqRel);
+                index += 1;
+            }
+            self.limit.store(index - 1, Ordering::Release);
+        }
+        Ok(())
+    }
+}
+
+/// `SkewedLatestGenerator(basis)` (§5.4): favours the newest acknowledged key; never 0 (quirk 6).
+pub struct SkewedLatest {
+    zipf: Zipfian,
+}
+
+impl SkewedLatest {
+    pub fn new(basis: &AcknowledgedCounter) -> Self {
+        SkewedLatest {
+            zipf: Zipfian::new(0, basis.last() - 1),
+        }
+    }
+    #[inline]
+    pub fn next(&self, rng: &mut Rng, basis: &AcknowledgedCounter) -> i64 {
+        let max = basis.last();
+        max - self.zipf.next_n(rng, max)
+    }
+}
+
+/// `HotspotIntegerGenerator` (§5.5). Empty hot or cold sets on a reachable branch are rejected
+/// at validation (quirk 10), so `next` never divides by zero.
+#[derive(Debug, Clone)]
+pub struct Hotspot {
+    lb: i64,
+    hot_interval: i64,
+    cold_interval: i64,
+    hot_opn_fraction: f64,
+}
+
+impl Hotspot {
+    pub fn new(lb: i64, ub: i64, hotset_fraction: f64, hot_opn_fraction: f64) -> Self {
+        let (lb, ub) = if lb > ub { (ub, lb) } else { (lb, ub) };
+        let hotset_fraction = if (0.0..=1.0).contains(&hotset_fraction) {
+            hotset_fraction
+        } else {
+            0.0
+        };
+        let hot_opn_fraction = if (0.0..=1.0).contains(&hot_opn_fraction) {
+            hot_opn_fraction
+        } else {
+            0.0
+        };
+        let interval = ub - lb + 1;
+        // The cast is to a 32-bit int upstream.
+        let hot_interval = (interval as f64 * hotset_fraction) as i32 as i64;
+        Hotspot {
+            lb,
+            hot_interval,
+            cold_interval: interval - hot_interval,
+            hot_opn_fraction,
+        }
+    }
+    pub fn intervals(&self) -> (i64, i64) {
+        (self.hot_interval, self.cold_interval)
+    }
+    pub fn mean(&self) -> f64 {
+        let (lb, hot, cold) = (
+            self.lb as f64,
+            self.hot_interval as f64,
+            self.cold_interval as f64,
+        );
+        self.hot_opn_fraction * (lb + hot / 2.0)
+            + (1.0 - self.hot_opn_fraction) * (lb + hot + cold / 2.0)
+    }
+    #[inline]
+    pub fn next(&self, rng: &mut Rng) -> i64 {
+        if rng.next_f64() < self.hot_opn_fraction {
+            self.lb + rng.next_i64().wrapping_abs() % self.hot_interval
+        } else {
+            self.lb + self.hot_interval + rng.next_i64().wrapping_abs() % self.cold_interval
+        }
+    }
+}
+
+/// `ExponentialGenerator(percentile, range)` (§5.6).
+#[derive(Debug, Clone)]
+pub struct Exponential {
+    gamma: f64,
+}
+
+impl Exponential {
+    pub fn new(percentile: f64, range: f64) -> Self {
+        Exponential {
+            gamma: -(1.0 - percentile / 100.0).ln() / range,
+        }
+    }
+    pub fn gamma(&self) -> f64 {
+        self.gamma
+    }
+    pub fn mean(&self) -> f64 {
+        1.0 / self.gamma
+    }
+    #[inline]
+    pub fn next(&self, rng: &mut Rng) -> f64 {
+        -rng.next_f64().ln() / self.gamma
+    }
+}
+
+/// `SequentialGenerator(start, end)` (§5.7): cycles through [start, end] over a shared counter.
+pub struct Sequential {
+    start: i64,
+    interval: i64,
+    counter: AtomicI64,
+}
+
+impl Sequential {
+    pub fn new(start: i64, end: i64) -> Self {
+        Sequential {
+            start,
+            interval: end - start + 1,
+            counter: AtomicI64::new(0),
+        }
+    }
+    #[inline]
+    pub fn next(&self) -> i64 {
+        self.start + self.counter.fetch_add(1, Ordering::Relaxed) % self.interval
+    }
+}
+
+/// `HistogramGenerator(file)` (§5.12), for `fieldlengthdistribution=histogram`.
+#[derive(Debug, Clone)]
+pub struct HistogramLengths {
+    block_size: i64,
+    counts: Vec<i64>,
+    area: i64,
+}
+
+impl HistogramLengths {
+    /// Parses `BlockSize<TAB>n` then `bucket<TAB>count` lines.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+        let first = lines.next().ok_or("the file is empty")?;
+        let mut parts = first.split('\t');
+        if parts.next() != Some("BlockSize") {
+            return Err(format!(
+                "first line must be 'BlockSize<TAB>n', found '{first}'"
+            ));
+        }
+        let block_size: i64 = parts
+            .next()
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| format!("bad block size in '{first}'"))?;
+        let mut counts = Vec::new();
+        for (i, line) in lines.enumerate() {
+            let mut p = line.split('\t');
+            let bucket: i64 = p
+                .next()
+                .and_then(|v| v.trim().parse().ok())
+                .ok_or_else(|| format!("line {}: expected 'bucket<TAB>count'", i + 2))?;
+            let count: i64 = p
+                .next()
+                .and_then(|v| v.trim().parse().ok())
+                .ok_or_else(|| format!("line {}: expected 'bucket<TAB>count'", i + 2))?;
+            if bucket != i as i64 {
+                return Err(format!(
+                    "line {}: buckets must be 0, 1, 2, ... in order",
+                    i + 2
+                ));
+            }
+            counts.push(count);
+        }
+        let area: i64 = counts.iter().sum();
+        if area <= 0 || area > i32::MAX as i64 {
+            return Err("the counts must add up to a positive 32-bit number".into());
+        }
+        Ok(HistogramLengths {
+            block_size,
+            counts,
+            area,
+        })
+    }
+
+    #[inline]
+    pub fn next(&self, rng: &mut Rng) -> i64 {
+        let mut x = rng.next_i32_bounded(self.area as i32) as i64;
+        for i in 0..self.counts.len().saturating_sub(1) {
+            x -= self.counts[i];
+            if x <= 0 {
+                return (i as i64 + 1) * self.block_size;
+            }
+        }
+        (self.counts.len() as i64 - 1) * self.block_size
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zeta_vectors_12_5() {
+        let t = ZIPFIAN_CONSTANT;
+        assert_eq!(zeta(1, t), 1.0);
+        assert_eq!(zeta(2, t), 1.5034777750283594);
+        assert_eq!(zeta(3, t), 1.840493339007644);
+        assert_eq!(zeta(10, t), 2.9561075165103636);
+        assert_eq!(zeta(100, t), 5.294568831377164);
+        assert_eq!(zeta(999, t), 7.727881697979491);
+        assert_eq!(zeta(1000, t), 7.728953217284729);
+        assert_eq!(zeta(1001, t), 7.730023676840303);
+        assert_eq!(zeta(10_000, t), 10.224361459595578);
+        assert_eq!(zeta(100_000, t), 12.778338062551246);
+        assert_eq!(zeta(1_000_000, t), 15.391849746037371);
+        assert_eq!(1.0 / (1.0 - t), 99.99999999999991);
+        assert_eq!(0.5f64.powf(t), 0.5034777750283594);
+    }
+
+    #[test]
+    fn zipfian_constants_12_5() {
+        let z = Zipfian::new(0, 999);
+        assert_eq!(z.items(), 1000);
+        assert_eq!(z.zetan(), 7.728953217284729);
+        assert_eq!(z.eta(), 0.07480608670689805);
+        let s = ScrambledZipfian::new(0, 1000);
+        assert_eq!(s.inner().items(), 10_000_000_001);
+        assert_eq!(s.inner().eta(), 0.21220003380967406);
+    }
+
+    #[test]
+    fn zipfian_incremental_update_quirk_2() {
+        let z = Zipfian::new(0, 998);
+        assert_eq!(z.zetan(), 7.727881697979491);
+        assert_eq!(z.eta(), 0.07479691848503967);
+        z.value_for(0.5, 1005);
+        assert_eq!(z.zetan(), 7.734294959566066);
+        assert_eq!(z.eta(), 0.07478194047218675);
+        assert_eq!(z.count_for_zeta(), 1005);
+        // A smaller item count changes nothing (quirk 3).
+        z.value_for(0.5, 1000);
+        assert_eq!(z.zetan(), 7.734294959566066);
+        assert_eq!(z.count_for_zeta(), 1005);
+    }
+
+    #[test]
+    fn zipfian_u_to_value_12_6() {
+        let z = Zipfian::new(0, 999);
+        let cases = [
+            (0.0, 0),
+            (0.02, 0),
+            (0.05, 0),
+            (0.1, 0),
+            (0.2, 2),
+            (0.3, 4),
+            (0.5, 22),
+            (0.7, 103),
+            (0.9, 471),
+            (0.99, 927),
+            (0.999999, 999),
+            (0.236535047774046, 2),
+            (0.03379878301382788, 0),
+            (0.34146985411269504, 6),
+            (0.41639239951138274, 11),
+            (0.5251687621563603, 26),
+            (0.6841408270844009, 91),
+            (0.8353864989995211, 289),
+            (0.9906119662557633, 932),
+        ];
+        for (u, want) in cases {
+            assert_eq!(z.value_for(u, 1000), want, "u = {u}");
+        }
+    }
+
+    #[test]
+    fn scrambled_zipfian_12_7() {
+        let s = ScrambledZipfian::new(0, 1000);
+        let cases = [
+            (0.09428988668031268, 5, 545),
+            (0.1822634947415409, 52, 594),
+            (0.3906339504840828, 9693, 23),
+            (0.6380608588974683, 3383880, 771),
+            (0.7406905600294582, 34834551, 875),
+            (0.8544432883044218, 433946012, 317),
+            (0.9576193540988146, 4051954571, 117),
+        ];
+        for (u, raw, key) in cases {
+            let r = s.inner().value_for(u, s.inner().items());
+            assert_eq!(r, raw, "u = {u}");
+            assert_eq!(s.scramble(r), key);
+        }
+        let ranks = |n: i64| -> Vec<i64> {
+            let s = ScrambledZipfian::new(0, n - 1);
+            (0..5).map(|r| s.scramble(r)).collect()
+        };
+        assert_eq!(ranks(1001), [144, 610, 213, 679, 10]);
+        assert_eq!(ranks(1000), [211, 620, 393, 802, 769]);
+        assert_eq!(ranks(1101), [903, 403, 802, 302, 660]);
+        assert_eq!(1.0 / SCRAMBLED_ZETAN, 0.03778000432719466);
+    }
+
+    #[test]
+    fn other_generators_12_8() {
+        let e = Exponential::new(95.0, 1000.0 * 0.8571428571);
+        assert_eq!(e.gamma(), 0.003495020985987739);
+        assert_eq!(e.mean(), 286.12131486740896);
+
+        let h = Hotspot::new(0, 999, 0.2, 0.8);
+        assert_eq!(h.intervals(), (200, 800));
+        assert_eq!(h.mean(), 199.99999999999997);
+        assert_eq!(Hotspot::new(0, 9, 0.25, 0.5).intervals(), (2, 8));
+
+        let a = AcknowledgedCounter::new(1000);
+        assert_eq!(a.last(), 999);
+        assert_eq!((a.next(), a.next(), a.next()), (1000, 1001, 1002));
+        a.acknowledge(1001).unwrap();
+        assert_eq!(a.last(), 999);
+        a.acknowledge(1000).unwrap();
+        assert_eq!(a.last(), 1001);
+        a.acknowledge(1002).unwrap();
+        assert_eq!(a.last(), 1002);
+
+        let s = Sequential::new(5, 7);
+        let v: Vec<i64> = (0..5).map(|_| s.next()).collect();
+        assert_eq!(v, [5, 6, 7, 5, 6]);
+
+        let c = Counter::new(10);
+        assert_eq!(c.last(), 9);
+        assert_eq!(c.next(), 10);
+        assert_eq!(c.last(), 10);
+    }
+
+    #[test]
+    fn acknowledged_counter_detects_full_window() {
+        let a = AcknowledgedCounter::new(0);
+        // Leave 0 unacknowledged so nothing sweeps, then wrap onto slot 1.
+        for v in 1..ACK_WINDOW {
+            a.acknowledge(v).unwrap();
+        }
+        assert_eq!(a.last(), -1);
+        assert_eq!(a.acknowledge(ACK_WINDOW + 1), Err(TooManyUnacknowledged));
+    }
+
+    #[test]
+    fn skewed_latest_never_zero_and_favours_latest() {
+        let basis = AcknowledgedCounter::new(1000);
+        let l = SkewedLatest::new(&basis);
+        let mut rng = Rng::for_worker(3, 0);
+        let mut top = 0;
+        for _ in 0..10_000 {
+            let v = l.next(&mut rng, &basis);
+            assert!((1..=999).contains(&v), "{v}");
+            if v == 999 {
+                top += 1;
+            }
+        }
+        // P(max) = 1/zeta(999) ≈ 0.129.
+        assert!((1_100..1_500).contains(&top), "{top}");
+    }
+
+    #[test]
+    fn histogram_lengths_follow_buckets() {
+        let h = HistogramLengths::parse("BlockSize\t10\n0\t0\n1\t3\n2\t1\n").unwrap();
+        let mut rng = Rng::for_worker(5, 0);
+        for _ in 0..1000 {
+            let v = h.next(&mut rng);
+            assert!(v == 10 || v == 20, "{v}");
+        }
+        assert!(HistogramLengths::parse("Block\t1\n").is_err());
+    }
+
+    #[test]
+    fn uniform_covers_bounds() {
+        let u = UniformLong::new(3, 5);
+        let mut rng = Rng::for_worker(9, 0);
+        let mut seen = [false; 3];
+        for _ in 0..200 {
+            let v = u.next(&mut rng);
+            assert!((3..=5).contains(&v));
+            seen[(v - 3) as usize] = true;
+        }
+        assert_eq!(seen, [true; 3]);
+    }
+}

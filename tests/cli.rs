@@ -1,0 +1,586 @@
+//! End-to-end tests of the `kvmeter` binary: real runs, real run directories, bad input,
+//! SIGINT and SIGKILL. Expected values come from the plan (operation counts, proportions,
+//! rates), not from kvmeter's own output.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+fn kvmeter() -> Command {
+    let mut c = Command::cargo_bin("kvmeter").unwrap();
+    c.env("NO_COLOR", "1");
+    c
+}
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("kvmeter")
+}
+
+fn json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn validate(schema_file: &str, doc: &Value) {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("docs/schema")
+                .join(schema_file),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = v
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(errors.is_empty(), "{schema_file}: {errors:#?}");
+}
+
+fn phase<'a>(summary: &'a Value, name: &str) -> &'a Value {
+    summary["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no phase {name}"))
+}
+
+fn count(p: &Value, op: &str) -> u64 {
+    p["ops"][op]["count"].as_u64().unwrap_or(0)
+}
+
+/// Reads an HDR interval log with the hdrhistogram crate's own reader; total count.
+fn hlog_total(path: &Path) -> u64 {
+    use base64::Engine;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    use hdrhistogram::serialization::Deserializer;
+    let bytes = std::fs::read(path).unwrap();
+    let mut total = 0;
+    let mut intervals = 0;
+    for entry in IntervalLogIterator::new(&bytes) {
+        if let LogEntry::Interval(h) = entry.unwrap_or_else(|e| panic!("{}: {e:?}", path.display()))
+        {
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(h.encoded_histogram())
+                .unwrap();
+            let hist: hdrhistogram::Histogram<u64> =
+                Deserializer::new().deserialize(&mut &raw[..]).unwrap();
+            total += hist.len();
+            intervals += 1;
+        }
+    }
+    assert!(intervals > 0, "{} has no intervals", path.display());
+    total
+}
+
+#[test]
+fn null_run_writes_a_complete_run_directory() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloada",
+            "--store",
+            "null",
+            "--records",
+            "1000",
+            "--ops",
+            "40000",
+        ])
+        .args([
+            "--seed",
+            "7",
+            "--format",
+            "json",
+            "--interval",
+            "100ms",
+            "--out",
+        ])
+        .arg(&out)
+        .assert()
+        .success();
+    let summary = json(&out.join("summary.json"));
+    let manifest = json(&out.join("manifest.json"));
+    validate("summary.schema.json", &summary);
+    validate("manifest.schema.json", &manifest);
+    assert_eq!(summary["status"], "completed");
+    assert_eq!(manifest["status"], "completed");
+    assert_eq!(manifest["seed"], 7);
+    assert!(manifest["machine"]["logical_cpus"].as_u64().unwrap() >= 1);
+    assert!(!manifest["machine"]["cpu_model"]
+        .as_str()
+        .unwrap()
+        .is_empty());
+    assert_eq!(manifest["store"]["name"], "null");
+    assert_eq!(
+        manifest["plan"]["phases"][1]["properties"]["readproportion"]["value"],
+        "0.5"
+    );
+
+    let load = phase(&summary, "load");
+    assert_eq!(count(load, "INSERT"), 1000);
+    let run = phase(&summary, "run");
+    let (r, u) = (count(run, "READ"), count(run, "UPDATE"));
+    assert_eq!(r + u, 40_000, "every operation is counted exactly once");
+    assert_eq!(run["operations"], 40_000);
+    // 50/50 mix: 5 sigma of a binomial(40000, 0.5) is 500.
+    assert!((r as i64 - 20_000).abs() < 500, "reads {r}");
+    assert_eq!(run["errors"], 0);
+    let lat = &run["ops"]["READ"]["latency_us"];
+    let (p50, p99, max) = (
+        lat["p50"].as_f64().unwrap(),
+        lat["p99"].as_f64().unwrap(),
+        lat["max"].as_f64().unwrap(),
+    );
+    assert!(p50 <= p99 && p99 <= max && p50 > 0.0);
+    // Updates carry one 100-byte field plus its 6-byte name.
+    let mb = run["ops"]["UPDATE"]["mb_per_s"].as_f64().unwrap();
+    let secs = run["measured_seconds"].as_f64().unwrap();
+    assert!((mb * 1e6 * secs / u as f64 - 106.0).abs() < 1.0, "{mb}");
+
+    // intervals.csv: whole rows, and its counts add up to the summary's.
+    let csv = std::fs::read_to_string(out.join("intervals.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let mut reads = 0;
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        assert_eq!(f.len(), header.len(), "{l}");
+        if f[0] == "run" && f[col("metric")] == "READ" {
+            reads += f[col("count")].parse::<u64>().unwrap();
+        }
+    }
+    assert_eq!(reads, r);
+
+    // HDR logs readable by the hdrhistogram crate's reader, counts matching.
+    assert_eq!(hlog_total(&out.join("latency/run.READ.hlog")), r);
+    assert_eq!(hlog_total(&out.join("latency/load.INSERT.hlog")), 1000);
+
+    // YCSB text report.
+    let ycsb = std::fs::read_to_string(out.join("ycsb/run.txt")).unwrap();
+    assert!(ycsb.starts_with("[OVERALL], RunTime(ms), "));
+    assert!(ycsb.contains(&format!("[READ], Operations, {r}\n")));
+    assert!(ycsb.contains(&format!("[READ], Return=OK, {r}\n")));
+    assert!(ycsb.contains(&format!("[UPDATE], Return=OK, {u}\n")));
+}
+
+#[test]
+fn same_seed_same_operation_mix() {
+    let t = tempfile::tempdir().unwrap();
+    let mut reads = vec![];
+    for i in 0..2 {
+        let out = t.path().join(format!("r{i}"));
+        kvmeter()
+            .args([
+                "run",
+                "-P",
+                "workloadb",
+                "--store",
+                "null",
+                "--ops",
+                "20000",
+                "--seed",
+                "42",
+                "--out",
+            ])
+            .arg(&out)
+            .assert()
+            .success();
+        reads.push(count(
+            phase(&json(&out.join("summary.json")), "run"),
+            "READ",
+        ));
+    }
+    assert_eq!(reads[0], reads[1]);
+}
+
+#[test]
+fn suite_runs_the_papers_sequence() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("suite");
+    kvmeter()
+        .args([
+            "suite",
+            "--store",
+            "null",
+            "--records",
+            "2000",
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+            "--out",
+        ])
+        .arg(&out)
+        .assert()
+        .success();
+    let s = json(&out.join("summary.json"));
+    validate("summary.schema.json", &s);
+    let names: Vec<&str> = s["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["load-a", "run-a", "run-b", "run-c", "run-f", "run-d", "clear", "load-e", "run-e"]
+    );
+    assert_eq!(count(phase(&s, "load-e"), "INSERT"), 2000);
+    assert!(count(phase(&s, "run-e"), "SCAN") > 0);
+    assert!(count(phase(&s, "run-f"), "READ-MODIFY-WRITE") > 0);
+    let run_c = phase(&s, "run-c");
+    assert!(
+        (run_c["measured_seconds"].as_f64().unwrap() - 0.8).abs() < 0.15,
+        "{}",
+        run_c["measured_seconds"]
+    );
+    assert_eq!(count(run_c, "UPDATE"), 0);
+    // Warm-up rows are kept in the series.
+    let csv = std::fs::read_to_string(out.join("intervals.csv")).unwrap();
+    assert!(csv
+        .lines()
+        .any(|l| l.starts_with("run-c,0,") && l.split(',').nth(4) == Some("1")));
+}
+
+#[test]
+fn paced_run_hits_target_and_reports_intended_latency() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("paced");
+    let output = kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloadc",
+            "--store",
+            "null",
+            "--phase",
+            "run",
+            "--threads",
+            "2",
+        ])
+        .args([
+            "--target",
+            "2000",
+            "--duration",
+            "2s",
+            "--format",
+            "ycsb",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let s = json(&out.join("summary.json"));
+    let run = phase(&s, "run");
+    let rate = run["throughput_ops_per_s"].as_f64().unwrap();
+    assert!(
+        (rate - 2000.0).abs() < 100.0,
+        "achieved {rate} ops/s for a 2000 target"
+    );
+    assert!(
+        run["ops"]["READ"]["intended_latency_us"]["count"]
+            .as_u64()
+            .unwrap()
+            > 3000
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("[Intended-READ], Operations, "), "{text}");
+    assert!(out.join("latency/run.Intended-READ.hlog").exists());
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn rocksdb_load_then_run_with_data_integrity() {
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("data");
+    // Split load: two halves into the same data directory (insertstart/insertcount).
+    for (i, start) in [0, 1500].iter().enumerate() {
+        kvmeter()
+            .args([
+                "run",
+                "--phase",
+                "load",
+                "-P",
+                "workloada",
+                "-p",
+                "recordcount=3000",
+                "-p",
+                "insertcount=1500",
+            ])
+            .arg("-p")
+            .arg(format!("insertstart={start}"))
+            .args(["-p", "dataintegrity=true", "--data-dir"])
+            .arg(&data)
+            .arg("--out")
+            .arg(t.path().join(format!("load{i}")))
+            .assert()
+            .success();
+    }
+    let out = t.path().join("run");
+    kvmeter()
+        .args([
+            "run",
+            "--phase",
+            "run",
+            "-P",
+            "workloada",
+            "-p",
+            "recordcount=3000",
+            "--ops",
+            "6000",
+        ])
+        .args([
+            "-p",
+            "dataintegrity=true",
+            "-p",
+            "requestdistribution=uniform",
+            "--threads",
+            "2",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let s = json(&out.join("summary.json"));
+    let run = phase(&s, "run");
+    assert_eq!(run["errors"], 0, "{run}");
+    let reads = count(run, "READ");
+    assert_eq!(reads + count(run, "UPDATE"), 6000);
+    // Every read verified and every verification passed.
+    assert_eq!(run["ops"]["VERIFY"]["count"].as_u64().unwrap(), reads);
+    assert_eq!(run["ops"]["VERIFY"]["ok"].as_u64().unwrap(), reads);
+    assert!(data.join(".kvmeter-data").is_file());
+    let m = json(&out.join("manifest.json"));
+    assert_eq!(m["store"]["name"], "rocksdb");
+    assert_eq!(m["data_dir"]["reused"], true);
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn rocksdb_scan_workload_and_databases() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("e");
+    kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloade",
+            "--records",
+            "2000",
+            "--ops",
+            "2000",
+            "--store-opt",
+            "databases=3",
+            "--out",
+        ])
+        .arg(&out)
+        .assert()
+        .success();
+    let s = json(&out.join("summary.json"));
+    let run = phase(&s, "run");
+    assert_eq!(run["errors"], 0);
+    assert!(count(run, "SCAN") > 1700);
+    assert!(count(run, "INSERT") > 30);
+}
+
+fn stderr_of(args: &[&str]) -> (i32, String) {
+    let o = kvmeter().args(args).output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_input_is_one_clear_line_and_exit_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["run", "--store", "null", "-p", "bogus=1"],
+            "unknown property 'bogus'",
+        ),
+        (
+            &["run", "--store", "null", "-p", "readproportion=0.3"],
+            "add up to 0.35",
+        ),
+        (&["run", "--store", "null", "--records", "0"], "--records 0"),
+        (&["run", "--store", "null", "--ops", "-5"], "--ops -5"),
+        (
+            &["run", "--store", "null", "-P", "/no/such/file"],
+            "-P /no/such/file: cannot read",
+        ),
+        (
+            &["run", "--store", "nosuch"],
+            "--store 'nosuch': unknown store",
+        ),
+        (
+            &["run", "--store", "null", "--store-opt", "x=1"],
+            "unknown option for store 'null'",
+        ),
+        #[cfg(feature = "rocksdb")]
+        (
+            &[
+                "run",
+                "--store",
+                "rocksdb",
+                "--store-opt",
+                "compression=gzip",
+            ],
+            "compression=gzip",
+        ),
+        (
+            &["run", "--store", "null", "--duration", "abc"],
+            "--duration 'abc'",
+        ),
+        (&["run", "--store", "null", "--target", "-3"], "--target -3"),
+        (&["run", "--no-such-flag"], "--no-such-flag"),
+    ];
+    for (args, needle) in cases {
+        let (code, err) = stderr_of(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error")).collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn never_overwrites_or_deletes_what_it_does_not_own() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("taken");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("summary.json"), "mine").unwrap();
+    let (code, err) = stderr_of(&["run", "--store", "null", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not empty"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("summary.json")).unwrap(),
+        "mine"
+    );
+
+    let data = t.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("precious"), "x").unwrap();
+    let (code, err) = stderr_of(&[
+        "run",
+        "--store",
+        "null",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--out",
+        t.path().join("o").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("did not create"), "{err}");
+    assert!(data.join("precious").is_file());
+    assert!(
+        !t.path().join("o").exists(),
+        "nothing is created before the input is accepted"
+    );
+
+    let (code, err) = stderr_of(&[
+        "run",
+        "--store",
+        "null",
+        "--out",
+        "/proc/kvmeter-cannot-write",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--out /proc/kvmeter-cannot-write"), "{err}");
+}
+
+fn spawn_long_run(out: &Path) -> std::process::Child {
+    std::process::Command::new(bin())
+        .args([
+            "run",
+            "-P",
+            "workloadc",
+            "--store",
+            "null",
+            "--phase",
+            "run",
+            "--duration",
+            "60s",
+            "--interval",
+            "200ms",
+        ])
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn complete_rows(out: &Path) -> usize {
+    let csv = std::fs::read_to_string(out.join("intervals.csv")).unwrap();
+    let width = csv.lines().next().unwrap().split(',').count();
+    for l in csv.lines() {
+        assert_eq!(l.split(',').count(), width, "torn row: {l}");
+    }
+    assert!(csv.ends_with('\n'));
+    csv.lines().count() - 1
+}
+
+#[test]
+fn sigkill_keeps_every_completed_interval() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("killed");
+    let mut child = spawn_long_run(&out);
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let rows = complete_rows(&out);
+    assert!(rows >= 4, "only {rows} interval rows after 1.5 s at 200 ms");
+    let m = json(&out.join("manifest.json"));
+    assert_eq!(m["status"], "running");
+    validate("manifest.schema.json", &m);
+    assert!(hlog_total(&out.join("latency/run.READ.hlog")) > 0);
+}
+
+#[test]
+fn sigint_ends_the_phase_with_results() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("int");
+    let child = spawn_long_run(&out);
+    std::thread::sleep(Duration::from_millis(1500));
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130));
+    let s = json(&out.join("summary.json"));
+    validate("summary.schema.json", &s);
+    assert_eq!(s["status"], "interrupted");
+    let run = phase(&s, "run");
+    assert_eq!(run["outcome"], "interrupted");
+    assert!(count(run, "READ") > 0);
+    assert!(run["measured_seconds"].as_f64().unwrap() < 5.0);
+    assert_eq!(json(&out.join("manifest.json"))["status"], "interrupted");
+    complete_rows(&out);
+}
+
+#[test]
+fn stores_lists_each_store_and_options() {
+    let o = kvmeter().arg("stores").output().unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("null"));
+    #[cfg(feature = "rocksdb")]
+    {
+        assert!(text.contains("rocksdb"));
+        assert!(text.contains("usable here"));
+        assert!(text.contains("--store-opt block_cache_mb=64"));
+    }
+}
