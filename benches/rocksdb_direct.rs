@@ -1,1 +1,82 @@
-fn main() {}
+//! A minimal loop that calls the bundled RocksDB directly: the reference against which
+//! kvmeter's own overhead is measured (BENCHMARKS.md). It loads the same keys and the same
+//! encoded record kvmeter's `rocksdb` store writes (one 1,000-byte field), then does uniform
+//! random point reads from T threads, with no latency recording, no workload generator and no
+//! status handling beyond what correctness needs. Its ratio to db_bench 7.8.3 on the same
+//! shape shows the RocksDB version and binding effect; kvmeter's ratio to it shows the
+//! harness's cost.
+//!
+//! Environment: RECORDS (100000), OPS (1000000, all threads), THREADS (1), VALUE_SIZE (1000),
+//! CACHE_MB (256). Last line: `ops_per_sec=<n>`.
+
+use kvmeter::store::Record;
+use kvmeter::workload::keys::build_key_name;
+use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, DB};
+use std::time::Instant;
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo bench -- --list` and the test harness probe
+    }
+    let records = env("RECORDS", 100_000);
+    let ops = env("OPS", 1_000_000);
+    let threads = env("THREADS", 1);
+    let value_size = env("VALUE_SIZE", 1000) as usize;
+    let cache_mb = env("CACHE_MB", 256);
+    let dir = tempfile::tempdir().unwrap();
+
+    let cache = Cache::new_lru_cache((cache_mb as usize) << 20);
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(&cache);
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_compression_type(DBCompressionType::None);
+    opts.set_block_based_table_factory(&table);
+    let db = DB::open(&opts, dir.path()).unwrap();
+
+    let mut rec = Record::new();
+    rec.push(b"field0", &vec![b'x'; value_size]);
+    let mut value = Vec::new();
+    rec.encode_into(&mut value);
+    let mut key = Vec::new();
+    for k in 0..records as i64 {
+        build_key_name(k, 1, false, &mut key);
+        db.put(&key, &value).unwrap();
+    }
+    db.flush().unwrap();
+    // Warm the cache as a preceding load would.
+    for k in 0..records as i64 {
+        build_key_name(k, 1, false, &mut key);
+        assert!(db.get_pinned(&key).unwrap().is_some());
+    }
+
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let db = &db;
+            let n = ops / threads + u64::from(t < ops % threads);
+            s.spawn(move || {
+                let ro = ReadOptions::default();
+                let mut key = Vec::new();
+                let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ (t + 1);
+                let mut bytes = 0usize;
+                for _ in 0..n {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    build_key_name((x % records) as i64, 1, false, &mut key);
+                    let v = db.get_pinned_opt(&key, &ro).unwrap().expect("loaded key");
+                    bytes += v.len();
+                }
+                std::hint::black_box(bytes);
+            });
+        }
+    });
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!("rocksdb_direct: {ops} reads, {threads} threads, {secs:.3} s");
+    println!("ops_per_sec={:.0}", ops as f64 / secs);
+}

@@ -7,7 +7,7 @@
 
 use super::*;
 use crate::error::UsageError;
-use rocksdb::{
+use ::rocksdb::{
     BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, WriteOptions, DB,
 };
 use std::sync::Arc;
@@ -184,59 +184,53 @@ struct RocksSession {
     last_error: Option<String>,
 }
 
-impl RocksSession {
-    #[inline]
-    fn db(&self, key: &[u8]) -> &DB {
-        if self.dbs.len() == 1 {
-            return &self.dbs[0];
-        }
-        // FNV-1a over the key bytes: cheap and spreads YCSB's hashed and ordered keys alike.
-        let mut h: u64 = 0xCBF2_9CE4_8422_2325;
-        for &b in key {
-            h = (h ^ b as u64).wrapping_mul(0x100_0000_01B3);
-        }
-        &self.dbs[(h % self.dbs.len() as u64) as usize]
+/// The database a key lives in (FNV-1a over the key bytes when there are several).
+#[inline]
+fn pick<'a>(dbs: &'a [DB], key: &[u8]) -> &'a DB {
+    if dbs.len() == 1 {
+        return &dbs[0];
     }
+    let mut h: u64 = 0xCBF2_9CE4_8422_2325;
+    for &b in key {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01B3);
+    }
+    &dbs[(h % dbs.len() as u64) as usize]
+}
 
-    #[cold]
-    fn fail(&mut self, e: rocksdb::Error) -> Status {
-        use rocksdb::ErrorKind as K;
-        let (kind, fatal) = match e.kind() {
-            K::IOError => (ErrorKind::Io, true),
-            K::Corruption => (ErrorKind::Corruption, true),
-            K::ShutdownInProgress => (ErrorKind::Other, true),
-            K::TimedOut => (ErrorKind::Timeout, false),
-            K::Busy | K::TryAgain => (ErrorKind::Busy, false),
-            K::NotSupported => (ErrorKind::NotImplemented, false),
-            _ => (ErrorKind::Other, false),
-        };
-        self.last_error = Some(e.into_string());
-        Status::Error { kind, fatal }
-    }
+#[cold]
+fn fail(last: &mut Option<String>, e: ::rocksdb::Error) -> Status {
+    use ::rocksdb::ErrorKind as K;
+    let (kind, fatal) = match e.kind() {
+        K::IOError => (ErrorKind::Io, true),
+        K::Corruption => (ErrorKind::Corruption, true),
+        K::ShutdownInProgress => (ErrorKind::Other, true),
+        K::TimedOut => (ErrorKind::Timeout, false),
+        K::Busy | K::TryAgain => (ErrorKind::Busy, false),
+        K::NotSupported => (ErrorKind::NotImplemented, false),
+        _ => (ErrorKind::Other, false),
+    };
+    *last = Some(e.into_string());
+    Status::Error { kind, fatal }
+}
 
-    #[cold]
-    fn undecodable(&mut self, e: record::DecodeError) -> Status {
-        self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
-        Status::error(ErrorKind::Corruption)
-    }
+#[cold]
+fn undecodable(last: &mut Option<String>, e: record::DecodeError) -> Status {
+    *last = Some(format!("stored record cannot be decoded: {}", e.0));
+    Status::error(ErrorKind::Corruption)
 }
 
 impl Session for RocksSession {
     fn read(&mut self, _table: &str, key: &[u8], fields: Fields, out: &mut Record) -> Status {
-        let got = self.db(key).get_pinned_opt(key, &self.read);
-        match got {
+        match pick(&self.dbs, key).get_pinned_opt(key, &self.read) {
             Ok(Some(v)) => match out.decode_from(&v, |n| fields.wants(n)) {
                 Ok(()) => Status::Ok,
-                Err(e) => {
-                    drop(v);
-                    self.undecodable(e)
-                }
+                Err(e) => undecodable(&mut self.last_error, e),
             },
             Ok(None) => {
                 out.clear();
                 Status::NotFound
             }
-            Err(e) => self.fail(e),
+            Err(e) => fail(&mut self.last_error, e),
         }
     }
 
@@ -256,13 +250,13 @@ impl Session for RocksSession {
                 let (k, r) = out.next_slot();
                 k.extend_from_slice(it.key().unwrap_or_default());
                 if let Err(e) = r.decode_from(it.value().unwrap_or_default(), |n| fields.wants(n)) {
-                    return self.undecodable(e);
+                    return undecodable(&mut self.last_error, e);
                 }
                 it.next();
             }
             return match it.status() {
                 Ok(()) => Status::Ok,
-                Err(e) => self.fail(e),
+                Err(e) => fail(&mut self.last_error, e),
             };
         }
         // Several databases: take up to `count` from each, then the `count` smallest keys.
@@ -285,7 +279,7 @@ impl Session for RocksSession {
                 it.next();
             }
             if let Err(e) = it.status() {
-                return self.fail(e);
+                return fail(&mut self.last_error, e);
             }
         }
         let slice = &mut self.scratch[..used];
@@ -294,44 +288,43 @@ impl Session for RocksSession {
             let (k, r) = out.next_slot();
             k.extend_from_slice(&self.scratch[i].0);
             if let Err(e) = r.decode_from(&self.scratch[i].1, |n| fields.wants(n)) {
-                return self.undecodable(e);
+                return undecodable(&mut self.last_error, e);
             }
         }
         Status::Ok
     }
 
     fn update(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
-        let got = self.db(key).get_pinned_opt(key, &self.read);
-        let decoded = match got {
+        let decoded = match pick(&self.dbs, key).get_pinned_opt(key, &self.read) {
             Ok(Some(v)) => self.current.decode_from(&v, |_| true),
             Ok(None) => return Status::NotFound,
-            Err(e) => return self.fail(e),
+            Err(e) => return fail(&mut self.last_error, e),
         };
         if let Err(e) = decoded {
-            return self.undecodable(e);
+            return undecodable(&mut self.last_error, e);
         }
         self.merged.merge_from(&self.current, values);
         self.encoded.clear();
         self.merged.encode_into(&mut self.encoded);
-        match self.db(key).put_opt(key, &self.encoded, &self.write) {
+        match pick(&self.dbs, key).put_opt(key, &self.encoded, &self.write) {
             Ok(()) => Status::Ok,
-            Err(e) => self.fail(e),
+            Err(e) => fail(&mut self.last_error, e),
         }
     }
 
     fn insert(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
         self.encoded.clear();
         values.encode_into(&mut self.encoded);
-        match self.db(key).put_opt(key, &self.encoded, &self.write) {
+        match pick(&self.dbs, key).put_opt(key, &self.encoded, &self.write) {
             Ok(()) => Status::Ok,
-            Err(e) => self.fail(e),
+            Err(e) => fail(&mut self.last_error, e),
         }
     }
 
     fn delete(&mut self, _table: &str, key: &[u8]) -> Status {
-        match self.db(key).delete_opt(key, &self.write) {
+        match pick(&self.dbs, key).delete_opt(key, &self.write) {
             Ok(()) => Status::Ok,
-            Err(e) => self.fail(e),
+            Err(e) => fail(&mut self.last_error, e),
         }
     }
 

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Runs kvmeter next to its peers in one session, round-robin, REPS times, and prints medians.
+# Peers come from ../shared/peers (YCSB 0.17.0 + RocksDB shim, Debian's db_bench 7.8.3);
+# install them first with ../shared/peers/install-ycsb.sh and install-db_bench.sh.
+#   REPS=3 ONLY=regex bench/compare.sh        -> bench/results/<date>/{raw.tsv,summary.tsv}
+# Cases (name: what runs):
+#   ceiling-*   null store / YCSB BasicDB, 1 thread, zipfian, latency recording on
+#   rocks-*     100,000 records of one 1,000-byte value, uniform reads (workload C shape),
+#               256 MiB block cache, no compression, no bloom filter, in memory
+#   rss-*       kvmeter's peak RSS (KiB) on the null store at 1 M and 100 M operations
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PEERS=${PEERS:-$(cd ../shared/peers 2>/dev/null && pwd || echo /work/shared/peers)}
+REPS=${REPS:-3}
+ONLY=${ONLY:-.}
+CEILING_OPS=${CEILING_OPS:-10000000}
+cargo build --release --quiet
+cargo build --release --quiet --bench rocksdb_direct
+DIRECT=$(ls -t target/release/deps/rocksdb_direct-* | grep -v '\.d$' | head -1)
+K=target/release/kvmeter
+OUT=bench/results/$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$OUT"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+ROCKS_OPTS=(--store-opt block_cache_mb=256 --store-opt compression=none --store-opt bloom_bits=0)
+ROCKS_SHAPE=(-p fieldcount=1 -p fieldlength=1000 -p requestdistribution=uniform --records 100000 --ops 1000000)
+
+# kvmeter_tput OUTDIR PHASE: throughput of a phase from summary.json
+kvmeter_tput() {
+  python3 -c 'import json,sys; s=json.load(open(sys.argv[1]+"/summary.json")); print(round([p for p in s["phases"] if p["name"]==sys.argv[2]][0]["throughput_ops_per_s"]))' "$1" "$2"
+}
+last_ops() { tail -1 | sed -n 's/^ops_per_sec=//p' | cut -d. -f1; }
+
+run_case() {
+  local name=$1 d="$TMP/$1-$RANDOM"
+  case "$name" in
+    ceiling-kvmeter-c) $K run -P workloadc --store null --phase run --ops "$CEILING_OPS" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    ceiling-kvmeter-a) $K run -P workloada --store null --phase run --ops "$CEILING_OPS" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    ceiling-ycsb-c) DB=basic WORKLOAD=c OPS=$CEILING_OPS THREADS=1 bash "$PEERS/run-ycsb.sh" 2>/dev/null | last_ops ;;
+    ceiling-ycsb-a) DB=basic WORKLOAD=a OPS=$CEILING_OPS THREADS=1 bash "$PEERS/run-ycsb.sh" 2>/dev/null | last_ops ;;
+    rocks-kvmeter-t[12]) $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    rocks-direct-t[12]) RECORDS=100000 OPS=1000000 THREADS="${name: -1}" CACHE_MB=256 "$DIRECT" 2>/dev/null | last_ops ;;
+    rocks-dbbench-t[12]) WORKLOAD=c RECORDS=100000 OPS=1000000 THREADS="${name: -1}" KEY_SIZE=23 VALUE_SIZE=1000 \
+        DB_BENCH_EXTRA="--cache_size=268435456 --compression_type=none" bash "$PEERS/run-db_bench.sh" 2>/dev/null | last_ops ;;
+    rocks-ycsb-t[12]) DB=rocksdb WORKLOAD=c RECORDS=100000 OPS=1000000 THREADS="${name: -1}" FIELD_COUNT=1 VALUE_SIZE=1000 \
+        YCSB_EXTRA="-p rocksdb.cache_mb=256 -p requestdistribution=uniform" bash "$PEERS/run-ycsb.sh" 2>/dev/null | last_ops ;;
+    rss-kvmeter-1M|rss-kvmeter-100M)
+      local n=1000000; [[ $name == *100M ]] && n=100000000
+      /usr/bin/time -f '%M' -o "$d.rss" $K run -P workloadc --store null --phase run --ops $n --out "$d" >/dev/null 2>&1
+      cat "$d.rss" ;;
+  esac
+}
+
+CASES=(ceiling-kvmeter-c ceiling-ycsb-c ceiling-kvmeter-a ceiling-ycsb-a
+       rocks-kvmeter-t1 rocks-direct-t1 rocks-dbbench-t1 rocks-ycsb-t1
+       rocks-kvmeter-t2 rocks-direct-t2 rocks-dbbench-t2 rocks-ycsb-t2
+       rss-kvmeter-1M rss-kvmeter-100M)
+{
+  echo "# kvmeter $(git rev-parse --short HEAD) on $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ)"
+  echo -e "case\trep\tvalue"
+} > "$OUT/raw.tsv"
+for rep in $(seq 1 "$REPS"); do
+  for c in "${CASES[@]}"; do
+    [[ $c =~ $ONLY ]] || continue
+    v=$(run_case "$c" || echo "")
+    echo -e "$c\t$rep\t$v" | tee -a "$OUT/raw.tsv" >&2
+  done
+done
+python3 - "$OUT/raw.tsv" > "$OUT/summary.tsv" <<'PY'
+import sys, statistics, collections
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    if line.startswith('#') or line.startswith('case'): continue
+    c, _, v = line.rstrip('\n').split('\t')
+    if v: rows[c].append(float(v))
+print("case\tmedian\tmin\tmax\tn")
+for c, vs in rows.items():
+    print(f"{c}\t{statistics.median(vs):.0f}\t{min(vs):.0f}\t{max(vs):.0f}\t{len(vs)}")
+PY
+cat "$OUT/summary.tsv"
+echo "results: $OUT" >&2

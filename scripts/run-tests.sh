@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Everything CI checks: formatting, lints, and every test (unit, conformance against the real
+# RocksDB, end-to-end runs of the binary). Release mode, so the bundled RocksDB is built once
+# and shared with 'scripts/run-suite.sh'.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+cargo fmt --all -- --check
+cargo clippy --release --all-targets --quiet -- -D warnings
+cargo test --release

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the system packages kvmeter's build and tests need, only if they are missing:
+# a C++ compiler and libclang (the bundled RocksDB is compiled from source and bindgen needs
+# libclang). Debian/Ubuntu only; runs apt-get as root, or through sudo.
+set -euo pipefail
+
+need=()
+command -v c++ >/dev/null 2>&1 || need+=(g++)
+command -v make >/dev/null 2>&1 || need+=(make)
+if command -v dpkg >/dev/null 2>&1; then
+  dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
+elif ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang.so* >/dev/null 2>&1; then
+  need+=(libclang-dev)
+fi
+if [ "${#need[@]}" -gt 0 ]; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "error: kvmeter's build needs: ${need[*]} (a C++ compiler and libclang); install them with your package manager" >&2
+    exit 2
+  fi
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+      echo "error: installing ${need[*]} needs root: run 'apt-get install ${need[*]}' as root, then retry" >&2
+      exit 2
+    fi
+  fi
+  echo "installing system packages: ${need[*]}" >&2
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
+fi
+
+# rustfmt and clippy are part of rustup's default profile; add them if this toolchain lacks them.
+if command -v rustup >/dev/null 2>&1; then
+  for c in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >&2 || true
+  done
+fi
