@@ -15,7 +15,10 @@ use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions,
 use std::time::Instant;
 
 fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn main() {
