@@ -89,6 +89,10 @@ pub struct CommonArgs {
     /// How often to print a progress line when stderr is not a terminal.
     #[arg(long, value_name = "DURATION")]
     pub status_interval: Option<String>,
+    /// Latency clock: auto reads the TSC where the kernel's own clocksource is tsc (cheaper,
+    /// same time base), else CLOCK_MONOTONIC; monotonic always uses CLOCK_MONOTONIC.
+    #[arg(long, value_enum)]
+    pub clock: Option<crate::spec::ClockChoice>,
 }
 
 fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: CommonArgs) -> Request {
@@ -111,6 +115,7 @@ fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: Commo
         format: c.format,
         interval: c.interval,
         status_interval: c.status_interval,
+        clock: c.clock,
     }
 }
 

@@ -11,7 +11,7 @@ use crate::machine;
 use crate::measure::{Collector, Metric, Stats};
 use crate::report::rundir::RunDir;
 use crate::report::{self, PhaseSummary, Summary};
-use crate::spec::{Format, PhaseKind, PhasePlan, Plan};
+use crate::spec::{ClockChoice, Format, PhaseKind, PhasePlan, Plan};
 use crate::store::{self, Store, StoreKind, StoreOptions};
 use crate::workload::{CoreWorkload, Op};
 use datadir::DataDir;
@@ -40,7 +40,7 @@ struct DataManifest {
 
 #[derive(Serialize)]
 struct Measurement {
-    clock: &'static str,
+    clock: String,
     histogram_unit: &'static str,
     significant_digits: u8,
     highest_trackable_ns: u64,
@@ -111,6 +111,8 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             "warning: the data directory holds no data and the plan has no load phase: reads will return NOT_FOUND (run --phase load first, with the same --data-dir)"
         );
     }
+    let (clock, clock_description) =
+        crate::measure::clock::Clock::auto(plan.clock == ClockChoice::Auto);
     let interrupted = install_signals();
     let started_at = now_rfc3339();
     let mut manifest = Manifest {
@@ -136,7 +138,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         },
         machine: machine::machine(),
         measurement: Measurement {
-            clock: "CLOCK_MONOTONIC (std::time::Instant) around each store call",
+            clock: clock_description,
             histogram_unit: "ns",
             significant_digits: crate::measure::SIGFIG,
             highest_trackable_ns: crate::measure::HIGHEST_NS,
@@ -176,6 +178,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             n,
             &interrupted,
             &mut progress,
+            &clock,
         );
         let (ps, ycsb) = match result {
             Ok(r) => r,
@@ -326,6 +329,7 @@ fn run_phase(
     phases: usize,
     interrupted: &AtomicBool,
     progress: &mut Progress,
+    clock: &crate::measure::clock::Clock,
 ) -> anyhow::Result<(PhaseSummary, Option<String>)> {
     let mut ps = empty_summary(phase);
     let wall0 = Instant::now();
@@ -376,6 +380,7 @@ fn run_phase(
             .target
             .map(|t| ((threads as f64) * 1e9 / t).max(1.0) as u64),
         seed: plan.seed,
+        clock: clock.clone(),
     };
     let phase_wall_start = SystemTime::now();
     ps.started_at = humantime::format_rfc3339_millis(phase_wall_start).to_string();

@@ -5,6 +5,7 @@
 //! result live in buffers owned by the worker and reused; recording is a histogram increment;
 //! the only shared accesses are relaxed loads of the stop flag and the interval epoch.
 
+use crate::measure::clock::Clock;
 use crate::measure::{Metric, WorkerRecorder};
 use crate::report::ErrorSample;
 use crate::store::{ErrorKind, Record, ScanOut, Session, Status};
@@ -26,6 +27,7 @@ pub struct Shared<'a> {
     /// Per-thread schedule spacing when paced (`--target`).
     pub tick_ns: Option<u64>,
     pub seed: u64,
+    pub clock: Clock,
 }
 
 impl Shared<'_> {
@@ -50,6 +52,7 @@ struct Worker<'s, 'a> {
     scratch: Vec<u8>,
     samples: Vec<ErrorSample>,
     table: String,
+    clock: Clock,
 }
 
 #[inline]
@@ -80,6 +83,7 @@ pub fn run(
         scratch: Vec::new(),
         samples: Vec::new(),
         table: sh.workload.cfg.table.clone(),
+        clock: sh.clock.clone(),
     };
     w.run(ops);
     let Worker {
@@ -90,7 +94,8 @@ pub fn run(
     } = w;
     let t = Instant::now();
     let st = session.close();
-    rec.record(Metric::Cleanup, st, ns(t.elapsed()), ns(t.elapsed()), 0);
+    let took = ns(t.elapsed());
+    rec.record(Metric::Cleanup, st, took, took, 0);
     rec.finish();
     sh.end_ns.fetch_max(ns(sh.t0.elapsed()), Ordering::Relaxed);
     sh.finished.fetch_add(1, Ordering::Release);
@@ -103,16 +108,16 @@ impl Worker<'_, '_> {
             // YCSB desyncs threads of at most 1000 ops/s by a random initial sleep (§8.4.1),
             // drawn as 64-bit here (quirk 17).
             if tick >= 1_000_000 {
-                let d = Duration::from_nanos(self.rng.next_u64_below(tick));
-                self.sleep_until(Instant::now() + d);
+                let d = self.rng.next_u64_below(tick);
+                self.sleep_until(self.clock.now() + d);
             }
         }
-        let start = Instant::now();
+        let start = self.clock.now();
         let mut done = 0u64;
         while (ops == 0 || done < ops) && !self.sh.stop.load(Ordering::Relaxed) {
             let intended = match self.sh.tick_ns {
                 Some(tick) => {
-                    let deadline = start + Duration::from_nanos(tick.saturating_mul(done));
+                    let deadline = start.saturating_add(tick.saturating_mul(done));
                     self.sleep_until(deadline);
                     if self.sh.stop.load(Ordering::Relaxed) {
                         break;
@@ -131,15 +136,16 @@ impl Worker<'_, '_> {
         }
     }
 
-    /// Sleeps until `deadline`, in slices short enough to notice a stop or an interval change.
-    fn sleep_until(&mut self, deadline: Instant) {
+    /// Sleeps until `deadline` (clock ns), in slices short enough to notice a stop or an
+    /// interval change.
+    fn sleep_until(&mut self, deadline: u64) {
         loop {
-            let now = Instant::now();
+            let now = self.clock.now();
             if now >= deadline || self.sh.stop.load(Ordering::Relaxed) {
                 return;
             }
             self.rec.tick();
-            std::thread::sleep((deadline - now).min(Duration::from_millis(20)));
+            std::thread::sleep(Duration::from_nanos((deadline - now).min(20_000_000)));
         }
     }
 
@@ -148,15 +154,13 @@ impl Worker<'_, '_> {
         &mut self,
         m: Metric,
         st: Status,
-        t_start: Instant,
-        t_end: Instant,
-        intended: Option<Instant>,
+        t_start: u64,
+        t_end: u64,
+        intended: Option<u64>,
         bytes: u64,
     ) {
-        let service = ns(t_end.duration_since(t_start));
-        let from_intended = intended
-            .map(|i| ns(t_end.saturating_duration_since(i)))
-            .unwrap_or(service);
+        let service = t_end.saturating_sub(t_start);
+        let from_intended = intended.map(|i| t_end.saturating_sub(i)).unwrap_or(service);
         self.rec.record(m, st, service, from_intended, bytes);
         if let Status::Error { kind, fatal } = st {
             self.error(m, kind, fatal);
@@ -187,16 +191,16 @@ impl Worker<'_, '_> {
         }
     }
 
-    fn load_one(&mut self, intended: Option<Instant>) {
+    fn load_one(&mut self, intended: Option<u64>) {
         self.sh.workload.next_load(&mut self.rng, &mut self.b);
         let limit = self.sh.workload.cfg.insertion_retry_limit;
         let mut attempts = 0;
         loop {
-            let t0 = Instant::now();
+            let t0 = self.clock.now();
             let st = self
                 .session
                 .insert(&self.table, &self.b.key, &self.b.values);
-            let t1 = Instant::now();
+            let t1 = self.clock.now();
             self.record(
                 Metric::Insert,
                 st,
@@ -213,8 +217,8 @@ impl Worker<'_, '_> {
                 return; // counted; kvmeter keeps going (YCSB would stop this thread)
             }
             let secs = self.sh.workload.cfg.insertion_retry_interval as f64;
-            let pause = Duration::from_secs_f64(secs * (0.8 + 0.4 * self.rng.next_f64()));
-            self.sleep_until(Instant::now() + pause);
+            let pause = (secs * (0.8 + 0.4 * self.rng.next_f64()) * 1e9) as u64;
+            self.sleep_until(self.clock.now() + pause);
             if self.sh.stop.load(Ordering::Relaxed) {
                 return;
             }
@@ -226,42 +230,42 @@ impl Worker<'_, '_> {
         if !self.sh.workload.cfg.dataintegrity {
             return;
         }
-        let t0 = Instant::now();
+        let t0 = self.clock.now();
         let good = self
             .sh
             .workload
             .verify(&self.b.key, &self.out, &mut self.scratch);
-        let t1 = Instant::now();
+        let t1 = self.clock.now();
         let st = if good {
             Status::Ok
         } else {
             Status::error(ErrorKind::UnexpectedState)
         };
-        let service = ns(t1 - t0);
+        let service = t1.saturating_sub(t0);
         self.rec.record(Metric::Verify, st, service, service, 0);
     }
 
     #[inline]
-    fn transaction(&mut self, intended: Option<Instant>) {
+    fn transaction(&mut self, intended: Option<u64>) {
         let wl = self.sh.workload;
         let op = wl.next_op(&mut self.rng, &mut self.b);
         match op {
             Op::Read => {
                 let fields = wl.read_fields(&self.b);
-                let t0 = Instant::now();
+                let t0 = self.clock.now();
                 let st = self
                     .session
                     .read(&self.table, &self.b.key, fields, &mut self.out);
-                let t1 = Instant::now();
+                let t1 = self.clock.now();
                 self.record(Metric::Read, st, t0, t1, intended, self.out.data_bytes());
                 self.verify();
             }
             Op::Update => {
-                let t0 = Instant::now();
+                let t0 = self.clock.now();
                 let st = self
                     .session
                     .update(&self.table, &self.b.key, &self.b.values);
-                let t1 = Instant::now();
+                let t1 = self.clock.now();
                 self.record(
                     Metric::Update,
                     st,
@@ -272,11 +276,11 @@ impl Worker<'_, '_> {
                 );
             }
             Op::Insert => {
-                let t0 = Instant::now();
+                let t0 = self.clock.now();
                 let st = self
                     .session
                     .insert(&self.table, &self.b.key, &self.b.values);
-                let t1 = Instant::now();
+                let t1 = self.clock.now();
                 self.record(
                     Metric::Insert,
                     st,
@@ -292,7 +296,7 @@ impl Worker<'_, '_> {
             }
             Op::Scan => {
                 let fields = wl.read_fields(&self.b);
-                let t0 = Instant::now();
+                let t0 = self.clock.now();
                 let st = self.session.scan(
                     &self.table,
                     &self.b.key,
@@ -300,21 +304,21 @@ impl Worker<'_, '_> {
                     fields,
                     &mut self.scan,
                 );
-                let t1 = Instant::now();
+                let t1 = self.clock.now();
                 self.record(Metric::Scan, st, t0, t1, intended, self.scan.data_bytes());
             }
             Op::ReadModifyWrite => {
                 let fields = wl.read_fields(&self.b);
-                let t0 = Instant::now();
+                let t0 = self.clock.now();
                 let st_r = self
                     .session
                     .read(&self.table, &self.b.key, fields, &mut self.out);
-                let t1 = Instant::now();
+                let t1 = self.clock.now();
                 // The update runs even if the read failed, as upstream.
                 let st_u = self
                     .session
                     .update(&self.table, &self.b.key, &self.b.values);
-                let t2 = Instant::now();
+                let t2 = self.clock.now();
                 // Both inner calls share one intended start (quirk 14).
                 let ist = intended.or(Some(t0));
                 self.record(Metric::Read, st_r, t0, t1, ist, self.out.data_bytes());
@@ -327,10 +331,8 @@ impl Worker<'_, '_> {
                     self.b.values.data_bytes(),
                 );
                 let st = if !st_r.is_ok() { st_r } else { st_u };
-                let service = ns(t2 - t0);
-                let from_intended = intended
-                    .map(|i| ns(t2.saturating_duration_since(i)))
-                    .unwrap_or(service);
+                let service = t2.saturating_sub(t0);
+                let from_intended = intended.map(|i| t2.saturating_sub(i)).unwrap_or(service);
                 self.rec
                     .record(Metric::ReadModifyWrite, st, service, from_intended, 0);
                 self.verify();

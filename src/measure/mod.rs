@@ -11,6 +11,7 @@
 //! completes; if a worker is stuck in one long call past the collector's grace period, its
 //! operations land in the next interval (never lost, never double-counted).
 
+pub mod clock;
 pub mod percentile;
 
 use crate::store::{ErrorKind, Status};

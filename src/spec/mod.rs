@@ -142,6 +142,16 @@ pub enum Format {
     Json,
 }
 
+/// `--clock`: `auto` reads the TSC where the kernel keeps time with it, else the monotonic
+/// clock; `monotonic` always uses `CLOCK_MONOTONIC`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ClockChoice {
+    #[default]
+    Auto,
+    Monotonic,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct PhasePlan {
     pub name: String,
@@ -193,6 +203,7 @@ pub struct Plan {
     #[serde(serialize_with = "ser_secs")]
     pub status_interval: Duration,
     pub format: Format,
+    pub clock: ClockChoice,
     /// Percentiles printed in `--format ycsb` (YCSB's `hdrhistogram.percentiles`).
     pub ycsb_percentiles: Vec<f64>,
     pub phases: Vec<PhasePlan>,
@@ -220,6 +231,7 @@ pub struct Request {
     pub format: Option<Format>,
     pub interval: Option<String>,
     pub status_interval: Option<String>,
+    pub clock: Option<ClockChoice>,
 }
 
 /// Properties with their sources.
@@ -673,6 +685,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         interval,
         status_interval,
         format: req.format.unwrap_or(Format::Table),
+        clock: req.clock.unwrap_or_default(),
         ycsb_percentiles,
         phases,
         warnings,

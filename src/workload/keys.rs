@@ -89,12 +89,14 @@ pub fn six_bytes(r: i32) -> [u8; 6] {
 #[inline]
 pub fn random_value(rng: &mut Rng, len: usize, out: &mut Vec<u8>) {
     let _ = rng.next_i32();
-    let mut left = len;
-    while left > 0 {
-        let chunk = six_bytes(rng.next_i32());
-        let take = left.min(6);
-        out.extend_from_slice(&chunk[..take]);
-        left -= take;
+    out.reserve(len);
+    // Whole chunks are fixed-size copies (inlined); only the last one is cut short.
+    for _ in 0..len / 6 {
+        out.extend_from_slice(&six_bytes(rng.next_i32()));
+    }
+    let rest = len % 6;
+    if rest > 0 {
+        out.extend_from_slice(&six_bytes(rng.next_i32())[..rest]);
     }
 }
 
@@ -141,6 +143,12 @@ mod tests {
             (12345, 3, true, "user12345"),
             (0, 22, false, "user0006284781860667377211"),
             (1, 22, false, "user0008517097267634966620"),
+            (0, 1, true, "user0"),
+            (9, 1, true, "user9"),
+            (10, 1, true, "user10"),
+            (100, 4, true, "user0100"),
+            (i64::MAX, 1, true, "user9223372036854775807"),
+            (-42, 5, true, "user00-42"),
         ];
         let mut buf = Vec::new();
         for &(k, pad, ordered, want) in cases {
