@@ -30,6 +30,7 @@ fn main() {
     let threads = env("THREADS", 1);
     let value_size = env("VALUE_SIZE", 1000) as usize;
     let cache_mb = env("CACHE_MB", 256);
+    let copy = env("COPY", 0) == 1;
     let dir = tempfile::tempdir().unwrap();
 
     let cache = Cache::new_lru_cache((cache_mb as usize) << 20);
@@ -39,7 +40,7 @@ fn main() {
     opts.create_if_missing(true);
     opts.set_compression_type(DBCompressionType::None);
     opts.set_block_based_table_factory(&table);
-    let db = DB::open(&opts, dir.path()).unwrap();
+    let mut db = DB::open(&opts, dir.path()).unwrap();
 
     let mut rec = Record::new();
     rec.push(b"field0", &vec![b'x'; value_size]);
@@ -51,6 +52,11 @@ fn main() {
         db.put(&key, &value).unwrap();
     }
     db.flush().unwrap();
+    if env("REOPEN", 0) == 1 {
+        // As kvmeter does between its load and run phases.
+        drop(db);
+        db = DB::open(&opts, dir.path()).unwrap();
+    }
     // Warm the cache as a preceding load would.
     for k in 0..records as i64 {
         build_key_name(k, 1, false, &mut key);
@@ -67,13 +73,21 @@ fn main() {
                 let mut key = Vec::new();
                 let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ (t + 1);
                 let mut bytes = 0usize;
+                let mut owned: Vec<u8> = Vec::with_capacity(value_size + 64);
                 for _ in 0..n {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
                     build_key_name((x % records) as i64, 1, false, &mut key);
                     let v = db.get_pinned_opt(&key, &ro).unwrap().expect("loaded key");
-                    bytes += v.len();
+                    if copy {
+                        // What a client does with the value: take it out of RocksDB's cache.
+                        owned.clear();
+                        owned.extend_from_slice(&v);
+                        bytes += owned[owned.len() / 2] as usize;
+                    } else {
+                        bytes += v.len();
+                    }
                 }
                 std::hint::black_box(bytes);
             });

@@ -8,11 +8,28 @@
 use crate::measure::clock::Clock;
 use crate::measure::{Metric, WorkerRecorder};
 use crate::report::ErrorSample;
-use crate::store::{ErrorKind, Record, ScanOut, Session, Status};
+use crate::store::{ErrorKind, RecordView, ScanOut, Session, Status};
 use crate::workload::{CoreWorkload, Op, OpBuffers, Rng};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// The data-integrity check of a read (spec §4.3), timed: `None` when the mode is off.
+#[inline]
+fn verify(
+    wl: &CoreWorkload,
+    clock: &Clock,
+    key: &[u8],
+    view: RecordView<'_>,
+    scratch: &mut Vec<u8>,
+) -> Option<(bool, u64)> {
+    if !wl.cfg.dataintegrity {
+        return None;
+    }
+    let t0 = clock.now();
+    let good = wl.verify(key, view, scratch);
+    Some((good, clock.now().saturating_sub(t0)))
+}
 
 /// Everything the workers of one phase share.
 pub struct Shared<'a> {
@@ -47,7 +64,6 @@ struct Worker<'s, 'a> {
     rec: WorkerRecorder,
     rng: Rng,
     b: OpBuffers,
-    out: Record,
     scan: ScanOut,
     scratch: Vec<u8>,
     samples: Vec<ErrorSample>,
@@ -78,7 +94,6 @@ pub fn run(
         rec,
         rng: Rng::for_worker(sh.seed, index as u64),
         b: OpBuffers::default(),
-        out: Record::new(),
         scan: ScanOut::default(),
         scratch: Vec::new(),
         samples: Vec::new(),
@@ -225,24 +240,17 @@ impl Worker<'_, '_> {
         }
     }
 
+    /// Records a data-integrity check made while the read's view was alive.
     #[inline]
-    fn verify(&mut self) {
-        if !self.sh.workload.cfg.dataintegrity {
-            return;
+    fn record_verify(&mut self, check: Option<(bool, u64)>) {
+        if let Some((good, took)) = check {
+            let st = if good {
+                Status::Ok
+            } else {
+                Status::error(ErrorKind::UnexpectedState)
+            };
+            self.rec.record(Metric::Verify, st, took, took, 0);
         }
-        let t0 = self.clock.now();
-        let good = self
-            .sh
-            .workload
-            .verify(&self.b.key, &self.out, &mut self.scratch);
-        let t1 = self.clock.now();
-        let st = if good {
-            Status::Ok
-        } else {
-            Status::error(ErrorKind::UnexpectedState)
-        };
-        let service = t1.saturating_sub(t0);
-        self.rec.record(Metric::Verify, st, service, service, 0);
     }
 
     #[inline]
@@ -253,12 +261,13 @@ impl Worker<'_, '_> {
             Op::Read => {
                 let fields = wl.read_fields(&self.b);
                 let t0 = self.clock.now();
-                let st = self
-                    .session
-                    .read(&self.table, &self.b.key, fields, &mut self.out);
+                let (st, view) = self.session.read(&self.table, &self.b.key, fields);
                 let t1 = self.clock.now();
-                self.record(Metric::Read, st, t0, t1, intended, self.out.data_bytes());
-                self.verify();
+                // The view lives until the session's next call: use it now.
+                let bytes = view.data_bytes();
+                let check = verify(wl, &self.clock, &self.b.key, view, &mut self.scratch);
+                self.record(Metric::Read, st, t0, t1, intended, bytes);
+                self.record_verify(check);
             }
             Op::Update => {
                 let t0 = self.clock.now();
@@ -310,32 +319,32 @@ impl Worker<'_, '_> {
             Op::ReadModifyWrite => {
                 let fields = wl.read_fields(&self.b);
                 let t0 = self.clock.now();
-                let st_r = self
-                    .session
-                    .read(&self.table, &self.b.key, fields, &mut self.out);
+                let (st_r, view) = self.session.read(&self.table, &self.b.key, fields);
                 let t1 = self.clock.now();
+                // Verification happens between the two calls (the view ends with the next
+                // one) and is excluded from the RMW's time.
+                let bytes = view.data_bytes();
+                let check = verify(wl, &self.clock, &self.b.key, view, &mut self.scratch);
                 // The update runs even if the read failed, as upstream.
+                let t1b = self.clock.now();
                 let st_u = self
                     .session
                     .update(&self.table, &self.b.key, &self.b.values);
                 let t2 = self.clock.now();
+                let paused = t1b - t1;
                 // Both inner calls share one intended start (quirk 14).
-                let ist = intended.or(Some(t0));
-                self.record(Metric::Read, st_r, t0, t1, ist, self.out.data_bytes());
-                self.record(
-                    Metric::Update,
-                    st_u,
-                    t1,
-                    t2,
-                    ist,
-                    self.b.values.data_bytes(),
-                );
+                let ist = intended.or(Some(t0)).map(|i| i + paused);
+                self.record(Metric::Read, st_r, t0, t1, intended.or(Some(t0)), bytes);
+                let written = self.b.values.data_bytes();
+                self.record(Metric::Update, st_u, t1b, t2, ist, written);
                 let st = if !st_r.is_ok() { st_r } else { st_u };
-                let service = t2.saturating_sub(t0);
-                let from_intended = intended.map(|i| t2.saturating_sub(i)).unwrap_or(service);
+                let service = t2.saturating_sub(t0) - paused;
+                let from_intended = intended
+                    .map(|i| t2.saturating_sub(i).saturating_sub(paused))
+                    .unwrap_or(service);
                 self.rec
                     .record(Metric::ReadModifyWrite, st, service, from_intended, 0);
-                self.verify();
+                self.record_verify(check);
             }
         }
     }

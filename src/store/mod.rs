@@ -12,7 +12,7 @@ pub mod record;
 pub mod rocksdb;
 
 pub use options::{OptSpec, StoreOptions};
-pub use record::Record;
+pub use record::{Record, RecordView};
 
 use std::path::Path;
 
@@ -140,7 +140,8 @@ impl ScanOut {
 
 /// One worker's connection to the store.
 pub trait Session: Send {
-    fn read(&mut self, table: &str, key: &[u8], fields: Fields, out: &mut Record) -> Status;
+    /// Reads the asked fields; the view borrows the session until its next call.
+    fn read(&mut self, table: &str, key: &[u8], fields: Fields) -> (Status, RecordView<'_>);
     fn scan(
         &mut self,
         table: &str,

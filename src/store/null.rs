@@ -32,9 +32,8 @@ impl Store for NullStore {
 
 impl Session for NullSession {
     #[inline]
-    fn read(&mut self, _: &str, _: &[u8], _: Fields, out: &mut Record) -> Status {
-        out.clear();
-        Status::Ok
+    fn read(&mut self, _: &str, _: &[u8], _: Fields) -> (Status, RecordView<'_>) {
+        (Status::Ok, RecordView::EMPTY)
     }
     #[inline]
     fn scan(&mut self, _: &str, _: &[u8], _: usize, _: Fields, out: &mut ScanOut) -> Status {

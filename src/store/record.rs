@@ -6,9 +6,13 @@
 //!
 //! Encoding (embedded stores keep a record as one value under the key, as YCSB's RocksDB
 //! binding does): repeated `[u16 LE name length][name][u32 LE value length][value]`.
+//!
+//! Reads return a `RecordView`: field spans over bytes the session owns (RocksDB: the pinned
+//! block-cache slice itself), valid until the session's next call. Nothing is copied, so a
+//! read measures the store, not a memcpy of the value (db_bench does not copy either).
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Span {
+pub struct Span {
     name_start: u32,
     name_len: u32,
     value_start: u32,
@@ -85,6 +89,14 @@ impl Record {
         self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
     }
 
+    /// This record as a read result.
+    pub fn view(&self) -> RecordView<'_> {
+        RecordView {
+            bytes: &self.buf,
+            spans: &self.spans,
+        }
+    }
+
     /// Bytes of user data (names and values), for MB/s figures.
     pub fn data_bytes(&self) -> u64 {
         self.buf.len() as u64
@@ -140,6 +152,14 @@ impl Record {
         Ok(())
     }
 
+    /// Copies a view into this record.
+    pub fn copy_from(&mut self, v: RecordView<'_>) {
+        self.clear();
+        for (n, val) in v.iter() {
+            self.push(n, val);
+        }
+    }
+
     /// `self` becomes `base` with the fields of `update` replacing or adding to it: YCSB's
     /// update semantics for stores that keep a record as one value.
     pub fn merge_from(&mut self, base: &Record, update: &Record) {
@@ -152,6 +172,90 @@ impl Record {
                 self.push(n, v);
             }
         }
+    }
+}
+
+/// Indexes an encoded record in place: `spans` receives the fields `keep` accepts, as
+/// positions in `bytes`. Nothing is copied.
+pub fn index_encoded(
+    bytes: &[u8],
+    mut keep: impl FnMut(&[u8]) -> bool,
+    spans: &mut Vec<Span>,
+) -> Result<(), DecodeError> {
+    spans.clear();
+    let mut p = 0usize;
+    let err = |p: usize| DecodeError(format!("record truncated at byte {p} of {}", bytes.len()));
+    while p < bytes.len() {
+        if p + 2 > bytes.len() {
+            return Err(err(p));
+        }
+        let nlen = u16::from_le_bytes([bytes[p], bytes[p + 1]]) as usize;
+        let name_start = p + 2;
+        let vl = name_start + nlen;
+        if vl + 4 > bytes.len() {
+            return Err(err(p));
+        }
+        let vlen = u32::from_le_bytes(bytes[vl..vl + 4].try_into().unwrap()) as usize;
+        let value_start = vl + 4;
+        if value_start + vlen > bytes.len() {
+            return Err(err(p));
+        }
+        if keep(&bytes[name_start..vl]) {
+            spans.push(Span {
+                name_start: name_start as u32,
+                name_len: nlen as u32,
+                value_start: value_start as u32,
+                value_len: vlen as u32,
+            });
+        }
+        p = value_start + vlen;
+    }
+    Ok(())
+}
+
+/// A read result: fields over bytes the session owns, valid until its next call.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordView<'a> {
+    bytes: &'a [u8],
+    spans: &'a [Span],
+}
+
+impl<'a> RecordView<'a> {
+    pub const EMPTY: RecordView<'static> = RecordView { bytes: &[], spans: &[] };
+
+    /// A view of `bytes` through spans made by `index_encoded` over the same bytes.
+    pub fn new(bytes: &'a [u8], spans: &'a [Span]) -> Self {
+        RecordView { bytes, spans }
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
+        let bytes = self.bytes;
+        self.spans.iter().map(move |s| {
+            (
+                &bytes[s.name_start as usize..(s.name_start + s.name_len) as usize],
+                &bytes[s.value_start as usize..(s.value_start + s.value_len) as usize],
+            )
+        })
+    }
+
+    pub fn get(&self, name: &[u8]) -> Option<&'a [u8]> {
+        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// Bytes of user data returned (names and values).
+    pub fn data_bytes(&self) -> u64 {
+        self.spans
+            .iter()
+            .map(|s| (s.name_len + s.value_len) as u64)
+            .sum()
     }
 }
 
@@ -181,6 +285,24 @@ mod tests {
         assert_eq!(d.len(), 1);
         assert_eq!(d.get(b"field1").unwrap(), b"");
         assert!(d.decode_from(&enc[..enc.len() - 1], |_| true).is_err());
+
+        // The same through a zero-copy view.
+        let mut spans = Vec::new();
+        index_encoded(&enc, |_| true, &mut spans).unwrap();
+        let v = RecordView::new(&enc, &spans);
+        assert_eq!(v.len(), 3);
+        assert_eq!(v.get(b"field0"), Some(&b"abc"[..]));
+        assert_eq!(v.data_bytes(), r.data_bytes());
+        index_encoded(&enc, |n| n == b"field2", &mut spans).unwrap();
+        let v = RecordView::new(&enc, &spans);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v.get(b"field2").map(|x| x.len()), Some(300));
+        for cut in [1, 5, 13, enc.len() - 1] {
+            assert!(index_encoded(&enc[..cut], |_| true, &mut spans).is_err(), "{cut}");
+        }
+        let mut back = Record::new();
+        back.copy_from(r.view());
+        assert_eq!(back.get(b"field2"), r.get(b"field2"));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use super::*;
 use crate::error::UsageError;
 use ::rocksdb::{
-    BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, WriteOptions, DB,
+    BlockBasedOptions, Cache, DBCompressionType, DBPinnableSlice, Options, ReadOptions, WriteOptions, DB,
 };
 use std::sync::Arc;
 
@@ -151,6 +151,8 @@ impl Store for RocksStore {
         write.disable_wal(!self.write_opts_wal);
         write.set_sync(self.write_opts_sync);
         Ok(Box::new(RocksSession {
+            pinned: None,
+            spans: Vec::new(),
             dbs: self.dbs.clone(),
             read: ReadOptions::default(),
             write,
@@ -174,6 +176,10 @@ impl Store for RocksStore {
 }
 
 struct RocksSession {
+    /// The last read's value, pinned in RocksDB's block cache (or memtable) until the next
+    /// read. Declared before `dbs` so it is dropped first.
+    pinned: Option<DBPinnableSlice<'static>>,
+    spans: Vec<record::Span>,
     dbs: Arc<[DB]>,
     read: ReadOptions,
     write: WriteOptions,
@@ -220,17 +226,23 @@ fn undecodable(last: &mut Option<String>, e: record::DecodeError) -> Status {
 }
 
 impl Session for RocksSession {
-    fn read(&mut self, _table: &str, key: &[u8], fields: Fields, out: &mut Record) -> Status {
+    fn read(&mut self, _table: &str, key: &[u8], fields: Fields) -> (Status, RecordView<'_>) {
+        self.pinned = None;
         match pick(&self.dbs, key).get_pinned_opt(key, &self.read) {
-            Ok(Some(v)) => match out.decode_from(&v, |n| fields.wants(n)) {
-                Ok(()) => Status::Ok,
-                Err(e) => undecodable(&mut self.last_error, e),
-            },
-            Ok(None) => {
-                out.clear();
-                Status::NotFound
+            Ok(Some(v)) => {
+                // SAFETY: `v` borrows a DB owned by `self.dbs`, an Arc this session holds for
+                // its whole life and never replaces; `pinned` is dropped before `dbs` (field
+                // order) and is released at the start of every read, so the slice never
+                // outlives the DB. The returned view borrows `self`, so it cannot outlive it.
+                let v: DBPinnableSlice<'static> = unsafe { std::mem::transmute(v) };
+                let bytes: &[u8] = self.pinned.insert(v);
+                match record::index_encoded(bytes, |n| fields.wants(n), &mut self.spans) {
+                    Ok(()) => (Status::Ok, RecordView::new(bytes, &self.spans)),
+                    Err(e) => (undecodable(&mut self.last_error, e), RecordView::EMPTY),
+                }
             }
-            Err(e) => fail(&mut self.last_error, e),
+            Ok(None) => (Status::NotFound, RecordView::EMPTY),
+            Err(e) => (fail(&mut self.last_error, e), RecordView::EMPTY),
         }
     }
 

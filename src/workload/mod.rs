@@ -6,7 +6,7 @@ pub mod generators;
 pub mod keys;
 pub mod rng;
 
-use crate::store::{Fields, Record};
+use crate::store::{Fields, Record, RecordView};
 use generators::*;
 pub use rng::Rng;
 use serde::Serialize;
@@ -419,7 +419,7 @@ impl CoreWorkload {
 
     /// `verifyRow` (§4.3): `true` when every returned field holds its deterministic value.
     /// An empty result fails (upstream counts it as ERROR; kvmeter as a mismatch too).
-    pub fn verify(&self, key: &[u8], got: &Record, scratch: &mut Vec<u8>) -> bool {
+    pub fn verify(&self, key: &[u8], got: RecordView<'_>, scratch: &mut Vec<u8>) -> bool {
         if got.is_empty() {
             return false;
         }
@@ -607,11 +607,11 @@ mod tests {
         let mut b = OpBuffers::default();
         w.next_load(&mut rng, &mut b);
         let mut scratch = Vec::new();
-        assert!(w.verify(&b.key, &b.values, &mut scratch));
+        assert!(w.verify(&b.key, b.values.view(), &mut scratch));
         let mut bad = Record::new();
         bad.push(b"field0", b"nope");
-        assert!(!w.verify(&b.key, &bad, &mut scratch));
-        assert!(!w.verify(&b.key, &Record::new(), &mut scratch));
+        assert!(!w.verify(&b.key, bad.view(), &mut scratch));
+        assert!(!w.verify(&b.key, RecordView::EMPTY, &mut scratch));
     }
 
     #[test]
