@@ -595,16 +595,28 @@ fn fatal_store_error_ends_the_phase_with_results() {
     let t = tempfile::tempdir().unwrap();
     let out = t.path().join("full");
     let mut cmd = std::process::Command::new(bin());
-    cmd.args(["run", "-P", "workloada", "--records", "300000", "--ops", "1000", "--out"])
-        .arg(&out)
-        .args(["--data-dir"])
-        .arg(t.path().join("data"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "run",
+        "-P",
+        "workloada",
+        "--records",
+        "300000",
+        "--ops",
+        "1000",
+        "--out",
+    ])
+    .arg(&out)
+    .args(["--data-dir"])
+    .arg(t.path().join("data"))
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
     unsafe {
         cmd.pre_exec(|| {
             libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-            let lim = libc::rlimit { rlim_cur: 16 << 20, rlim_max: 16 << 20 };
+            let lim = libc::rlimit {
+                rlim_cur: 16 << 20,
+                rlim_max: 16 << 20,
+            };
             if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -620,14 +632,21 @@ fn fatal_store_error_ends_the_phase_with_results() {
     assert_eq!(s["status"], "failed");
     let load = phase(&s, "load");
     assert_eq!(load["outcome"], "failed");
-    assert!(load["error"].as_str().unwrap().contains("io error"), "{load}");
+    assert!(
+        load["error"].as_str().unwrap().contains("io error"),
+        "{load}"
+    );
     let inserted = load["ops"]["INSERT"]["ok"].as_u64().unwrap();
     // 16 MiB of WAL holds roughly 15,000 records of ~1.1 kB; some must have succeeded.
     assert!((5_000..300_000).contains(&inserted), "{inserted}");
     assert!(load["ops"]["INSERT"]["errors"]["io"].as_u64().unwrap() >= 1);
     assert!(load["error_samples"][0]["message"].as_str().unwrap().len() > 3);
     // The run phase never started.
-    assert!(s["phases"].as_array().unwrap().iter().all(|p| p["name"] != "run"));
+    assert!(s["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["name"] != "run"));
     assert_eq!(json(&out.join("manifest.json"))["status"], "failed");
     complete_rows(&out);
 }

@@ -63,10 +63,7 @@ fn crud(kind: &StoreKind, opts: &[&str]) {
     // Insert, then read all fields back exactly.
     let r = record(10, "a");
     assert_eq!(sess.insert("usertable", b"user1", &r), Status::Ok);
-    assert_eq!(
-        read(&mut sess, b"user1", Fields::All, &mut out),
-        Status::Ok
-    );
+    assert_eq!(read(&mut sess, b"user1", Fields::All, &mut out), Status::Ok);
     assert_eq!(fields_of(&out), fields_of(&r));
 
     // One field only.
@@ -83,10 +80,7 @@ fn crud(kind: &StoreKind, opts: &[&str]) {
     let mut up = Record::new();
     up.push(b"field3", b"changed");
     assert_eq!(sess.update("usertable", b"user1", &up), Status::Ok);
-    assert_eq!(
-        read(&mut sess, b"user1", Fields::All, &mut out),
-        Status::Ok
-    );
+    assert_eq!(read(&mut sess, b"user1", Fields::All, &mut out), Status::Ok);
     assert_eq!(out.len(), 10);
     assert_eq!(out.get(b"field3"), Some(&b"changed"[..]));
     assert_eq!(out.get(b"field4"), Some(&b"a-value-4"[..]));
@@ -107,10 +101,7 @@ fn crud(kind: &StoreKind, opts: &[&str]) {
     // Insert over an existing key replaces it.
     let r2 = record(2, "b");
     assert_eq!(sess.insert("usertable", b"user1", &r2), Status::Ok);
-    assert_eq!(
-        read(&mut sess, b"user1", Fields::All, &mut out),
-        Status::Ok
-    );
+    assert_eq!(read(&mut sess, b"user1", Fields::All, &mut out), Status::Ok);
     assert_eq!(fields_of(&out), fields_of(&r2));
 
     // Delete.

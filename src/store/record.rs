@@ -221,7 +221,10 @@ pub struct RecordView<'a> {
 }
 
 impl<'a> RecordView<'a> {
-    pub const EMPTY: RecordView<'static> = RecordView { bytes: &[], spans: &[] };
+    pub const EMPTY: RecordView<'static> = RecordView {
+        bytes: &[],
+        spans: &[],
+    };
 
     /// A view of `bytes` through spans made by `index_encoded` over the same bytes.
     pub fn new(bytes: &'a [u8], spans: &'a [Span]) -> Self {
@@ -298,7 +301,10 @@ mod tests {
         assert_eq!(v.len(), 1);
         assert_eq!(v.get(b"field2").map(|x| x.len()), Some(300));
         for cut in [1, 5, 13, enc.len() - 1] {
-            assert!(index_encoded(&enc[..cut], |_| true, &mut spans).is_err(), "{cut}");
+            assert!(
+                index_encoded(&enc[..cut], |_| true, &mut spans).is_err(),
+                "{cut}"
+            );
         }
         let mut back = Record::new();
         back.copy_from(r.view());

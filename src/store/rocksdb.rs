@@ -8,7 +8,8 @@
 use super::*;
 use crate::error::UsageError;
 use ::rocksdb::{
-    BlockBasedOptions, Cache, DBCompressionType, DBPinnableSlice, Options, ReadOptions, WriteOptions, DB,
+    BlockBasedOptions, Cache, DBCompressionType, DBPinnableSlice, Options, ReadOptions,
+    WriteOptions, DB,
 };
 use std::sync::Arc;
 
