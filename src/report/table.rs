@@ -83,7 +83,12 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
                 "  {:<18} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
                 name,
                 group(o.count),
-                group(o.ops_per_s.round() as u64),
+                // One close per worker: a rate would mean nothing.
+                if name == "CLEANUP" {
+                    "-".to_string()
+                } else {
+                    group(o.ops_per_s.round() as u64)
+                },
                 num(l.avg),
                 num(l.p50),
                 num(l.p90),
