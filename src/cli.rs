@@ -93,6 +93,12 @@ pub struct CommonArgs {
     /// same time base), else CLOCK_MONOTONIC; monotonic always uses CLOCK_MONOTONIC.
     #[arg(long, value_enum)]
     pub clock: Option<crate::spec::ClockChoice>,
+    /// How often telemetry (CPU, disk, process, memory, pressure) is sampled; 0 turns it off.
+    #[arg(long, value_name = "DURATION")]
+    pub telemetry_interval: Option<String>,
+    /// Block device whose I/O telemetry reports (default: the disk under --data-dir).
+    #[arg(long, value_name = "DEV")]
+    pub disk: Option<String>,
 }
 
 fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: CommonArgs) -> Request {
@@ -116,6 +122,8 @@ fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: Commo
         interval: c.interval,
         status_interval: c.status_interval,
         clock: c.clock,
+        telemetry_interval: c.telemetry_interval,
+        disk: c.disk,
     }
 }
 

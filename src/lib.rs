@@ -11,4 +11,5 @@ pub mod measure;
 pub mod report;
 pub mod spec;
 pub mod store;
+pub mod telemetry;
 pub mod workload;

@@ -650,3 +650,65 @@ fn fatal_store_error_ends_the_phase_with_results() {
     assert_eq!(json(&out.join("manifest.json"))["status"], "failed");
     complete_rows(&out);
 }
+
+#[test]
+fn telemetry_series_and_phase_figures_in_a_real_run() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("tel");
+    kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloadc",
+            "--store",
+            "null",
+            "--phase",
+            "run",
+            "--duration",
+            "1500ms",
+        ])
+        .args(["--warmup", "300ms", "--telemetry-interval", "50ms", "--out"])
+        .arg(&out)
+        .assert()
+        .success();
+    let s = json(&out.join("summary.json"));
+    validate("summary.schema.json", &s);
+    let tel = &phase(&s, "run")["telemetry"];
+    // The window is the measured one: 1.2 s, not the whole 1.5 s phase.
+    let secs = tel["seconds"].as_f64().unwrap();
+    assert!((secs - 1.2).abs() < 0.15, "{secs}");
+    assert!(tel["samples"].as_u64().unwrap() >= 15);
+    let busy = tel["cpu"]["busy"].as_f64().unwrap();
+    assert!((0.0..=100.0).contains(&busy));
+    // One worker spinning on the null store keeps about one CPU busy.
+    let worker = tel["process"]["cpu_pct_by_thread"]["kvm-worker"]
+        .as_f64()
+        .unwrap();
+    assert!(worker > 50.0, "{tel}");
+    let csv = std::fs::read_to_string(out.join("telemetry.csv")).unwrap();
+    let width = csv.lines().next().unwrap().split(',').count();
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert!(rows.len() >= 20, "{} rows", rows.len());
+    assert!(rows.iter().all(|r| r.split(',').count() == width));
+    assert!(rows.iter().any(|r| r.split(',').nth(1) == Some("run")));
+
+    let off = t.path().join("off");
+    kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloadc",
+            "--store",
+            "null",
+            "--ops",
+            "1000",
+            "--telemetry-interval",
+            "0",
+            "--out",
+        ])
+        .arg(&off)
+        .assert()
+        .success();
+    assert!(phase(&json(&off.join("summary.json")), "run")["telemetry"].is_null());
+    assert!(!off.join("telemetry.csv").exists());
+}

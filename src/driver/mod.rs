@@ -150,6 +150,33 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     };
     rundir.write_json("manifest.json", &manifest)?;
 
+    let telemetry = if plan.telemetry_interval.is_zero() {
+        None
+    } else {
+        let device = manifest
+            .data_dir
+            .placement
+            .block_device
+            .clone()
+            .or_else(|| Some(manifest.data_dir.placement.device.clone()));
+        let cfg = crate::telemetry::Config {
+            interval: plan.telemetry_interval,
+            disk: plan.disk.clone(),
+            pid: std::process::id(),
+            root: crate::telemetry::procfs::Root::system(),
+        };
+        Some(crate::telemetry::Telemetry::start(
+            cfg,
+            device.as_deref(),
+            rundir.root(),
+        )?)
+    };
+    if let Some(t) = &telemetry {
+        for (what, why) in t.unavailable() {
+            eprintln!("telemetry: {what}: {why}");
+        }
+    }
+
     let mut summary = Summary {
         schema: report::SUMMARY_SCHEMA.into(),
         kvmeter_version: env!("CARGO_PKG_VERSION").into(),
@@ -179,6 +206,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             &interrupted,
             &mut progress,
             &clock,
+            telemetry.as_ref(),
         );
         let (ps, ycsb) = match result {
             Ok(r) => r,
@@ -216,6 +244,9 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         exit = EXIT_INTERRUPTED;
     }
     progress.finish();
+    if let Some(t) = telemetry {
+        t.stop();
+    }
     summary.status = match exit {
         EXIT_OK => "completed",
         EXIT_INTERRUPTED => "interrupted",
@@ -280,6 +311,7 @@ fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
         ops: Default::default(),
         not_applicable: vec![],
         error_samples: vec![],
+        telemetry: None,
     }
 }
 
@@ -330,6 +362,7 @@ fn run_phase(
     interrupted: &AtomicBool,
     progress: &mut Progress,
     clock: &crate::measure::clock::Clock,
+    telemetry: Option<&crate::telemetry::Telemetry>,
 ) -> anyhow::Result<(PhaseSummary, Option<String>)> {
     let mut ps = empty_summary(phase);
     let wall0 = Instant::now();
@@ -382,6 +415,9 @@ fn run_phase(
         seed: plan.seed,
         clock: clock.clone(),
     };
+    if let Some(t) = telemetry {
+        t.begin(&phase.name);
+    }
     let phase_wall_start = SystemTime::now();
     ps.started_at = humantime::format_rfc3339_millis(phase_wall_start).to_string();
     let mut measured = collector.empty_stats();
@@ -425,6 +461,12 @@ fn run_phase(
                 }
             }
             if now >= next_boundary {
+                if warmup_end == Some(next_boundary) {
+                    // Telemetry's measured window starts with the operations'.
+                    if let Some(t) = telemetry {
+                        t.restart_window();
+                    }
+                }
                 collector.close_interval(&mut interval, grace);
                 let in_warmup = warmup_end.map(|w| next_boundary <= w).unwrap_or(false);
                 let (a, b) = (
@@ -493,6 +535,7 @@ fn run_phase(
     if !in_warmup {
         measured.add(&interval);
     }
+    ps.telemetry = telemetry.map(|t| t.end());
     let close_result = store.close();
     ps.intervals = interval_no;
     ps.wall_seconds = wall0.elapsed().as_secs_f64();

@@ -122,6 +122,8 @@ pub struct PhaseSummary {
     /// Operations the workload asks for that this store cannot do (shown as N/A).
     pub not_applicable: Vec<String>,
     pub error_samples: Vec<ErrorSample>,
+    /// CPU, disk, process, memory and pressure over the measured window (null when off).
+    pub telemetry: Option<crate::telemetry::PhaseTelemetry>,
 }
 
 /// Metrics that are store calls (an RMW is its read plus its update; VERIFY and CLEANUP are

@@ -119,6 +119,9 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
                 );
             }
         }
+        if let Some(t) = &p.telemetry {
+            out.push_str(&telemetry_lines(t));
+        }
         for na in &p.not_applicable {
             let _ = writeln!(
                 out,
@@ -127,6 +130,54 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
             );
         }
         let _ = writeln!(out);
+    }
+    out
+}
+
+fn telemetry_lines(t: &crate::telemetry::PhaseTelemetry) -> String {
+    let mut out = String::new();
+    match &t.cpu {
+        Some(c) => {
+            let _ = write!(
+                out,
+                "  cpu      {:.1} % busy (user {:.1}, system {:.1}, iowait {:.1}, irq+softirq {:.1}, steal {:.1})",
+                c.busy, c.user + c.nice, c.system, c.iowait, c.irq + c.softirq, c.steal
+            );
+        }
+        None => out.push_str("  cpu      unavailable"),
+    }
+    if let Some(p) = &t.process {
+        let mut groups: Vec<(&String, &f64)> = p.cpu_pct_by_thread.iter().collect();
+        groups.sort_by(|a, b| b.1.total_cmp(a.1));
+        let top: Vec<String> = groups
+            .iter()
+            .take(4)
+            .map(|(g, v)| format!("{g} {v:.0}"))
+            .collect();
+        let _ = write!(
+            out,
+            "; process {:.0} % of a CPU ({})",
+            p.cpu_pct,
+            top.join(", ")
+        );
+    }
+    out.push('\n');
+    match (&t.disk_device, &t.disk) {
+        (Some(dev), Some(d)) => {
+            let _ = writeln!(
+                out,
+                "  disk     {dev}: read {:.1} MB/s {:.0} IOPS, write {:.1} MB/s {:.0} IOPS, {:.1} % util, queue {:.2}, await {:.2} ms",
+                d.read_mb_per_s, d.read_iops, d.write_mb_per_s, d.write_iops, d.util_pct, d.queue_depth, d.await_ms
+            );
+        }
+        _ => {
+            let why = t
+                .unavailable
+                .get("disk")
+                .map(String::as_str)
+                .unwrap_or("unavailable");
+            let _ = writeln!(out, "  disk     {why}");
+        }
     }
     out
 }

@@ -204,6 +204,11 @@ pub struct Plan {
     pub status_interval: Duration,
     pub format: Format,
     pub clock: ClockChoice,
+    /// Telemetry sampling interval; zero turns telemetry off.
+    #[serde(serialize_with = "ser_secs")]
+    pub telemetry_interval: Duration,
+    /// Block device to watch (`--disk`), else the one under the data directory.
+    pub disk: Option<String>,
     /// Percentiles printed in `--format ycsb` (YCSB's `hdrhistogram.percentiles`).
     pub ycsb_percentiles: Vec<f64>,
     pub phases: Vec<PhasePlan>,
@@ -232,6 +237,8 @@ pub struct Request {
     pub interval: Option<String>,
     pub status_interval: Option<String>,
     pub clock: Option<ClockChoice>,
+    pub telemetry_interval: Option<String>,
+    pub disk: Option<String>,
 }
 
 /// Properties with their sources.
@@ -491,6 +498,15 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
             interval
         )));
     }
+    let telemetry_interval = parse_duration(
+        "--telemetry-interval",
+        req.telemetry_interval.as_deref().unwrap_or("100ms"),
+    )?;
+    if !telemetry_interval.is_zero() && telemetry_interval < Duration::from_millis(10) {
+        return Err(UsageError::new(format!(
+            "--telemetry-interval {telemetry_interval:?}: expected 0 (off) or at least 10ms"
+        )));
+    }
     let status_interval = parse_duration(
         "--status-interval",
         req.status_interval.as_deref().unwrap_or("10s"),
@@ -686,6 +702,8 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         status_interval,
         format: req.format.unwrap_or(Format::Table),
         clock: req.clock.unwrap_or_default(),
+        telemetry_interval,
+        disk: req.disk.clone(),
         ycsb_percentiles,
         phases,
         warnings,
