@@ -99,6 +99,17 @@ pub struct CommonArgs {
     /// Block device whose I/O telemetry reports (default: the disk under --data-dir).
     #[arg(long, value_name = "DEV")]
     pub disk: Option<String>,
+    /// Power source: auto (RAPL, then the perf power PMU, then a labelled estimate), rapl, perf,
+    /// ipmi, redfish (KVMETER_REDFISH_URL/_USER/_PASSWORD), cmd:<program args> (prints watts),
+    /// file:<csv> (timestamp,watts from an external meter), estimate, none.
+    #[arg(long, value_name = "SOURCE")]
+    pub power: Option<String>,
+    /// Constants of the estimate model P = idle + (max − idle)·CPU busy, e.g. idle=60,max=180.
+    #[arg(long, value_name = "idle=W,max=W")]
+    pub power_model: Option<String>,
+    /// Measure idle power this long before the first phase, for figures above idle.
+    #[arg(long, value_name = "DURATION")]
+    pub idle_baseline: Option<String>,
 }
 
 fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: CommonArgs) -> Request {
@@ -124,6 +135,9 @@ fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: Commo
         clock: c.clock,
         telemetry_interval: c.telemetry_interval,
         disk: c.disk,
+        power: c.power,
+        power_model: c.power_model,
+        idle_baseline: c.idle_baseline,
     }
 }
 

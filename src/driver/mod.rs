@@ -164,6 +164,8 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             disk: plan.disk.clone(),
             pid: std::process::id(),
             root: crate::telemetry::procfs::Root::system(),
+            power: plan.power.clone(),
+            model: plan.power_model.clone(),
         };
         Some(crate::telemetry::Telemetry::start(
             cfg,
@@ -171,9 +173,31 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             rundir.root(),
         )?)
     };
+    let mut idle: Option<(f64, String)> = None;
     if let Some(t) = &telemetry {
         for (what, why) in t.unavailable() {
             eprintln!("telemetry: {what}: {why}");
+        }
+        if let Some(info) = t.power_info() {
+            eprintln!(
+                "power: {}{} ({}): {}",
+                if info.estimate { "ESTIMATE from " } else { "" },
+                info.source,
+                info.scope,
+                info.detail
+            );
+            if let Some(d) = plan.idle_baseline {
+                eprintln!(
+                    "power: measuring idle power for {:.1} s before the first phase",
+                    d.as_secs_f64()
+                );
+                if let Some(w) = t.idle_watts(d) {
+                    idle = Some((
+                        w,
+                        format!("--idle-baseline {:.1} s, {}", d.as_secs_f64(), info.source),
+                    ));
+                }
+            }
         }
     }
 
@@ -207,6 +231,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             &mut progress,
             &clock,
             telemetry.as_ref(),
+            idle.clone(),
         );
         let (ps, ycsb) = match result {
             Ok(r) => r,
@@ -312,6 +337,7 @@ fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
         not_applicable: vec![],
         error_samples: vec![],
         telemetry: None,
+        energy: None,
     }
 }
 
@@ -363,6 +389,7 @@ fn run_phase(
     progress: &mut Progress,
     clock: &crate::measure::clock::Clock,
     telemetry: Option<&crate::telemetry::Telemetry>,
+    idle: Option<(f64, String)>,
 ) -> anyhow::Result<(PhaseSummary, Option<String>)> {
     let mut ps = empty_summary(phase);
     let wall0 = Instant::now();
@@ -547,6 +574,14 @@ fn run_phase(
     ps.measured_seconds = (end - measured_from).as_secs_f64();
     ps.fill(&measured);
     ps.error_samples = samples;
+    if let Some(p) = ps.telemetry.as_ref().and_then(|t| t.power.as_ref()) {
+        ps.energy = Some(report::Energy::derive(
+            p,
+            ps.operations,
+            p_seconds(&ps),
+            idle,
+        ));
+    }
     let fatal = shared
         .fatal
         .lock()
@@ -568,6 +603,14 @@ fn run_phase(
         &plan.ycsb_percentiles,
     );
     Ok((ps, Some(ycsb)))
+}
+
+/// The energy window's length (telemetry's, which matches the measured window).
+fn p_seconds(ps: &PhaseSummary) -> f64 {
+    ps.telemetry
+        .as_ref()
+        .map(|t| t.seconds)
+        .unwrap_or(ps.measured_seconds)
 }
 
 /// Operations the workers completed, as YCSB's `done` counts them: one per transaction (an

@@ -124,6 +124,58 @@ pub struct PhaseSummary {
     pub error_samples: Vec<ErrorSample>,
     /// CPU, disk, process, memory and pressure over the measured window (null when off).
     pub telemetry: Option<crate::telemetry::PhaseTelemetry>,
+    /// Energy figures of the measured window, with their source (null when no source).
+    pub energy: Option<Energy>,
+}
+
+/// Energy of a phase's measured window. `estimate` true means the utilisation model: these
+/// are then estimates, never measurements.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Energy {
+    pub source: String,
+    pub scope: String,
+    pub estimate: bool,
+    pub energy_j: f64,
+    pub avg_w: f64,
+    pub peak_w: f64,
+    pub ops_per_joule: f64,
+    pub joules_per_op: f64,
+    /// Idle power the "above idle" figures subtract, and where it came from.
+    pub idle_w: Option<f64>,
+    pub idle_source: Option<String>,
+    pub energy_above_idle_j: Option<f64>,
+    pub ops_per_joule_above_idle: Option<f64>,
+    pub joules_per_op_above_idle: Option<f64>,
+}
+
+impl Energy {
+    pub fn derive(
+        p: &crate::telemetry::PowerFigures,
+        ops: u64,
+        seconds: f64,
+        idle: Option<(f64, String)>,
+    ) -> Self {
+        let per = |j: f64| if j > 0.0 { ops as f64 / j } else { 0.0 };
+        let jpo = |j: f64| if ops > 0 { j / ops as f64 } else { 0.0 };
+        let above = idle
+            .as_ref()
+            .map(|(w, _)| (p.energy_j - w * seconds).max(0.0));
+        Energy {
+            source: p.source.clone(),
+            scope: p.scope.clone(),
+            estimate: p.estimate,
+            energy_j: p.energy_j,
+            avg_w: p.avg_w,
+            peak_w: p.peak_w,
+            ops_per_joule: per(p.energy_j),
+            joules_per_op: jpo(p.energy_j),
+            idle_w: idle.as_ref().map(|x| x.0),
+            idle_source: idle.map(|x| x.1),
+            energy_above_idle_j: above,
+            ops_per_joule_above_idle: above.map(per),
+            joules_per_op_above_idle: above.map(jpo),
+        }
+    }
 }
 
 /// Metrics that are store calls (an RMW is its read plus its update; VERIFY and CLEANUP are

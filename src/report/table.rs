@@ -121,6 +121,33 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
         }
         if let Some(t) = &p.telemetry {
             out.push_str(&telemetry_lines(t));
+            match &p.energy {
+                Some(e) => {
+                    let label = if e.estimate { "ESTIMATE " } else { "" };
+                    let _ = write!(
+                        out,
+                        "  power    {label}{:.1} W avg, {:.1} W peak, {:.1} J ({}, {}); {label}{} ops/J, {:.2} µJ/op",
+                        e.avg_w, e.peak_w, e.energy_j, e.source, e.scope,
+                        group(e.ops_per_joule.round() as u64), e.joules_per_op * 1e6
+                    );
+                    if let (Some(w), Some(opj)) = (e.idle_w, e.ops_per_joule_above_idle) {
+                        let _ = write!(
+                            out,
+                            "; above {w:.1} W idle: {} ops/J",
+                            group(opj.round() as u64)
+                        );
+                    }
+                    out.push('\n');
+                }
+                None => {
+                    let why = t
+                        .unavailable
+                        .get("power")
+                        .map(String::as_str)
+                        .unwrap_or("unavailable");
+                    let _ = writeln!(out, "  power    {why}");
+                }
+            }
         }
         for na in &p.not_applicable {
             let _ = writeln!(

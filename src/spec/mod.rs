@@ -209,6 +209,11 @@ pub struct Plan {
     pub telemetry_interval: Duration,
     /// Block device to watch (`--disk`), else the one under the data directory.
     pub disk: Option<String>,
+    pub power: crate::telemetry::power::Choice,
+    pub power_model: crate::telemetry::power::Model,
+    /// Measure idle power this long before the first phase (`--idle-baseline`).
+    #[serde(serialize_with = "ser_opt_secs")]
+    pub idle_baseline: Option<Duration>,
     /// Percentiles printed in `--format ycsb` (YCSB's `hdrhistogram.percentiles`).
     pub ycsb_percentiles: Vec<f64>,
     pub phases: Vec<PhasePlan>,
@@ -239,6 +244,9 @@ pub struct Request {
     pub clock: Option<ClockChoice>,
     pub telemetry_interval: Option<String>,
     pub disk: Option<String>,
+    pub power: Option<String>,
+    pub power_model: Option<String>,
+    pub idle_baseline: Option<String>,
 }
 
 /// Properties with their sources.
@@ -704,6 +712,16 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         clock: req.clock.unwrap_or_default(),
         telemetry_interval,
         disk: req.disk.clone(),
+        power: crate::telemetry::power::Choice::parse(req.power.as_deref().unwrap_or("auto"))?,
+        power_model: match &req.power_model {
+            Some(m) => crate::telemetry::power::Model::parse(m)?,
+            None => crate::telemetry::power::Model::default(),
+        },
+        idle_baseline: req
+            .idle_baseline
+            .as_deref()
+            .map(|d| parse_duration("--idle-baseline", d))
+            .transpose()?,
         ycsb_percentiles,
         phases,
         warnings,

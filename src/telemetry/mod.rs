@@ -8,6 +8,7 @@
 //! window), so they are exact whatever the sampling interval; the samples give the time series
 //! and the peaks.
 
+pub mod power;
 pub mod procfs;
 
 use procfs::*;
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub const TELEMETRY_HEADER: &str = "time_s,phase,cpu_busy_pct,cpu_user_pct,cpu_nice_pct,cpu_system_pct,cpu_iowait_pct,cpu_irq_pct,cpu_softirq_pct,cpu_steal_pct,cpu_idle_pct,disk,disk_read_iops,disk_write_iops,disk_read_mb_per_s,disk_write_mb_per_s,disk_util_pct,disk_queue_depth,disk_await_ms,proc_cpu_pct,proc_rss_mb,proc_voluntary_cs_per_s,proc_involuntary_cs_per_s,proc_read_mb_per_s,proc_write_mb_per_s,mem_used_mb,mem_available_mb,mem_dirty_mb,psi_cpu_some_pct,psi_io_some_pct,psi_io_full_pct,psi_memory_some_pct,psi_memory_full_pct";
+pub const TELEMETRY_HEADER: &str = "time_s,phase,power_w,power_source,cpu_busy_pct,cpu_user_pct,cpu_nice_pct,cpu_system_pct,cpu_iowait_pct,cpu_irq_pct,cpu_softirq_pct,cpu_steal_pct,cpu_idle_pct,disk,disk_read_iops,disk_write_iops,disk_read_mb_per_s,disk_write_mb_per_s,disk_util_pct,disk_queue_depth,disk_await_ms,proc_cpu_pct,proc_rss_mb,proc_voluntary_cs_per_s,proc_involuntary_cs_per_s,proc_read_mb_per_s,proc_write_mb_per_s,mem_used_mb,mem_available_mb,mem_dirty_mb,psi_cpu_some_pct,psi_io_some_pct,psi_io_full_pct,psi_memory_some_pct,psi_memory_full_pct";
 
 /// What to sample.
 #[derive(Clone, Debug)]
@@ -31,6 +32,8 @@ pub struct Config {
     /// The process whose CPU, memory and I/O are the store's (kvmeter itself for embedded stores).
     pub pid: u32,
     pub root: Root,
+    pub power: power::Choice,
+    pub model: power::Model,
 }
 
 /// Raw counters at one instant.
@@ -42,6 +45,7 @@ struct Snapshot {
     process: Option<ProcSample>,
     threads: Vec<(u32, String, u64)>,
     psi: [(Option<u64>, Option<u64>); 3],
+    energy_j: Option<f64>,
 }
 
 const PSI: [&str; 3] = ["cpu", "io", "memory"];
@@ -53,6 +57,8 @@ struct Sources {
     page_size: u64,
     ticks_per_s: f64,
     unavailable: BTreeMap<String, String>,
+    meter: Mutex<Option<Box<dyn power::Meter>>>,
+    power: Option<power::PowerInfo>,
 }
 
 impl Sources {
@@ -109,7 +115,26 @@ impl Sources {
                 format!("unavailable: /proc/{}/io cannot be read (needs the same user or CAP_SYS_PTRACE)", cfg.pid),
             );
         }
+        let (meter, power) = match power::open(&cfg.power, &cfg.model, &root, cfg.interval) {
+            Ok(Some(m)) => {
+                let info = m.info().clone();
+                (Some(m), Some(info))
+            }
+            Ok(None) => {
+                unavailable.insert(
+                    "power".into(),
+                    "unavailable: turned off (--power none)".into(),
+                );
+                (None, None)
+            }
+            Err(why) => {
+                unavailable.insert("power".into(), format!("unavailable: {why}"));
+                (None, None)
+            }
+        };
         Sources {
+            meter: Mutex::new(meter),
+            power,
             root,
             disk,
             pid: cfg.pid,
@@ -136,8 +161,29 @@ impl Sources {
                     .map(|t| parse_pressure(&t))
                     .unwrap_or((None, None))
             }),
+            energy_j: self
+                .meter
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_mut()
+                .and_then(|m| m.joules().ok()),
         }
     }
+}
+
+/// Power over a window, with the source and scope every figure carries.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PowerFigures {
+    /// rapl, perf, ipmi, redfish, command, file or estimate.
+    pub source: String,
+    pub scope: String,
+    /// True when the figures come from the utilisation model: an estimate, not a measurement.
+    pub estimate: bool,
+    pub detail: String,
+    pub energy_j: f64,
+    pub avg_w: f64,
+    /// Highest power of one sampling interval.
+    pub peak_w: f64,
 }
 
 /// Process figures over a window.
@@ -179,6 +225,7 @@ pub struct PhaseTelemetry {
     pub process: Option<ProcessFigures>,
     pub memory: Option<Memory>,
     pub pressure: Pressure,
+    pub power: Option<PowerFigures>,
     /// Sources that could not be read, with why.
     pub unavailable: BTreeMap<String, String>,
 }
@@ -203,6 +250,7 @@ fn observe(seen: &mut Seen, snap: &Snapshot) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn window(
     s: &Sources,
     a: &Snapshot,
@@ -210,6 +258,7 @@ fn window(
     rss_peak: u64,
     samples: u64,
     seen: Option<&Seen>,
+    peak_w: f64,
 ) -> PhaseTelemetry {
     let secs = match (a.at, b.at) {
         (Some(x), Some(y)) => y.duration_since(x).as_secs_f64(),
@@ -276,6 +325,23 @@ fn window(
         .read("proc/meminfo")
         .ok()
         .and_then(|m| parse_meminfo(&m));
+    if let (Some(info), Some(ea), Some(eb)) = (&s.power, a.energy_j, b.energy_j) {
+        let energy = (eb - ea).max(0.0);
+        t.power = Some(PowerFigures {
+            source: info.source.clone(),
+            scope: info.scope.clone(),
+            estimate: info.estimate,
+            detail: info.detail.clone(),
+            energy_j: energy,
+            avg_w: energy / secs,
+            peak_w: peak_w.max(energy / secs),
+        });
+    } else if s.power.is_some() {
+        t.unavailable.insert(
+            "power".into(),
+            "unavailable: the power source stopped answering during the window".into(),
+        );
+    }
     let stall = |i: usize, full: bool| -> Option<f64> {
         let (p, q) = if full {
             (a.psi[i].1?, b.psi[i].1?)
@@ -300,6 +366,7 @@ struct State {
     seen: Seen,
     rss_peak: u64,
     samples: u64,
+    peak_w: f64,
 }
 
 /// The running sampler.
@@ -324,6 +391,7 @@ impl Telemetry {
             seen: Seen::new(),
             rss_peak: 0,
             samples: 0,
+            peak_w: 0.0,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let mut csv = BufWriter::new(File::create(dir.join("telemetry.csv"))?);
@@ -348,6 +416,19 @@ impl Telemetry {
         &self.sources.unavailable
     }
 
+    pub fn power_info(&self) -> Option<&power::PowerInfo> {
+        self.sources.power.as_ref()
+    }
+
+    /// Average power over `d`, measured now with nothing else started (`--idle-baseline`).
+    pub fn idle_watts(&self, d: Duration) -> Option<f64> {
+        let a = self.sources.snapshot();
+        std::thread::sleep(d);
+        let b = self.sources.snapshot();
+        let secs = b.at?.duration_since(a.at?).as_secs_f64();
+        Some((b.energy_j? - a.energy_j?) / secs)
+    }
+
     /// Names the phase in the series and starts its measured window now.
     pub fn begin(&self, phase: &str) {
         let snap = self.sources.snapshot();
@@ -357,6 +438,7 @@ impl Telemetry {
         s.window_start = Some(snap);
         s.rss_peak = 0;
         s.samples = 0;
+        s.peak_w = 0.0;
     }
 
     /// Restarts the measured window (at the end of warm-up).
@@ -367,6 +449,7 @@ impl Telemetry {
         s.window_start = Some(snap);
         s.rss_peak = 0;
         s.samples = 0;
+        s.peak_w = 0.0;
     }
 
     /// Ends the phase's window and returns its figures.
@@ -377,7 +460,15 @@ impl Telemetry {
         s.phase.clear();
         let mut seen = std::mem::take(&mut s.seen);
         observe(&mut seen, &b);
-        window(&self.sources, &a, &b, s.rss_peak, s.samples, Some(&seen))
+        window(
+            &self.sources,
+            &a,
+            &b,
+            s.rss_peak,
+            s.samples,
+            Some(&seen),
+            s.peak_w,
+        )
     }
 
     pub fn stop(mut self) {
@@ -410,8 +501,17 @@ fn sampler(
             next = now + interval; // fell behind (suspended, overloaded): skip, never burst
         }
         let cur = src.snapshot();
+        let watts = match (prev.energy_j, cur.energy_j, prev.at, cur.at) {
+            (Some(a), Some(b), Some(ta), Some(tb)) if tb > ta => {
+                Some((b - a).max(0.0) / tb.duration_since(ta).as_secs_f64())
+            }
+            _ => None,
+        };
         let phase = {
             let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(w) = watts {
+                s.peak_w = s.peak_w.max(w);
+            }
             if let Some(p) = &cur.process {
                 s.rss_peak = s.rss_peak.max(p.rss_bytes);
             }
@@ -421,7 +521,7 @@ fn sampler(
             }
             s.phase.clone()
         };
-        let t = window(src, &prev, &cur, 0, 1, None);
+        let t = window(src, &prev, &cur, 0, 1, None, 0.0);
         let time_s = cur
             .at
             .map(|a| a.duration_since(t0).as_secs_f64())
@@ -445,7 +545,9 @@ fn sampler(
         let m = t.memory;
         let _ = writeln!(
             csv,
-            "{time_s:.3},{phase},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{time_s:.3},{phase},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            fmt_opt(watts),
+            src.power.as_ref().map(|p| p.source.as_str()).unwrap_or(""),
             cpu(c.busy), cpu(c.user), cpu(c.nice), cpu(c.system), cpu(c.iowait), cpu(c.irq),
             cpu(c.softirq), cpu(c.steal), cpu(c.idle),
             src.disk.as_deref().unwrap_or(""),
@@ -547,6 +649,8 @@ mod tests {
             disk: Some("sda".into()),
             pid: 42,
             root: Root(t.path().to_path_buf()),
+            power: power::Choice::None,
+            model: power::Model::default(),
         };
         let s = Sources::new(&cfg, None);
         assert!(s.unavailable.contains_key("pressure.cpu"));
@@ -558,7 +662,7 @@ mod tests {
         let now = Instant::now();
         a.at = Some(now);
         b.at = Some(now + Duration::from_secs(2));
-        let w = window(&s, &a, &b, 0, 20, None);
+        let w = window(&s, &a, &b, 0, 20, None, 0.0);
         let cpu = w.cpu.unwrap();
         assert_eq!(cpu.busy, 60.0); // +60 user of +100 jiffies
         assert_eq!(w.cpu_busy_pct_per_cpu, vec![60.0]);
@@ -580,7 +684,7 @@ mod tests {
         let mut mid = b.clone();
         mid.threads.push((99, "kvm-worker".into(), 60));
         observe(&mut seen, &mid);
-        let w = window(&s, &a, &b, 0, 20, Some(&seen));
+        let w = window(&s, &a, &b, 0, 20, Some(&seen), 0.0);
         assert_eq!(
             w.process.unwrap().cpu_pct_by_thread["kvm-worker"],
             37.5 + 30.0
@@ -595,6 +699,8 @@ mod tests {
             disk: None,
             pid: std::process::id(),
             root: Root::system(),
+            power: power::Choice::Estimate,
+            model: power::Model::default(),
         };
         let tel = Telemetry::start(cfg, None, t.path()).unwrap();
         tel.begin("p");
@@ -604,6 +710,9 @@ mod tests {
         assert!(w.samples >= 5, "{}", w.samples);
         assert!(w.cpu.is_some());
         assert!(w.process.is_some());
+        let p = w.power.unwrap();
+        assert!(p.estimate);
+        assert!(p.avg_w >= 92.0 && p.avg_w <= 127.0, "{}", p.avg_w);
         let csv = std::fs::read_to_string(t.path().join("telemetry.csv")).unwrap();
         let width = TELEMETRY_HEADER.split(',').count();
         let rows: Vec<&str> = csv.lines().skip(1).collect();
