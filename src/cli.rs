@@ -110,6 +110,10 @@ pub struct CommonArgs {
     /// Measure idle power this long before the first phase, for figures above idle.
     #[arg(long, value_name = "DURATION")]
     pub idle_baseline: Option<String>,
+    /// Count cycles, instructions, branches, LLC references/misses (IPC and miss ratios per
+    /// phase) and software events; unavailable counters say why and how to enable them.
+    #[arg(long)]
+    pub counters: bool,
 }
 
 fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: CommonArgs) -> Request {
@@ -138,6 +142,7 @@ fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: Commo
         power: c.power,
         power_model: c.power_model,
         idle_baseline: c.idle_baseline,
+        counters: c.counters,
     }
 }
 

@@ -667,7 +667,14 @@ fn telemetry_series_and_phase_figures_in_a_real_run() {
             "--duration",
             "1500ms",
         ])
-        .args(["--warmup", "300ms", "--telemetry-interval", "50ms", "--out"])
+        .args([
+            "--warmup",
+            "300ms",
+            "--telemetry-interval",
+            "50ms",
+            "--counters",
+            "--out",
+        ])
         .arg(&out)
         .assert()
         .success();
@@ -685,6 +692,27 @@ fn telemetry_series_and_phase_figures_in_a_real_run() {
         .as_f64()
         .unwrap();
     assert!(worker > 50.0, "{tel}");
+    // Software events always count; each hardware event is counted or says why not.
+    assert!(tel["counters"]["counts"]["page-faults"].as_f64().is_some());
+    for ev in [
+        "cycles",
+        "instructions",
+        "branches",
+        "branch-misses",
+        "llc-references",
+        "llc-misses",
+    ] {
+        let counted = tel["counters"]["counts"][ev].as_f64().is_some();
+        let why = tel["unavailable"][format!("counters.{ev}")].as_str();
+        assert!(counted != why.is_some(), "{ev}: {tel}");
+        if let Some(w) = why {
+            assert!(w.starts_with("unavailable: "), "{w}");
+        }
+    }
+    assert_eq!(
+        tel["counters"]["ipc"].is_null(),
+        tel["counters"]["counts"]["cycles"].is_null()
+    );
     let csv = std::fs::read_to_string(out.join("telemetry.csv")).unwrap();
     let width = csv.lines().next().unwrap().split(',').count();
     let rows: Vec<&str> = csv.lines().skip(1).collect();

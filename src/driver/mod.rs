@@ -166,6 +166,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             root: crate::telemetry::procfs::Root::system(),
             power: plan.power.clone(),
             model: plan.power_model.clone(),
+            counters: plan.counters,
         };
         Some(crate::telemetry::Telemetry::start(
             cfg,

@@ -211,6 +211,8 @@ pub struct Plan {
     pub disk: Option<String>,
     pub power: crate::telemetry::power::Choice,
     pub power_model: crate::telemetry::power::Model,
+    /// Count hardware and software events (`--counters`).
+    pub counters: bool,
     /// Measure idle power this long before the first phase (`--idle-baseline`).
     #[serde(serialize_with = "ser_opt_secs")]
     pub idle_baseline: Option<Duration>,
@@ -247,6 +249,7 @@ pub struct Request {
     pub power: Option<String>,
     pub power_model: Option<String>,
     pub idle_baseline: Option<String>,
+    pub counters: bool,
 }
 
 /// Properties with their sources.
@@ -717,6 +720,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
             Some(m) => crate::telemetry::power::Model::parse(m)?,
             None => crate::telemetry::power::Model::default(),
         },
+        counters: req.counters,
         idle_baseline: req
             .idle_baseline
             .as_deref()

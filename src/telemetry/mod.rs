@@ -8,6 +8,7 @@
 //! window), so they are exact whatever the sampling interval; the samples give the time series
 //! and the peaks.
 
+pub mod counters;
 pub mod power;
 pub mod procfs;
 
@@ -34,6 +35,8 @@ pub struct Config {
     pub root: Root,
     pub power: power::Choice,
     pub model: power::Model,
+    /// Open performance counters (`--counters`).
+    pub counters: bool,
 }
 
 /// Raw counters at one instant.
@@ -46,6 +49,7 @@ struct Snapshot {
     threads: Vec<(u32, String, u64)>,
     psi: [(Option<u64>, Option<u64>); 3],
     energy_j: Option<f64>,
+    counters: Option<counters::Reading>,
 }
 
 const PSI: [&str; 3] = ["cpu", "io", "memory"];
@@ -59,6 +63,8 @@ struct Sources {
     unavailable: BTreeMap<String, String>,
     meter: Mutex<Option<Box<dyn power::Meter>>>,
     power: Option<power::PowerInfo>,
+    counters: Option<Mutex<counters::Counters>>,
+    counters_kernel: bool,
 }
 
 impl Sources {
@@ -132,7 +138,18 @@ impl Sources {
                 (None, None)
             }
         };
+        // Opened here, on the main thread before any other thread starts, so `inherit` covers
+        // every thread the run creates.
+        let counters = cfg.counters.then(counters::Counters::open);
+        let counters_kernel = counters.as_ref().map(|c| c.include_kernel).unwrap_or(false);
+        if let Some(c) = &counters {
+            for (ev, why) in &c.unavailable {
+                unavailable.insert(format!("counters.{ev}"), why.clone());
+            }
+        }
         Sources {
+            counters: counters.map(Mutex::new),
+            counters_kernel,
             meter: Mutex::new(meter),
             power,
             root,
@@ -167,6 +184,10 @@ impl Sources {
                 .unwrap_or_else(|p| p.into_inner())
                 .as_mut()
                 .and_then(|m| m.joules().ok()),
+            counters: self
+                .counters
+                .as_ref()
+                .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).read()),
         }
     }
 }
@@ -226,6 +247,8 @@ pub struct PhaseTelemetry {
     pub memory: Option<Memory>,
     pub pressure: Pressure,
     pub power: Option<PowerFigures>,
+    /// Performance counters (`--counters`).
+    pub counters: Option<counters::CounterFigures>,
     /// Sources that could not be read, with why.
     pub unavailable: BTreeMap<String, String>,
 }
@@ -319,6 +342,9 @@ fn window(
                 .zip(y.write_bytes)
                 .map(|(p, q)| per_s(p, q) / 1e6),
         });
+    }
+    if let (Some(ca), Some(cb)) = (&a.counters, &b.counters) {
+        t.counters = Some(counters::figures(ca, cb, s.counters_kernel));
     }
     t.memory = s
         .root
@@ -651,6 +677,7 @@ mod tests {
             root: Root(t.path().to_path_buf()),
             power: power::Choice::None,
             model: power::Model::default(),
+            counters: false,
         };
         let s = Sources::new(&cfg, None);
         assert!(s.unavailable.contains_key("pressure.cpu"));
@@ -701,6 +728,7 @@ mod tests {
             root: Root::system(),
             power: power::Choice::Estimate,
             model: power::Model::default(),
+            counters: true,
         };
         let tel = Telemetry::start(cfg, None, t.path()).unwrap();
         tel.begin("p");
@@ -710,6 +738,7 @@ mod tests {
         assert!(w.samples >= 5, "{}", w.samples);
         assert!(w.cpu.is_some());
         assert!(w.process.is_some());
+        assert!(w.counters.unwrap().counts.contains_key("page-faults"));
         let p = w.power.unwrap();
         assert!(p.estimate);
         assert!(p.avg_w >= 92.0 && p.avg_w <= 127.0, "{}", p.avg_w);
