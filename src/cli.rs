@@ -26,6 +26,26 @@ pub enum Command {
     Suite(CommonArgs),
     /// List the stores, whether each works here, and their options.
     Stores,
+    /// Every measurement source (clock, CPU, disk, process, pressure, power, counters): does
+    /// it work here, why not, how to enable it.
+    Doctor {
+        /// The data directory whose disk telemetry would watch.
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Measure idle and busy power (where a measured source exists) and memory bandwidth
+    /// (STREAM triad, 1 and all threads); later runs on this machine load the result.
+    Calibrate {
+        /// Where to save it (default: $XDG_CONFIG_HOME/kvmeter/calibration.json).
+        #[arg(long, value_name = "FILE")]
+        calibration: Option<PathBuf>,
+        /// Seconds for each power measurement (idle, then all CPUs busy).
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Power source (as for run; default auto, estimate excluded).
+        #[arg(long, value_name = "SOURCE")]
+        power: Option<String>,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -114,6 +134,9 @@ pub struct CommonArgs {
     /// phase) and software events; unavailable counters say why and how to enable them.
     #[arg(long)]
     pub counters: bool,
+    /// Calibration file to use (default: $XDG_CONFIG_HOME/kvmeter/calibration.json when present).
+    #[arg(long, value_name = "FILE")]
+    pub calibration: Option<PathBuf>,
 }
 
 fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: CommonArgs) -> Request {
@@ -143,6 +166,7 @@ fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: Commo
         power_model: c.power_model,
         idle_baseline: c.idle_baseline,
         counters: c.counters,
+        calibration: c.calibration,
     }
 }
 
@@ -162,6 +186,15 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
             print!("{}", stores_report());
             Ok(EXIT_OK)
         }
+        Command::Doctor { data_dir } => {
+            print!("{}", crate::doctor::report(data_dir.as_deref()));
+            Ok(EXIT_OK)
+        }
+        Command::Calibrate {
+            calibration,
+            seconds,
+            power,
+        } => crate::calibrate::run(calibration, seconds, power),
         Command::Run(r) => spec::build(&request("run", r.workload, Some(r.phase), r.common))
             .map_err(anyhow::Error::from)
             .and_then(crate::driver::execute),

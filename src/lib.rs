@@ -2,7 +2,9 @@
 //! workloads, tail latency from HdrHistograms, and a run directory written as the run goes.
 //! See docs/architecture.md for the map of modules.
 
+pub mod calibrate;
 pub mod cli;
+pub mod doctor;
 pub mod driver;
 pub mod error;
 mod keys_hash;

@@ -850,3 +850,73 @@ fn energy_from_a_command_meter_and_an_honest_estimate() {
     assert_eq!(code, 2);
     assert!(err.contains("--power 'watts'"), "{err}");
 }
+
+#[test]
+fn doctor_and_calibrate() {
+    let o = kvmeter().arg("doctor").output().unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8(o.stdout).unwrap();
+    for source in [
+        "latency clock",
+        "cpu (/proc/stat)",
+        "power: rapl",
+        "power: perf",
+        "power: estimate",
+        "counter cycles",
+        "counter context-switches",
+    ] {
+        assert!(text.contains(source), "{source}: {text}");
+    }
+    // Every line says ok, or why not.
+    for l in text.lines() {
+        assert!(
+            l.starts_with("ok  ")
+                || (l.starts_with("--  ") && (l.contains("unavailable: ") || l.contains("none: "))),
+            "{l}"
+        );
+    }
+
+    let t = tempfile::tempdir().unwrap();
+    let cal = t.path().join("cal.json");
+    kvmeter()
+        .args(["calibrate", "--seconds", "1", "--calibration"])
+        .arg(&cal)
+        .assert()
+        .success();
+    let c = json(&cal);
+    assert_eq!(c["schema"], "kvmeter-calibration/1");
+    let bw = c["memory_bandwidth"].as_array().unwrap();
+    assert!(bw[0]["threads"] == 1 && bw[0]["gb_per_s"].as_f64().unwrap() > 0.1);
+    assert!(
+        c["power_source"]
+            .as_str()
+            .unwrap()
+            .starts_with("unavailable: ")
+            || c["idle_w"].as_f64().is_some()
+    );
+
+    // A run records the calibration it used.
+    let out = t.path().join("run");
+    kvmeter()
+        .args(["run", "--store", "null", "--ops", "1000", "--calibration"])
+        .arg(&cal)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let m = json(&out.join("manifest.json"));
+    validate("manifest.schema.json", &m);
+    assert_eq!(m["calibration"]["memory_bandwidth"], c["memory_bandwidth"]);
+    let (code, err) = stderr_of(&[
+        "run",
+        "--store",
+        "null",
+        "--calibration",
+        "/no/such/cal.json",
+        "--out",
+        t.path().join("x").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--calibration"), "{err}");
+    assert!(!t.path().join("x").exists());
+}

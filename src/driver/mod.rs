@@ -63,6 +63,9 @@ struct Manifest<'a> {
     data_dir: DataManifest,
     machine: machine::Machine,
     measurement: Measurement,
+    /// The calibration this run used, or null with why not.
+    calibration: Option<crate::calibrate::Calibration>,
+    calibration_note: String,
     plan: &'a Plan,
 }
 
@@ -97,6 +100,21 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     for w in &plan.warnings {
         eprintln!("warning: {w}");
     }
+    // Input checks first: nothing is created before the input is accepted.
+    let machine_facts = machine::machine();
+    let cal_path = plan
+        .calibration
+        .clone()
+        .unwrap_or_else(crate::calibrate::default_path);
+    let (calibration, calibration_note) = match crate::calibrate::load(&cal_path, &machine_facts) {
+        Ok(c) => (Some(c), format!("loaded {}", cal_path.display())),
+        Err(why) => {
+            if plan.calibration.is_some() {
+                return Err(crate::error::UsageError::new(format!("--calibration: {why}")).into());
+            }
+            (None, format!("none: {why}"))
+        }
+    };
     let data = DataDir::prepare(plan.data_dir.as_deref())?;
     let mut rundir = RunDir::create(&plan.out)?;
     if plan
@@ -136,7 +154,9 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             reused: data.reused,
             placement: machine::placement(data.root()),
         },
-        machine: machine::machine(),
+        machine: machine_facts,
+        calibration: calibration.clone(),
+        calibration_note,
         measurement: Measurement {
             clock: clock_description,
             histogram_unit: "ns",
@@ -165,7 +185,11 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             pid: std::process::id(),
             root: crate::telemetry::procfs::Root::system(),
             power: plan.power.clone(),
-            model: plan.power_model.clone(),
+            // A calibrated model replaces the default one; --power-model wins over both.
+            model: match calibration.as_ref().and_then(|c| c.model.clone()) {
+                Some(m) if !plan.power_model_given => m,
+                _ => plan.power_model.clone(),
+            },
             counters: plan.counters,
         };
         Some(crate::telemetry::Telemetry::start(
@@ -187,6 +211,18 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
                 info.scope,
                 info.detail
             );
+            // A calibration measured with the same source gives the idle baseline.
+            if let Some(c) = calibration
+                .as_ref()
+                .filter(|c| c.power_source.starts_with(&info.source))
+            {
+                if let Some(w) = c.idle_w {
+                    idle = Some((
+                        w,
+                        format!("calibration of {} ({})", c.created_at, c.power_source),
+                    ));
+                }
+            }
             if let Some(d) = plan.idle_baseline {
                 eprintln!(
                     "power: measuring idle power for {:.1} s before the first phase",

@@ -213,6 +213,10 @@ pub struct Plan {
     pub power_model: crate::telemetry::power::Model,
     /// Count hardware and software events (`--counters`).
     pub counters: bool,
+    /// The calibration file runs load (`--calibration`, else the default path if present).
+    pub calibration: Option<PathBuf>,
+    /// Whether `--power-model` was given (it then wins over a calibration's model).
+    pub power_model_given: bool,
     /// Measure idle power this long before the first phase (`--idle-baseline`).
     #[serde(serialize_with = "ser_opt_secs")]
     pub idle_baseline: Option<Duration>,
@@ -250,6 +254,7 @@ pub struct Request {
     pub power_model: Option<String>,
     pub idle_baseline: Option<String>,
     pub counters: bool,
+    pub calibration: Option<PathBuf>,
 }
 
 /// Properties with their sources.
@@ -721,6 +726,8 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
             None => crate::telemetry::power::Model::default(),
         },
         counters: req.counters,
+        calibration: req.calibration.clone(),
+        power_model_given: req.power_model.is_some(),
         idle_baseline: req
             .idle_baseline
             .as_deref()
