@@ -3,7 +3,6 @@
 
 use crate::telemetry::procfs::{self, Root};
 use crate::telemetry::{counters, power};
-use std::time::Duration;
 
 fn line(out: &mut String, what: &str, status: Result<String, String>) {
     let (mark, text) = match status {
@@ -108,14 +107,12 @@ pub fn report(data_dir: Option<&std::path::Path>) -> String {
             &format!("counter {}", ev.name()),
             match c.unavailable.get(ev.name()) {
                 Some(why) => Err(why.clone()),
-                None => Ok(format!(
-                    "{}",
-                    if c.include_kernel {
-                        "user and kernel"
-                    } else {
-                        "user only"
-                    }
-                )),
+                None => Ok(if c.include_kernel {
+                    "user and kernel"
+                } else {
+                    "user only"
+                }
+                .to_string()),
             },
         );
     }
@@ -135,7 +132,6 @@ pub fn report(data_dir: Option<&std::path::Path>) -> String {
             })
             .map_err(|e| format!("none: {e} (run 'kvmeter calibrate')")),
     );
-    let _ = Duration::ZERO;
     out
 }
 
