@@ -478,6 +478,7 @@ fn run_phase(
             .map(|t| ((threads as f64) * 1e9 / t).max(1.0) as u64),
         seed: plan.seed,
         clock: clock.clone(),
+        counters: plan.counters,
     };
     if let Some(t) = telemetry {
         t.begin(&phase.name);
@@ -490,7 +491,11 @@ fn run_phase(
     let mut was_interrupted = false;
     let mut total_done = 0u64;
     let mut boundary_start = shared.t0;
-    let samples = std::thread::scope(|s| -> anyhow::Result<Vec<report::ErrorSample>> {
+    type WorkerEnd = (
+        Vec<report::ErrorSample>,
+        Vec<crate::telemetry::counters::CounterFigures>,
+    );
+    let (samples, per_worker) = std::thread::scope(|s| -> anyhow::Result<WorkerEnd> {
         let handles: Vec<_> = sessions
             .into_iter()
             .enumerate()
@@ -565,13 +570,15 @@ fn run_phase(
             std::thread::sleep(wake.saturating_duration_since(now));
         }
         let mut samples = Vec::new();
+        let mut per_worker = Vec::new();
         for h in handles {
-            samples.extend(
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?,
-            );
+            let (s, c) = h
+                .join()
+                .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?;
+            samples.extend(s);
+            per_worker.extend(c);
         }
-        Ok(samples)
+        Ok((samples, per_worker))
     })?;
     // The last, partial interval.
     collector.drain(&mut interval);
@@ -600,6 +607,9 @@ fn run_phase(
         measured.add(&interval);
     }
     ps.telemetry = telemetry.map(|t| t.end());
+    if let Some(t) = ps.telemetry.as_mut() {
+        t.counters_per_worker = per_worker;
+    }
     let close_result = store.close();
     ps.intervals = interval_no;
     ps.wall_seconds = wall0.elapsed().as_secs_f64();

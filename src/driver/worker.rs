@@ -45,6 +45,8 @@ pub struct Shared<'a> {
     pub tick_ns: Option<u64>,
     pub seed: u64,
     pub clock: Clock,
+    /// Open this worker's own counter groups (`--counters`).
+    pub counters: bool,
 }
 
 impl Shared<'_> {
@@ -82,12 +84,18 @@ pub fn run(
     session: Box<dyn Session>,
     rec: WorkerRecorder,
     ops: u64,
-) -> Vec<ErrorSample> {
+) -> (
+    Vec<ErrorSample>,
+    Option<crate::telemetry::counters::CounterFigures>,
+) {
     // Pacing sleeps should wake on time, not up to 50 µs late (Linux's default timer slack).
     #[cfg(target_os = "linux")]
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64);
     }
+    let mut groups = sh
+        .counters
+        .then(crate::telemetry::counters::WorkerGroups::open);
     let mut w = Worker {
         sh,
         session,
@@ -101,6 +109,7 @@ pub fn run(
         clock: sh.clock.clone(),
     };
     w.run(ops);
+    let counted = groups.as_mut().map(|g| g.figures());
     let Worker {
         session,
         mut rec,
@@ -114,7 +123,7 @@ pub fn run(
     rec.finish();
     sh.end_ns.fetch_max(ns(sh.t0.elapsed()), Ordering::Relaxed);
     sh.finished.fetch_add(1, Ordering::Release);
-    samples
+    (samples, counted)
 }
 
 impl Worker<'_, '_> {

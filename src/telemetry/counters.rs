@@ -155,6 +155,96 @@ impl Counters {
     }
 }
 
+/// One worker's own counters: a perf group per ratio (cycles+instructions,
+/// branches+branch-misses, LLC references+misses), opened by the worker on itself, so each
+/// ratio's two counts cover exactly the same time even when the kernel multiplexes.
+pub struct WorkerGroups {
+    groups: Vec<(perf_event::Group, Vec<(Event, perf_event::Counter)>)>,
+    include_kernel: bool,
+}
+
+impl WorkerGroups {
+    pub fn open() -> Self {
+        let paranoid =
+            std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+        let include_kernel = unsafe { libc::geteuid() } == 0
+            || paranoid
+                .trim()
+                .parse::<i32>()
+                .map(|p| p <= 1)
+                .unwrap_or(false);
+        let pairs = [
+            [
+                (Event::Cycles, Hardware::CPU_CYCLES),
+                (Event::Instructions, Hardware::INSTRUCTIONS),
+            ],
+            [
+                (Event::Branches, Hardware::BRANCH_INSTRUCTIONS),
+                (Event::BranchMisses, Hardware::BRANCH_MISSES),
+            ],
+            [
+                (Event::LlcReferences, Hardware::CACHE_REFERENCES),
+                (Event::LlcMisses, Hardware::CACHE_MISSES),
+            ],
+        ];
+        let mut groups = Vec::new();
+        for pair in pairs {
+            let opened = (|| -> std::io::Result<_> {
+                let mut g = perf_event::Group::builder()
+                    .exclude_kernel(!include_kernel)
+                    .build_group()?;
+                let mut members = Vec::new();
+                for (ev, hw) in pair {
+                    members.push((
+                        ev,
+                        g.add(perf_event::Builder::new(hw).exclude_kernel(!include_kernel))?,
+                    ));
+                }
+                g.enable()?;
+                Ok((g, members))
+            })();
+            // An unavailable pair is simply absent: the process-wide counters carry the reason.
+            if let Ok(x) = opened {
+                groups.push(x);
+            }
+        }
+        WorkerGroups {
+            groups,
+            include_kernel,
+        }
+    }
+
+    /// Counts since `open`, scaled by the group's enabled/running times.
+    pub fn figures(&mut self) -> CounterFigures {
+        let mut end = Reading::new();
+        for (g, members) in &mut self.groups {
+            let Ok(data) = g.read() else { continue };
+            let scale = match (data.time_enabled(), data.time_running()) {
+                (Some(en), Some(run)) if !run.is_zero() && run < en => {
+                    en.as_secs_f64() / run.as_secs_f64()
+                }
+                _ => 1.0,
+            };
+            for (ev, c) in members.iter() {
+                if let Some(v) = data.get(c) {
+                    end.insert(*ev, v.value() as f64 * scale);
+                }
+            }
+        }
+        let start: Reading = end.keys().map(|k| (*k, 0.0)).collect();
+        let mut f = figures(&start, &end, self.include_kernel);
+        f.scope = format!(
+            "this worker thread only, {}",
+            if self.include_kernel {
+                "user and kernel"
+            } else {
+                "user only"
+            }
+        );
+        f
+    }
+}
+
 /// Counters over a window, with the ratios papers/000 plots.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct CounterFigures {

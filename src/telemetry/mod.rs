@@ -247,8 +247,12 @@ pub struct PhaseTelemetry {
     pub memory: Option<Memory>,
     pub pressure: Pressure,
     pub power: Option<PowerFigures>,
-    /// Performance counters (`--counters`).
+    /// Performance counters of the whole process over the window (`--counters`).
     pub counters: Option<counters::CounterFigures>,
+    /// Each worker thread's own counters over its whole run (warm-up included), in worker
+    /// order; hardware events the machine lacks are absent.
+    #[serde(default)]
+    pub counters_per_worker: Vec<counters::CounterFigures>,
     /// Sources that could not be read, with why.
     pub unavailable: BTreeMap<String, String>,
 }
