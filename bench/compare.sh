@@ -8,6 +8,7 @@
 #   rocks-*     100,000 records of one 1,000-byte value, uniform reads (workload C shape),
 #               256 MiB block cache, no compression, no bloom filter, in memory
 #   rss-*       kvmeter's peak RSS (KiB) on the null store at 1 M and 100 M operations
+#   tel-*       telemetry at its default 100 ms against --telemetry-interval 0, null and RocksDB
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PEERS=${PEERS:-$(cd ../shared/peers 2>/dev/null && pwd || echo /work/shared/peers)}
@@ -44,6 +45,10 @@ run_case() {
         DB_BENCH_EXTRA="--cache_size=268435456 --compression_type=none" bash "$PEERS/run-db_bench.sh" 2>/dev/null | last_ops ;;
     rocks-ycsb-t[12]) DB=rocksdb WORKLOAD=c RECORDS=100000 OPS=1000000 THREADS="${name: -1}" FIELD_COUNT=1 VALUE_SIZE=1000 \
         YCSB_EXTRA="-p rocksdb.cache_mb=256 -p requestdistribution=uniform" bash "$PEERS/run-ycsb.sh" 2>/dev/null | last_ops ;;
+    tel-null-on)  $K run -P workloadc --store null --phase run --ops "$CEILING_OPS" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    tel-null-off) $K run -P workloadc --store null --phase run --ops "$CEILING_OPS" --telemetry-interval 0 --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    tel-rocks-on)  $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    tel-rocks-off) $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --telemetry-interval 0 --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     rss-kvmeter-1M|rss-kvmeter-100M)
       local n=1000000; [[ $name == *100M ]] && n=100000000
       /usr/bin/time -f '%M' -o "$d.rss" $K run -P workloadc --store null --phase run --ops $n --out "$d" >/dev/null 2>&1
@@ -54,7 +59,8 @@ run_case() {
 CASES=(ceiling-kvmeter-c ceiling-ycsb-c ceiling-kvmeter-a ceiling-ycsb-a
        rocks-kvmeter-t1 rocks-direct-t1 rocks-dbbench-t1 rocks-ycsb-t1
        rocks-kvmeter-t2 rocks-direct-t2 rocks-dbbench-t2 rocks-ycsb-t2
-       rss-kvmeter-1M rss-kvmeter-100M)
+       rss-kvmeter-1M rss-kvmeter-100M
+       tel-null-on tel-null-off tel-rocks-on tel-rocks-off)
 {
   echo "# kvmeter $(git rev-parse --short HEAD) on $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ)"
   echo -e "case\trep\tvalue"
