@@ -2,6 +2,7 @@
 //! workloads, tail latency from HdrHistograms, and a run directory written as the run goes.
 //! See docs/architecture.md for the map of modules.
 
+pub mod antagonist;
 pub mod calibrate;
 pub mod cli;
 pub mod doctor;

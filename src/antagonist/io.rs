@@ -1,0 +1,391 @@
+//! The I/O antagonist, with the behaviour of papers/004's `access_time3`: each instance runs a
+//! closed loop of read()/write() calls of one block size on its own large file opened with
+//! O_DIRECT|O_DSYNC (no page cache), a share `random_ratio` of them at random aligned offsets
+//! and the rest sequential, a share `write_ratio` of them writes.
+//!
+//! Safety: files live in a directory this module creates (`kvmeter-antagonist-*` under the
+//! chosen parent) and removes when dropped — after success, errors and Ctrl-C. Free space is
+//! checked before anything is written; only regular files are ever opened, never a device.
+
+use crate::error::UsageError;
+use serde::Serialize;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Largest block size an instance can issue.
+pub const MAX_BLOCK: usize = 4 << 20;
+const ALIGN: usize = 4096;
+
+/// A heap buffer aligned for O_DIRECT.
+struct Aligned {
+    ptr: *mut u8,
+    len: usize,
+}
+
+unsafe impl Send for Aligned {}
+
+impl Aligned {
+    fn new(len: usize) -> Self {
+        let layout = std::alloc::Layout::from_size_align(len, ALIGN).expect("valid layout");
+        // SAFETY: non-zero size; freed in Drop with the same layout.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!ptr.is_null(), "out of memory for an I/O buffer");
+        // Not all zeros, so compressing devices do real work.
+        for i in (0..len).step_by(8) {
+            unsafe { ptr.add(i).write((i as u8).wrapping_mul(31)) };
+        }
+        Aligned { ptr, len }
+    }
+    fn slice(&mut self, n: usize) -> &mut [u8] {
+        // SAFETY: n ≤ len (checked by callers), memory owned by self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, n.min(self.len)) }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        let layout = std::alloc::Layout::from_size_align(self.len, ALIGN).unwrap();
+        unsafe { std::alloc::dealloc(self.ptr, layout) };
+    }
+}
+
+/// What an instance is told to do, changed while it runs.
+#[derive(Default)]
+struct Control {
+    active: AtomicBool,
+    write_ratio: AtomicU64,
+    block_size: AtomicUsize,
+    stop: AtomicBool,
+}
+
+/// What an instance did.
+#[derive(Default)]
+struct Counters {
+    reads: AtomicU64,
+    writes: AtomicU64,
+    bytes: AtomicU64,
+    latency_ns: AtomicU64,
+    error: Mutex<Option<String>>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Sample {
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes: u64,
+    pub latency_ns: u64,
+}
+
+impl Sample {
+    pub fn minus(&self, o: &Sample) -> Sample {
+        Sample {
+            reads: self.reads - o.reads,
+            writes: self.writes - o.writes,
+            bytes: self.bytes - o.bytes,
+            latency_ns: self.latency_ns - o.latency_ns,
+        }
+    }
+    pub fn ops(&self) -> u64 {
+        self.reads + self.writes
+    }
+}
+
+struct Instance {
+    ctl: Arc<Control>,
+    counters: Arc<Counters>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+pub struct IoAntagonists {
+    instances: Vec<Instance>,
+    pub dir: PathBuf,
+    pub file_size: u64,
+    pub random_ratio: f64,
+    _guard: tempfile::TempDir,
+}
+
+fn free_bytes(path: &Path) -> Option<u64> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid C string and out-pointer.
+    (unsafe { libc::statvfs(c.as_ptr(), &mut s) } == 0)
+        .then(|| s.f_bavail as u64 * s.f_frsize as u64)
+}
+
+fn gib(b: u64) -> f64 {
+    b as f64 / (1u64 << 30) as f64
+}
+
+impl IoAntagonists {
+    /// Creates `instances` files of `file_size` bytes under a new directory in `parent`,
+    /// writes them in full (so reads reach the device), and starts idle instances.
+    pub fn prepare(
+        parent: &Path,
+        instances: usize,
+        file_size: u64,
+        random_ratio: f64,
+    ) -> Result<Self, UsageError> {
+        let bad = |why: String| UsageError::new(format!("--io-dir {}: {why}", parent.display()));
+        let meta = std::fs::metadata(parent).map_err(|e| bad(format!("cannot use it: {e}")))?;
+        if !meta.is_dir() {
+            return Err(bad("is not a directory (kvmeter only creates files in a directory; it never writes to a device)".into()));
+        }
+        if file_size < MAX_BLOCK as u64 || file_size % MAX_BLOCK as u64 != 0 {
+            return Err(UsageError::new(format!(
+                "--io-file-size {file_size}: expected a multiple of 4 MiB, at least 4 MiB"
+            )));
+        }
+        let need = instances as u64 * file_size + (1 << 30);
+        match free_bytes(parent) {
+            Some(free) if free < need => {
+                return Err(bad(format!(
+                    "not enough free space: {instances} antagonist files of {:.1} GiB need {:.1} GiB with a 1 GiB margin, {:.1} GiB are free; lower --io-file-size or choose another --io-dir",
+                    gib(file_size), gib(need), gib(free)
+                )))
+            }
+            _ => {}
+        }
+        let guard = tempfile::Builder::new()
+            .prefix("kvmeter-antagonist-")
+            .tempdir_in(parent)
+            .map_err(|e| bad(format!("cannot create a directory in it: {e}")))?;
+        let dir = guard.path().to_path_buf();
+        let mut list = Vec::new();
+        for i in 0..instances {
+            let path = dir.join(format!("antagonist-{i}.dat"));
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .custom_flags(libc::O_DIRECT | libc::O_DSYNC)
+                .open(&path)
+                .map_err(|e| match e.raw_os_error() {
+                    Some(libc::EINVAL) => bad("its filesystem does not support O_DIRECT (tmpfs?); choose a directory on the device under test".into()),
+                    _ => bad(format!("cannot create {}: {e}", path.display())),
+                })?;
+            lay_out(&f, file_size)
+                .map_err(|e| bad(format!("cannot write {}: {e}", path.display())))?;
+            let ctl = Arc::new(Control::default());
+            let counters = Arc::new(Counters::default());
+            let (c, k) = (ctl.clone(), counters.clone());
+            let handle = std::thread::Builder::new()
+                .name(format!("kvm-io-{i}"))
+                .spawn(move || run(f, file_size, random_ratio, &c, &k, i as u64))
+                .map_err(|e| UsageError::new(format!("cannot start an antagonist thread: {e}")))?;
+            list.push(Instance {
+                ctl,
+                counters,
+                handle: Some(handle),
+            });
+        }
+        Ok(IoAntagonists {
+            instances: list,
+            dir,
+            file_size,
+            random_ratio,
+            _guard: guard,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.instances.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.instances.is_empty()
+    }
+
+    /// Sets instance `i` running at `write_ratio` with `block_size`, or idle (None).
+    pub fn set(&self, i: usize, write_ratio: Option<f64>, block_size: usize) {
+        let c = &self.instances[i].ctl;
+        c.block_size
+            .store(block_size.clamp(512, MAX_BLOCK), Ordering::Relaxed);
+        c.write_ratio
+            .store(write_ratio.unwrap_or(0.0).to_bits(), Ordering::Relaxed);
+        c.active.store(write_ratio.is_some(), Ordering::Release);
+    }
+
+    pub fn idle_all(&self) {
+        for i in 0..self.instances.len() {
+            self.set(i, None, 4096);
+        }
+    }
+
+    pub fn sample(&self) -> Vec<Sample> {
+        self.instances
+            .iter()
+            .map(|x| {
+                let k = &x.counters;
+                Sample {
+                    reads: k.reads.load(Ordering::Relaxed),
+                    writes: k.writes.load(Ordering::Relaxed),
+                    bytes: k.bytes.load(Ordering::Relaxed),
+                    latency_ns: k.latency_ns.load(Ordering::Relaxed),
+                }
+            })
+            .collect()
+    }
+
+    /// The first I/O error any instance met.
+    pub fn error(&self) -> Option<String> {
+        self.instances.iter().find_map(|x| {
+            x.counters
+                .error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        })
+    }
+}
+
+impl Drop for IoAntagonists {
+    fn drop(&mut self) {
+        for x in &self.instances {
+            x.ctl.stop.store(true, Ordering::Relaxed);
+        }
+        for x in &mut self.instances {
+            if let Some(h) = x.handle.take() {
+                let _ = h.join();
+            }
+        }
+        // The TempDir guard then removes the directory and its files.
+    }
+}
+
+fn lay_out(f: &File, size: u64) -> std::io::Result<()> {
+    let mut buf = Aligned::new(MAX_BLOCK);
+    let mut off = 0;
+    while off < size {
+        f.write_all_at(buf.slice(MAX_BLOCK), off)?;
+        off += MAX_BLOCK as u64;
+    }
+    Ok(())
+}
+
+fn run(f: File, size: u64, random_ratio: f64, ctl: &Control, k: &Counters, seed: u64) {
+    let mut buf = Aligned::new(MAX_BLOCK);
+    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (seed + 1);
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let unit = |r: u64| (r >> 11) as f64 / (1u64 << 53) as f64;
+    let mut seq = 0u64;
+    while !ctl.stop.load(Ordering::Relaxed) {
+        if !ctl.active.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(2));
+            continue;
+        }
+        let bs = ctl.block_size.load(Ordering::Relaxed);
+        let wr = f64::from_bits(ctl.write_ratio.load(Ordering::Relaxed));
+        let blocks = size / bs as u64;
+        let off = if unit(rnd()) < random_ratio {
+            (rnd() % blocks) * bs as u64
+        } else {
+            seq = (seq + 1) % blocks;
+            seq * bs as u64
+        };
+        let write = unit(rnd()) < wr;
+        let t = Instant::now();
+        let r = if write {
+            f.write_all_at(buf.slice(bs), off)
+        } else {
+            f.read_exact_at(buf.slice(bs), off)
+        };
+        let ns = t.elapsed().as_nanos() as u64;
+        match r {
+            Ok(()) => {
+                if write {
+                    k.writes.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    k.reads.fetch_add(1, Ordering::Relaxed);
+                }
+                k.bytes.fetch_add(bs as u64, Ordering::Relaxed);
+                k.latency_ns.fetch_add(ns, Ordering::Relaxed);
+            }
+            Err(e) => {
+                *k.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                ctl.active.store(false, Ordering::Release);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issues_direct_io_of_the_block_size_and_stops_and_cleans_up() {
+        let parent = tempfile::tempdir_in(std::env::current_dir().unwrap()).unwrap();
+        let a = match IoAntagonists::prepare(parent.path(), 2, 8 << 20, 0.5) {
+            Ok(a) => a,
+            Err(e) if e.0.contains("O_DIRECT") => {
+                panic!("this test needs a filesystem with O_DIRECT: {e}")
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let dir = a.dir.clone();
+        assert!(dir.join("antagonist-0.dat").is_file());
+        assert_eq!(
+            std::fs::metadata(dir.join("antagonist-1.dat"))
+                .unwrap()
+                .len(),
+            8 << 20
+        );
+        let before = a.sample();
+        a.set(0, Some(0.0), 16384);
+        a.set(1, Some(1.0), 65536);
+        std::thread::sleep(Duration::from_millis(300));
+        a.idle_all();
+        std::thread::sleep(Duration::from_millis(20));
+        let mid = a.sample();
+        std::thread::sleep(Duration::from_millis(100));
+        let after = a.sample();
+        assert_eq!(mid, after, "idle instances issue nothing");
+        let r = mid[0].minus(&before[0]);
+        let w = mid[1].minus(&before[1]);
+        assert!(r.reads > 10 && r.writes == 0, "{r:?}");
+        assert_eq!(r.bytes, r.reads * 16384);
+        assert!(w.writes > 5 && w.reads == 0, "{w:?}");
+        assert_eq!(w.bytes, w.writes * 65536);
+        assert!(a.error().is_none());
+        drop(a);
+        assert!(!dir.exists(), "the antagonist directory is removed");
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_do_safely() {
+        let t = tempfile::tempdir().unwrap();
+        let e = IoAntagonists::prepare(t.path(), 4, 1 << 60, 0.5)
+            .err()
+            .unwrap();
+        assert!(e.0.contains("not enough free space"), "{e}");
+        let f = t.path().join("file");
+        std::fs::write(&f, "x").unwrap();
+        assert!(IoAntagonists::prepare(&f, 1, 8 << 20, 0.5)
+            .err()
+            .unwrap()
+            .0
+            .contains("not a directory"));
+        assert!(IoAntagonists::prepare(t.path(), 1, 1000, 0.5)
+            .err()
+            .unwrap()
+            .0
+            .contains("multiple of 4 MiB"));
+        assert!(IoAntagonists::prepare(Path::new("/dev/null"), 1, 8 << 20, 0.5).is_err());
+        // Nothing was left behind.
+        let left: Vec<_> = std::fs::read_dir(t.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name() != "file")
+            .collect();
+        assert!(left.is_empty());
+    }
+}
