@@ -24,6 +24,10 @@ pub enum Command {
     Run(RunArgs),
     /// Run the YCSB suite in the papers' order: load A, run A, B, C, F, D; clear; load E, run E.
     Suite(CommonArgs),
+    /// The pressure scale (papers/004): run a workload while four O_DIRECT I/O antagonists on
+    /// the same device step through w0..w25, for each block size; throughput per step and the
+    /// normalized pressure.
+    Pressure(PressureArgs),
     /// List the stores, whether each works here, and their options.
     Stores,
     /// Every measurement source (clock, CPU, disk, process, pressure, power, counters): does
@@ -56,6 +60,27 @@ pub struct RunArgs {
     /// Which phase: load (insert records), run (the operation mix) or both.
     #[arg(long, value_name = "PHASE", default_value = "both", value_parser = ["load", "run", "both"])]
     pub phase: String,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct PressureArgs {
+    /// YCSB workload property file (the paper uses workloada and workloadb).
+    #[arg(short = 'P', value_name = "FILE")]
+    pub workload: Vec<String>,
+    /// load: also load the store first (default); run: use an already loaded --data-dir.
+    #[arg(long, value_name = "PHASE", default_value = "both", value_parser = ["both", "run"])]
+    pub phase: String,
+    /// Antagonist block sizes in KiB (paper: 4,8,16,32,64,128,256,512; default 4,512).
+    #[arg(long, value_name = "KIB,...")]
+    pub block_sizes: Option<String>,
+    /// Length of each of the 26 steps (paper: 2m; default 10s), a whole number of --interval.
+    #[arg(long, value_name = "DURATION")]
+    pub step: Option<String>,
+    /// Share of random offsets in the antagonists' I/O (paper: 0.5).
+    #[arg(long, value_name = "SHARE")]
+    pub random_ratio: Option<f64>,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -137,6 +162,16 @@ pub struct CommonArgs {
     /// Calibration file to use (default: $XDG_CONFIG_HOME/kvmeter/calibration.json when present).
     #[arg(long, value_name = "FILE")]
     pub calibration: Option<PathBuf>,
+    /// A co-located antagonist during every run phase, repeatable: io:bs=4k,wr=0.3,rr=0.5,n=2
+    /// (O_DIRECT I/O), membw:threads=2,gbps=5 (memory streaming), cpu:threads=1,duty=0.5.
+    #[arg(long, value_name = "SPEC")]
+    pub antagonist: Vec<String>,
+    /// Directory for antagonist files (default: inside --data-dir, on the device under test).
+    #[arg(long, value_name = "DIR")]
+    pub io_dir: Option<PathBuf>,
+    /// Size of each antagonist file (default 10GiB, as the paper's).
+    #[arg(long, value_name = "SIZE")]
+    pub io_file_size: Option<String>,
 }
 
 fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: CommonArgs) -> Request {
@@ -167,6 +202,12 @@ fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: Commo
         idle_baseline: c.idle_baseline,
         counters: c.counters,
         calibration: c.calibration,
+        antagonists: c.antagonist,
+        io_dir: c.io_dir,
+        io_file_size: c.io_file_size,
+        random_ratio: None,
+        block_sizes: None,
+        step: None,
     }
 }
 
@@ -201,6 +242,15 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Suite(c) => spec::build(&request("suite", vec![], None, c))
             .map_err(anyhow::Error::from)
             .and_then(crate::driver::execute),
+        Command::Pressure(p) => {
+            let mut r = request("pressure", p.workload, Some(p.phase), p.common);
+            r.block_sizes = p.block_sizes;
+            r.step = p.step;
+            r.random_ratio = p.random_ratio;
+            spec::build(&r)
+                .map_err(anyhow::Error::from)
+                .and_then(crate::driver::execute)
+        }
     };
     match result {
         Ok(code) => code,

@@ -6,11 +6,14 @@ pub mod datadir;
 mod progress;
 mod worker;
 
+use crate::antagonist::io::IoAntagonists;
+use crate::antagonist::schedule;
 use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::machine;
 use crate::measure::{Collector, Metric, Stats};
 use crate::report::rundir::RunDir;
 use crate::report::{self, PhaseSummary, Summary};
+use crate::spec::Antagonist;
 use crate::spec::{ClockChoice, Format, PhaseKind, PhasePlan, Plan};
 use crate::store::{self, Store, StoreKind, StoreOptions};
 use crate::workload::{CoreWorkload, Op};
@@ -116,6 +119,9 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         }
     };
     let data = DataDir::prepare(plan.data_dir.as_deref())?;
+    // Antagonist files are laid out (and free space checked) before the run directory exists,
+    // so a refusal leaves nothing behind.
+    let io = prepare_io(&plan, &data)?;
     let mut rundir = RunDir::create(&plan.out)?;
     if plan
         .phases
@@ -269,6 +275,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             &clock,
             telemetry.as_ref(),
             idle.clone(),
+            io.as_ref(),
         );
         let (ps, ycsb) = match result {
             Ok(r) => r,
@@ -340,6 +347,153 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     Ok(exit)
 }
 
+/// Instances the pressure scale drives (0..4); `--antagonist io:` instances come after them.
+fn pressure_instances(plan: &Plan) -> usize {
+    if plan.phases.iter().any(|p| p.pressure.is_some()) {
+        schedule::INSTANCES
+    } else {
+        0
+    }
+}
+
+fn prepare_io(plan: &Plan, data: &DataDir) -> anyhow::Result<Option<IoAntagonists>> {
+    let generic: usize = plan
+        .antagonists
+        .iter()
+        .map(|a| match a {
+            Antagonist::Io { instances, .. } => *instances,
+            _ => 0,
+        })
+        .sum();
+    let n = pressure_instances(plan) + generic;
+    if n == 0 {
+        return Ok(None);
+    }
+    let rr = plan
+        .antagonists
+        .iter()
+        .find_map(|a| match a {
+            Antagonist::Io { random_ratio, .. } => Some(*random_ratio),
+            _ => None,
+        })
+        .unwrap_or(plan.random_ratio);
+    let parent = plan
+        .io_dir
+        .clone()
+        .unwrap_or_else(|| data.root().to_path_buf());
+    eprintln!(
+        "antagonists: writing {n} files of {:.1} GiB in {} (O_DIRECT) ...",
+        plan.io_file_size as f64 / (1u64 << 30) as f64,
+        parent.display()
+    );
+    Ok(Some(IoAntagonists::prepare(
+        &parent,
+        n,
+        plan.io_file_size,
+        rr,
+    )?))
+}
+
+/// Starts the `--antagonist` loads of a run phase.
+struct Running {
+    membw: Vec<crate::antagonist::MemBw>,
+    cpu: Vec<crate::antagonist::Cpu>,
+    io_before: Vec<crate::antagonist::io::Sample>,
+    started: Instant,
+}
+
+fn start_antagonists(plan: &Plan, io: Option<&IoAntagonists>) -> Running {
+    let mut r = Running {
+        membw: vec![],
+        cpu: vec![],
+        io_before: io.map(|a| a.sample()).unwrap_or_default(),
+        started: Instant::now(),
+    };
+    let mut next = pressure_instances(plan);
+    for a in &plan.antagonists {
+        match a {
+            Antagonist::Io {
+                block_size,
+                write_ratio,
+                instances,
+                ..
+            } => {
+                if let Some(io) = io {
+                    for i in next..next + instances {
+                        io.set(i, Some(*write_ratio), *block_size);
+                    }
+                }
+                next += instances;
+            }
+            Antagonist::Membw { threads, gb_per_s } => r
+                .membw
+                .push(crate::antagonist::MemBw::start(*threads, *gb_per_s)),
+            Antagonist::Cpu { threads, duty } => {
+                r.cpu.push(crate::antagonist::Cpu::start(*threads, *duty))
+            }
+        }
+    }
+    r
+}
+
+fn stop_antagonists(plan: &Plan, io: Option<&IoAntagonists>, r: Running) -> Vec<serde_json::Value> {
+    let secs = r.started.elapsed().as_secs_f64();
+    let mut out = vec![];
+    let mut next = pressure_instances(plan);
+    let after = io.map(|a| a.sample()).unwrap_or_default();
+    let (mut membw, mut cpu) = (r.membw.into_iter(), r.cpu.into_iter());
+    for a in &plan.antagonists {
+        match a {
+            Antagonist::Io {
+                block_size,
+                write_ratio,
+                random_ratio,
+                instances,
+            } => {
+                let mut d = crate::antagonist::io::Sample::default();
+                for i in next..next + instances {
+                    if let (Some(x), Some(y)) = (after.get(i), r.io_before.get(i)) {
+                        let m = x.minus(y);
+                        d.reads += m.reads;
+                        d.writes += m.writes;
+                        d.bytes += m.bytes;
+                        d.latency_ns += m.latency_ns;
+                    }
+                    if let Some(io) = io {
+                        io.set(i, None, *block_size);
+                    }
+                }
+                next += instances;
+                out.push(serde_json::json!({
+                    "kind": "io", "block_size": block_size, "write_ratio": write_ratio,
+                    "random_ratio": random_ratio, "instances": instances,
+                    "achieved_read_iops": d.reads as f64 / secs,
+                    "achieved_write_iops": d.writes as f64 / secs,
+                    "achieved_mb_per_s": d.bytes as f64 / secs / 1e6,
+                    "avg_latency_us": if d.ops() > 0 { d.latency_ns as f64 / d.ops() as f64 / 1000.0 } else { 0.0 },
+                    "error": io.and_then(|x| x.error()),
+                }));
+            }
+            Antagonist::Membw { .. } => {
+                if let Some(m) = membw.next() {
+                    out.push(
+                        serde_json::to_value(
+                            serde_json::json!({"kind": "membw", "report": m.stop()}),
+                        )
+                        .unwrap_or_default(),
+                    );
+                }
+            }
+            Antagonist::Cpu { .. } => {
+                if let Some(c) = cpu.next() {
+                    out.push(serde_json::json!({"kind": "cpu", "report": c.stop()}));
+                }
+            }
+        }
+    }
+    out
+}
+
 fn failed_phase(phase: &PhasePlan, error: String) -> PhaseSummary {
     let mut ps = empty_summary(phase);
     ps.outcome = "failed".into();
@@ -375,6 +529,8 @@ fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
         error_samples: vec![],
         telemetry: None,
         energy: None,
+        pressure: None,
+        antagonists: vec![],
     }
 }
 
@@ -427,6 +583,7 @@ fn run_phase(
     clock: &crate::measure::clock::Clock,
     telemetry: Option<&crate::telemetry::Telemetry>,
     idle: Option<(f64, String)>,
+    io: Option<&IoAntagonists>,
 ) -> anyhow::Result<(PhaseSummary, Option<String>)> {
     let mut ps = empty_summary(phase);
     let wall0 = Instant::now();
@@ -483,6 +640,29 @@ fn run_phase(
     if let Some(t) = telemetry {
         t.begin(&phase.name);
     }
+    let running = (!load).then(|| start_antagonists(plan, io));
+    // The pressure scale: per-step stats, antagonist samples at each step boundary.
+    let pressure = phase.pressure.clone().filter(|_| io.is_some());
+    let mut steps: Vec<Stats> = match &pressure {
+        Some(_) => (0..schedule::STEPS)
+            .map(|_| collector.empty_stats())
+            .collect(),
+        None => vec![],
+    };
+    let mut step_samples: Vec<Vec<crate::antagonist::io::Sample>> = vec![];
+    let mut step_starts: Vec<Duration> = vec![];
+    let apply_step = |w: usize,
+                      samples: &mut Vec<Vec<crate::antagonist::io::Sample>>,
+                      starts: &mut Vec<Duration>,
+                      at: Duration| {
+        if let (Some(pp), Some(io)) = (&pressure, io) {
+            samples.push(io.sample());
+            starts.push(at);
+            for (i, wr) in schedule::step(w).iter().enumerate() {
+                io.set(i, *wr, pp.block_size);
+            }
+        }
+    };
     let phase_wall_start = SystemTime::now();
     ps.started_at = humantime::format_rfc3339_millis(phase_wall_start).to_string();
     let mut measured = collector.empty_stats();
@@ -514,6 +694,17 @@ fn run_phase(
         let deadline = phase.duration.map(|d| t0 + d);
         let grace =
             (plan.interval / 10).clamp(Duration::from_millis(5), Duration::from_millis(100));
+        let mut current_step: Option<usize> = None;
+        let step_of = |t: Duration| -> Option<usize> {
+            let pp = pressure.as_ref()?;
+            let since = t.checked_sub(phase.warmup)?;
+            let w = (since.as_nanos() / pp.step.as_nanos().max(1)) as usize;
+            (w < schedule::STEPS).then_some(w)
+        };
+        if let Some(w) = step_of(Duration::ZERO) {
+            apply_step(w, &mut step_samples, &mut step_starts, Duration::ZERO);
+            current_step = Some(w);
+        }
         loop {
             let now = Instant::now();
             let done = shared.finished.load(Ordering::Acquire) == threads;
@@ -530,6 +721,13 @@ fn run_phase(
                 }
             }
             if now >= next_boundary {
+                let b = next_boundary - t0;
+                if let Some(w) = step_of(b) {
+                    if current_step != Some(w) {
+                        apply_step(w, &mut step_samples, &mut step_starts, b);
+                        current_step = Some(w);
+                    }
+                }
                 if warmup_end == Some(next_boundary) {
                     // Telemetry's measured window starts with the operations'.
                     if let Some(t) = telemetry {
@@ -556,6 +754,9 @@ fn run_phase(
                 );
                 if !in_warmup {
                     measured.add(&interval);
+                    if let Some(w) = step_of(boundary_start - t0) {
+                        steps[w].add(&interval);
+                    }
                 }
                 interval.reset();
                 interval_no += 1;
@@ -605,6 +806,38 @@ fn run_phase(
     }
     if !in_warmup {
         measured.add(&interval);
+        if pressure.is_some() {
+            let t = boundary_start - shared.t0;
+            if let Some(pp) = &pressure {
+                if let Some(since) = t.checked_sub(phase.warmup) {
+                    let w = (since.as_nanos() / pp.step.as_nanos().max(1)) as usize;
+                    if w < schedule::STEPS {
+                        steps[w].add(&interval);
+                    }
+                }
+            }
+        }
+    }
+    if let (Some(pp), Some(io)) = (&pressure, io) {
+        step_samples.push(io.sample());
+        step_starts.push(end);
+        io.idle_all();
+        ps.pressure = Some(pressure_result(
+            pp,
+            io,
+            &steps,
+            &step_samples,
+            &step_starts,
+            plan.random_ratio,
+        ));
+        rundir.append_pressure(&phase.name, ps.pressure.as_ref().unwrap())?;
+        if let Some(e) = io.error() {
+            ps.outcome = "failed".into();
+            ps.error = Some(format!("an I/O antagonist failed: {e}"));
+        }
+    }
+    if let Some(r) = running {
+        ps.antagonists = stop_antagonists(plan, io, r);
     }
     ps.telemetry = telemetry.map(|t| t.end());
     if let Some(t) = ps.telemetry.as_mut() {
@@ -650,6 +883,93 @@ fn run_phase(
         &plan.ycsb_percentiles,
     );
     Ok((ps, Some(ycsb)))
+}
+
+fn pressure_result(
+    pp: &crate::spec::PressurePhase,
+    io: &IoAntagonists,
+    steps: &[Stats],
+    samples: &[Vec<crate::antagonist::io::Sample>],
+    starts: &[Duration],
+    random_ratio: f64,
+) -> report::PressureResult {
+    let mut out = Vec::new();
+    let n = samples.len().saturating_sub(1).min(steps.len());
+    for w in 0..n {
+        let secs = (starts[w + 1].saturating_sub(starts[w]))
+            .as_secs_f64()
+            .max(1e-9);
+        let st = &steps[w];
+        let ops: u64 = st
+            .metrics()
+            .filter(|(m, _)| report::is_store_call(*m))
+            .map(|(_, o)| o.count())
+            .sum();
+        let mut d = crate::antagonist::io::Sample::default();
+        for (a, b) in samples[w + 1]
+            .iter()
+            .zip(&samples[w])
+            .take(schedule::INSTANCES)
+        {
+            let m = a.minus(b);
+            d.reads += m.reads;
+            d.writes += m.writes;
+            d.bytes += m.bytes;
+            d.latency_ns += m.latency_ns;
+        }
+        out.push(report::PressureStep {
+            step: format!("w{w}"),
+            start_s: starts[w].as_secs_f64(),
+            seconds: secs,
+            write_ratios: schedule::step(w).to_vec(),
+            ops_per_s: ops as f64 / secs,
+            normalized_pressure: 0.0,
+            p99_us: st
+                .metrics()
+                .filter(|(m, _)| report::is_store_call(*m))
+                .map(|(m, o)| {
+                    (
+                        m.name().to_string(),
+                        crate::measure::percentile::value_at(&o.ok, 99.0) as f64 / 1000.0,
+                    )
+                })
+                .collect(),
+            antagonist_read_iops: d.reads as f64 / secs,
+            antagonist_write_iops: d.writes as f64 / secs,
+            antagonist_mb_per_s: d.bytes as f64 / secs / 1e6,
+            antagonist_avg_latency_us: if d.ops() > 0 {
+                d.latency_ns as f64 / d.ops() as f64 / 1000.0
+            } else {
+                0.0
+            },
+        });
+    }
+    let rho0 = out.first().map(|s| s.ops_per_s).unwrap_or(0.0);
+    for s in &mut out {
+        s.normalized_pressure = schedule::normalized_pressure(rho0, s.ops_per_s);
+    }
+    let pressures: Vec<f64> = out.iter().map(|s| s.normalized_pressure).collect();
+    let mean = |r: std::ops::Range<usize>| -> f64 {
+        let v: Vec<f64> = r.filter_map(|i| pressures.get(i).copied()).collect();
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    };
+    report::PressureResult {
+        block_size_kib: pp.block_size / 1024,
+        step_seconds: pp.step.as_secs_f64(),
+        random_ratio,
+        file_size_bytes: io.file_size,
+        scale: schedule::scale(&pressures)
+            .into_iter()
+            .map(|i| format!("w{i}"))
+            .collect(),
+        read_only_mean_pressure: mean(1..5),
+        write_mean_pressure: mean(5..schedule::STEPS),
+        steps: out,
+    }
 }
 
 /// The energy window's length (telemetry's, which matches the measured window).

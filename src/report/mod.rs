@@ -126,6 +126,45 @@ pub struct PhaseSummary {
     pub telemetry: Option<crate::telemetry::PhaseTelemetry>,
     /// Energy figures of the measured window, with their source (null when no source).
     pub energy: Option<Energy>,
+    /// The pressure scale at this phase's block size (`kvmeter pressure` only).
+    pub pressure: Option<PressureResult>,
+    /// Antagonists that ran during the phase (`--antagonist`), with the load they achieved.
+    pub antagonists: Vec<serde_json::Value>,
+}
+
+/// One step of the pressure scale.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PressureStep {
+    /// w0 .. w25.
+    pub step: String,
+    pub start_s: f64,
+    pub seconds: f64,
+    /// Each antagonist instance's write ratio; null when it was not running.
+    pub write_ratios: Vec<Option<f64>>,
+    /// The store's mean throughput over the step (ρ).
+    pub ops_per_s: f64,
+    /// (ρ(w0) − ρ(wi)) / ρ(w0).
+    pub normalized_pressure: f64,
+    /// p99 latency per operation type in the step (µs).
+    pub p99_us: BTreeMap<String, f64>,
+    pub antagonist_read_iops: f64,
+    pub antagonist_write_iops: f64,
+    pub antagonist_mb_per_s: f64,
+    pub antagonist_avg_latency_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PressureResult {
+    pub block_size_kib: usize,
+    pub step_seconds: f64,
+    pub random_ratio: f64,
+    pub file_size_bytes: u64,
+    pub steps: Vec<PressureStep>,
+    /// Steps by decreasing normalized pressure (the pressure scale, papers/004 Def. 2).
+    pub scale: Vec<String>,
+    /// Mean normalized pressure of the read-only steps (w1–w4) and of the write steps (w5–w25).
+    pub read_only_mean_pressure: f64,
+    pub write_mean_pressure: f64,
 }
 
 /// Energy of a phase's measured window. `estimate` true means the utilisation model: these

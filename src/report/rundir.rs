@@ -219,6 +219,44 @@ impl RunDir {
         Ok(())
     }
 
+    /// Appends a phase's pressure-scale rows to `pressure.csv` (created with its header).
+    pub fn append_pressure(
+        &mut self,
+        phase: &str,
+        r: &super::PressureResult,
+    ) -> anyhow::Result<()> {
+        let path = self.root.join("pressure.csv");
+        let new = !path.exists();
+        let mut f = OpenOptions::new().create(true).append(true).open(&path)?;
+        if new {
+            writeln!(f, "phase,block_size_kib,step,start_s,seconds,write_ratios,ops_per_s,normalized_pressure,antagonist_read_iops,antagonist_write_iops,antagonist_mb_per_s,antagonist_avg_latency_us")?;
+        }
+        for s in &r.steps {
+            let wr: Vec<String> = s
+                .write_ratios
+                .iter()
+                .map(|w| w.map(|x| format!("{x}")).unwrap_or_else(|| "-".into()))
+                .collect();
+            writeln!(
+                f,
+                "{phase},{},{},{:.3},{:.3},{},{:.1},{:.4},{:.1},{:.1},{:.3},{:.1}",
+                r.block_size_kib,
+                s.step,
+                s.start_s,
+                s.seconds,
+                wr.join("/"),
+                s.ops_per_s,
+                s.normalized_pressure,
+                s.antagonist_read_iops,
+                s.antagonist_write_iops,
+                s.antagonist_mb_per_s,
+                s.antagonist_avg_latency_us
+            )?;
+        }
+        f.sync_data()?;
+        Ok(())
+    }
+
     pub fn metric_log_path(&self, phase: &str, metric: Metric) -> PathBuf {
         self.root
             .join("latency")

@@ -149,6 +149,30 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
                 }
             }
         }
+        if let Some(r) = &p.pressure {
+            let rho0 = r.steps.first().map(|s| s.ops_per_s).unwrap_or(0.0);
+            let _ = writeln!(
+                out,
+                "  pressure {} KiB blocks, {:.0} s steps: w0 {} ops/s; mean normalized pressure read-only (w1-w4) {:.1} %, with writes (w5-w25) {:.1} %",
+                r.block_size_kib, r.step_seconds, group(rho0.round() as u64),
+                r.read_only_mean_pressure * 100.0, r.write_mean_pressure * 100.0
+            );
+            let top: Vec<String> = r
+                .scale
+                .iter()
+                .take(5)
+                .filter_map(|w| r.steps.iter().find(|s| &s.step == w))
+                .map(|s| format!("{} {:.0} %", s.step, s.normalized_pressure * 100.0))
+                .collect();
+            let _ = writeln!(
+                out,
+                "           highest: {} (all steps in pressure.csv)",
+                top.join(", ")
+            );
+        }
+        for a in &p.antagonists {
+            let _ = writeln!(out, "  antagonist {a}");
+        }
         for na in &p.not_applicable {
             let _ = writeln!(
                 out,

@@ -152,6 +152,126 @@ pub enum ClockChoice {
     Monotonic,
 }
 
+/// A co-located antagonist (`--antagonist`), running during every run phase.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Antagonist {
+    /// `io:bs=4k,wr=0.3,rr=0.5,n=2`: n O_DIRECT instances.
+    Io {
+        block_size: usize,
+        write_ratio: f64,
+        random_ratio: f64,
+        instances: usize,
+    },
+    /// `membw:threads=2,gbps=5`: memory streaming, throttled when gbps is given.
+    Membw {
+        threads: usize,
+        gb_per_s: Option<f64>,
+    },
+    /// `cpu:threads=1,duty=0.5`: busy threads at a duty cycle.
+    Cpu { threads: usize, duty: f64 },
+}
+
+/// A size such as 4k, 512KiB, 10G, 10GiB (binary units) or plain bytes.
+pub fn parse_size(flag: &str, s: &str) -> Result<u64, UsageError> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => 0,
+    };
+    match num.parse::<f64>() {
+        Ok(n) if mult > 0 && n > 0.0 => Ok((n * mult as f64) as u64),
+        _ => Err(UsageError::new(format!(
+            "{flag} '{s}': expected a size such as 4k, 512KiB or 10GiB"
+        ))),
+    }
+}
+
+impl Antagonist {
+    pub fn parse(s: &str) -> Result<Self, UsageError> {
+        let bad = |why: &str| UsageError::new(format!("--antagonist '{s}': {why}"));
+        let (kind, rest) = s.split_once(':').unwrap_or((s, ""));
+        let mut kv = std::collections::HashMap::new();
+        for part in rest.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| bad("expected key=value pairs"))?;
+            kv.insert(k.to_string(), v.to_string());
+        }
+        let num = |k: &str, d: f64, lo: f64, hi: f64| -> Result<f64, UsageError> {
+            match kv.get(k) {
+                None => Ok(d),
+                Some(v) => v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| (lo..=hi).contains(x))
+                    .ok_or_else(|| bad(&format!("{k}={v}: expected a number from {lo} to {hi}"))),
+            }
+        };
+        let known = |keys: &[&str]| -> Result<(), UsageError> {
+            match kv.keys().find(|k| !keys.contains(&k.as_str())) {
+                Some(k) => Err(bad(&format!(
+                    "unknown key '{k}'; expected {}",
+                    keys.join(", ")
+                ))),
+                None => Ok(()),
+            }
+        };
+        match kind {
+            "io" => {
+                known(&["bs", "wr", "rr", "n"])?;
+                let bs = match kv.get("bs") {
+                    Some(v) => parse_size("--antagonist io:bs", v)? as usize,
+                    None => 4096,
+                };
+                if bs % 512 != 0 || bs > crate::antagonist::io::MAX_BLOCK {
+                    return Err(bad("bs: expected a multiple of 512 bytes up to 4 MiB"));
+                }
+                Ok(Antagonist::Io {
+                    block_size: bs,
+                    write_ratio: num("wr", 0.0, 0.0, 1.0)?,
+                    random_ratio: num("rr", 0.5, 0.0, 1.0)?,
+                    instances: num("n", 1.0, 1.0, 64.0)? as usize,
+                })
+            }
+            "membw" => {
+                known(&["threads", "gbps"])?;
+                Ok(Antagonist::Membw {
+                    threads: num("threads", 1.0, 1.0, 1024.0)? as usize,
+                    gb_per_s: match kv.get("gbps") {
+                        Some(_) => Some(num("gbps", 1.0, 0.001, 10000.0)?),
+                        None => None,
+                    },
+                })
+            }
+            "cpu" => {
+                known(&["threads", "duty"])?;
+                Ok(Antagonist::Cpu {
+                    threads: num("threads", 1.0, 1.0, 1024.0)? as usize,
+                    duty: num("duty", 1.0, 0.0, 1.0)?,
+                })
+            }
+            _ => Err(bad("expected io:..., membw:... or cpu:...")),
+        }
+    }
+}
+
+/// A pressure-scale phase: the schedule of papers/004 at one block size.
+#[derive(Clone, Debug, Serialize)]
+pub struct PressurePhase {
+    pub block_size: usize,
+    #[serde(serialize_with = "ser_secs")]
+    pub step: Duration,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct PhasePlan {
     pub name: String,
@@ -169,6 +289,8 @@ pub struct PhasePlan {
     pub warmup: Duration,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pressure: Option<PressurePhase>,
     /// Every property as resolved, with where its value came from.
     pub properties: BTreeMap<String, PropValue>,
 }
@@ -217,6 +339,11 @@ pub struct Plan {
     pub calibration: Option<PathBuf>,
     /// Whether `--power-model` was given (it then wins over a calibration's model).
     pub power_model_given: bool,
+    pub antagonists: Vec<Antagonist>,
+    /// Where antagonist files go (default: inside the data directory, on the same device).
+    pub io_dir: Option<PathBuf>,
+    pub io_file_size: u64,
+    pub random_ratio: f64,
     /// Measure idle power this long before the first phase (`--idle-baseline`).
     #[serde(serialize_with = "ser_opt_secs")]
     pub idle_baseline: Option<Duration>,
@@ -255,9 +382,19 @@ pub struct Request {
     pub idle_baseline: Option<String>,
     pub counters: bool,
     pub calibration: Option<PathBuf>,
+    pub antagonists: Vec<String>,
+    pub io_dir: Option<PathBuf>,
+    pub io_file_size: Option<String>,
+    pub random_ratio: Option<f64>,
+    /// `kvmeter pressure`: block sizes in KiB ("4,512") and the step length.
+    pub block_sizes: Option<String>,
+    pub step: Option<String>,
 }
 
-/// Properties with their sources.
+/// Pressure defaults: the paper's steps last 2 minutes and it sweeps 4..512 KiB; kvmeter's
+/// defaults are shorter so one run fits in about 10 minutes, and say so in the manifest.
+pub const PRESSURE_STEP: Duration = Duration::from_secs(10);
+pub const PRESSURE_BLOCK_SIZES: &str = "4,512";
 #[derive(Clone, Default)]
 struct Props(BTreeMap<String, PropValue>);
 
@@ -428,7 +565,34 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
 
     // Phase layout: (name, kind, workload files).
     let suite = req.command == "suite";
-    let layout: Vec<(String, PhaseKind, Vec<String>)> = if suite {
+    let pressure = req.command == "pressure";
+    let step = parse_duration("--step", req.step.as_deref().unwrap_or("10s"))?;
+    let block_sizes: Vec<usize> = if pressure {
+        let text = req.block_sizes.as_deref().unwrap_or(PRESSURE_BLOCK_SIZES);
+        let list: Result<Vec<usize>, _> =
+            text.split(',').map(|x| x.trim().parse::<usize>()).collect();
+        match list {
+            Ok(l) if !l.is_empty() && l.iter().all(|k| *k >= 1 && k * 1024 <= crate::antagonist::io::MAX_BLOCK) => l,
+            _ => {
+                return Err(UsageError::new(format!(
+                    "--block-sizes '{text}': expected KiB values from 1 to 4096, comma-separated (paper: 4,8,16,32,64,128,256,512)"
+                )))
+            }
+        }
+    } else {
+        vec![]
+    };
+    let layout: Vec<(String, PhaseKind, Vec<String>)> = if pressure {
+        let files = req.workload_files.clone();
+        let mut l = vec![];
+        if req.phase.as_deref() != Some("run") {
+            l.push(("load".to_string(), PhaseKind::Load, files.clone()));
+        }
+        for bs in &block_sizes {
+            l.push((format!("pressure-{bs}k"), PhaseKind::Run, files.clone()));
+        }
+        l
+    } else if suite {
         let w = |l: &str| vec![format!("workload{l}")];
         vec![
             ("load-a".into(), PhaseKind::Load, w("a")),
@@ -528,6 +692,20 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         req.status_interval.as_deref().unwrap_or("10s"),
     )?;
 
+    if pressure {
+        if step < Duration::from_secs(1) || step.as_millis() % interval.as_millis().max(1) != 0 {
+            return Err(UsageError::new(format!(
+                "--step {step:?}: expected at least 1s and a whole number of --interval ({interval:?})"
+            )));
+        }
+        if let Some(w) = warmup_flag {
+            if w.as_millis() % interval.as_millis().max(1) != 0 {
+                return Err(UsageError::new(format!(
+                    "--warmup {w:?}: for pressure, a whole number of --interval ({interval:?}) so steps align with intervals"
+                )));
+            }
+        }
+    }
     let mut phases = Vec::new();
     let mut ycsb_percentiles = vec![50.0, 95.0, 99.0];
     for (name, kind, files) in layout {
@@ -543,9 +721,11 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
                 warmup: Duration::ZERO,
                 workload: None,
                 properties: BTreeMap::new(),
+                pressure: None,
             });
             continue;
         }
+        let mut flag_duration_for_phase: Option<Duration> = None;
         let mut p = Props::default();
         for f in &files {
             load_workload_file(f, &mut p, &mut warnings)?;
@@ -591,7 +771,32 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         }
         let user_gave_ops =
             req.ops.is_some() || cli_props.iter().any(|(k, _)| k == "operationcount");
-        let duration = match flag_duration {
+        let pressure_phase = (pressure && kind == PhaseKind::Run).then(|| {
+            let kib: usize = name
+                .trim_start_matches("pressure-")
+                .trim_end_matches('k')
+                .parse()
+                .unwrap_or(4);
+            PressurePhase {
+                block_size: kib * 1024,
+                step,
+            }
+        });
+        if let Some(pp) = &pressure_phase {
+            if user_gave_ops {
+                return Err(UsageError::new(
+                    "kvmeter pressure runs each block size for warm-up + 26 steps; --ops does not apply (use --step)",
+                ));
+            }
+            let w = warmup_flag.unwrap_or(Duration::ZERO);
+            p.set(
+                "operationcount",
+                "0",
+                "pressure: the schedule sets the duration",
+            );
+            flag_duration_for_phase = Some(w + pp.step * crate::antagonist::schedule::STEPS as u32);
+        }
+        let duration = match flag_duration_for_phase.or(flag_duration) {
             Some(d) => Some(d),
             None => {
                 let secs = p.int("maxexecutiontime", 0)?;
@@ -696,6 +901,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
             warmup,
             workload: Some(w),
             properties: p.0,
+            pressure: pressure_phase,
         });
     }
 
@@ -726,6 +932,25 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
             None => crate::telemetry::power::Model::default(),
         },
         counters: req.counters,
+        antagonists: req
+            .antagonists
+            .iter()
+            .map(|a| Antagonist::parse(a))
+            .collect::<Result<_, _>>()?,
+        io_dir: req.io_dir.clone(),
+        io_file_size: parse_size(
+            "--io-file-size",
+            req.io_file_size.as_deref().unwrap_or("10GiB"),
+        )?,
+        random_ratio: match req.random_ratio {
+            Some(r) if (0.0..=1.0).contains(&r) => r,
+            Some(r) => {
+                return Err(UsageError::new(format!(
+                    "--random-ratio {r}: expected a share from 0 to 1"
+                )))
+            }
+            None => 0.5,
+        },
         calibration: req.calibration.clone(),
         power_model_given: req.power_model.is_some(),
         idle_baseline: req
@@ -1041,6 +1266,64 @@ mod tests {
         assert_eq!(plan.phases[0].operations, 1000);
         r.ops = Some(300);
         assert_eq!(build(&r).unwrap().phases[1].operations, 300);
+    }
+
+    #[test]
+    fn pressure_plan_and_antagonists() {
+        let mut r = req("pressure");
+        r.workload_files = vec!["workloada".into()];
+        r.step = Some("2s".into());
+        r.block_sizes = Some("4,512".into());
+        let plan = build(&r).unwrap();
+        let names: Vec<&str> = plan.phases.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["load", "pressure-4k", "pressure-512k"]);
+        assert_eq!(plan.phases[1].duration, Some(Duration::from_secs(52)));
+        assert_eq!(
+            plan.phases[2].pressure.as_ref().unwrap().block_size,
+            512 * 1024
+        );
+        assert_eq!(plan.io_file_size, 10 << 30);
+        r.step = Some("1500ms".into());
+        assert!(err(r.clone()).contains("whole number of --interval"));
+        r.step = None;
+        r.block_sizes = Some("4,x".into());
+        assert!(err(r).contains("--block-sizes"));
+
+        assert_eq!(
+            Antagonist::parse("io:bs=64k,wr=0.3,n=2").unwrap(),
+            Antagonist::Io {
+                block_size: 65536,
+                write_ratio: 0.3,
+                random_ratio: 0.5,
+                instances: 2
+            }
+        );
+        assert_eq!(
+            Antagonist::parse("cpu:duty=0.25").unwrap(),
+            Antagonist::Cpu {
+                threads: 1,
+                duty: 0.25
+            }
+        );
+        assert_eq!(
+            Antagonist::parse("membw:threads=2,gbps=3").unwrap(),
+            Antagonist::Membw {
+                threads: 2,
+                gb_per_s: Some(3.0)
+            }
+        );
+        assert!(Antagonist::parse("io:wr=2").unwrap_err().0.contains("wr=2"));
+        assert!(Antagonist::parse("io:zz=1")
+            .unwrap_err()
+            .0
+            .contains("unknown key 'zz'"));
+        assert!(Antagonist::parse("disk")
+            .unwrap_err()
+            .0
+            .contains("expected io:"));
+        assert_eq!(parse_size("x", "10GiB").unwrap(), 10 << 30);
+        assert_eq!(parse_size("x", "4k").unwrap(), 4096);
+        assert!(parse_size("x", "ten").is_err());
     }
 
     #[test]
