@@ -1069,3 +1069,58 @@ fn antagonists_on_any_run() {
     assert_eq!(code, 2);
     assert!(err.contains("--antagonist 'disk:1'"), "{err}");
 }
+
+#[test]
+fn membw_share_needs_a_calibration_and_uses_it() {
+    let t = tempfile::tempdir().unwrap();
+    let (code, err) = stderr_of(&[
+        "run",
+        "--store",
+        "null",
+        "--antagonist",
+        "membw:share=0.5",
+        "--calibration",
+        "/no/such/file",
+        "--out",
+        t.path().join("x").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!t.path().join("x").exists());
+    let cal = t.path().join("cal.json");
+    kvmeter()
+        .args(["calibrate", "--seconds", "1", "--calibration"])
+        .arg(&cal)
+        .assert()
+        .success();
+    let peak = json(&cal)["memory_bandwidth"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["gb_per_s"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    let out = t.path().join("run");
+    kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloadc",
+            "--store",
+            "null",
+            "--phase",
+            "run",
+            "--duration",
+            "1s",
+        ])
+        .args(["--antagonist", "membw:share=0.1,cpus=0", "--calibration"])
+        .arg(&cal)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let summary = json(&out.join("summary.json"));
+    let a = &phase(&summary, "run")["antagonists"][0]["report"];
+    let target = a["target_gb_per_s"].as_f64().unwrap();
+    assert!((target - 0.1 * peak).abs() < 1e-9, "{a}");
+    let got = a["achieved_gb_per_s"].as_f64().unwrap();
+    assert!((got - target).abs() < 0.35 * target, "{a}");
+}

@@ -12,6 +12,22 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Pins the calling thread to one CPU (best effort: a CPU outside the allowed set is ignored).
+pub fn pin_current_thread(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn pin_for(cpus: &[usize], i: usize) {
+    if !cpus.is_empty() {
+        pin_current_thread(cpus[i % cpus.len()]);
+    }
+}
+
 /// Memory-bandwidth antagonist: threads streaming over large arrays (a copy of 64 MiB per
 /// pass), throttled to a target rate by sleeping between chunks.
 pub struct MemBw {
@@ -32,16 +48,18 @@ pub struct MemBwReport {
 
 impl MemBw {
     /// `target`: total GB/s over all threads (None: as fast as possible).
-    pub fn start(threads: usize, target: Option<f64>) -> Self {
+    pub fn start(threads: usize, target: Option<f64>, cpus: &[usize]) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let bytes = Arc::new(AtomicU64::new(0));
         let per_thread = target.map(|t| t / threads as f64);
         let handles = (0..threads)
             .map(|i| {
                 let (stop, bytes) = (stop.clone(), bytes.clone());
+                let cpus = cpus.to_vec();
                 std::thread::Builder::new()
                     .name(format!("kvm-membw-{i}"))
                     .spawn(move || {
+                        pin_for(&cpus, i);
                         const N: usize = 4 << 20; // 4 Mi u64 = 32 MiB per array
                         const CHUNK: usize = 1 << 16;
                         let src = vec![1u64; N];
@@ -111,16 +129,18 @@ pub struct CpuReport {
 }
 
 impl Cpu {
-    pub fn start(threads: usize, duty: f64) -> Self {
+    pub fn start(threads: usize, duty: f64, cpus: &[usize]) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let busy_ns = Arc::new(AtomicU64::new(0));
         let period = Duration::from_millis(10);
         let handles = (0..threads)
             .map(|i| {
                 let (stop, busy_ns) = (stop.clone(), busy_ns.clone());
+                let cpus = cpus.to_vec();
                 std::thread::Builder::new()
                     .name(format!("kvm-cpu-{i}"))
                     .spawn(move || {
+                        pin_for(&cpus, i);
                         let mut x = 1u64;
                         while !stop.load(Ordering::Relaxed) {
                             let t = Instant::now();
@@ -170,7 +190,7 @@ mod tests {
 
     #[test]
     fn membw_is_throttled_and_stops() {
-        let m = MemBw::start(1, Some(1.0));
+        let m = MemBw::start(1, Some(1.0), &[0]);
         std::thread::sleep(Duration::from_millis(400));
         let t = Instant::now();
         let r = m.stop();
@@ -180,7 +200,7 @@ mod tests {
 
     #[test]
     fn cpu_duty_cycle() {
-        let c = Cpu::start(1, 0.5);
+        let c = Cpu::start(1, 0.5, &[]);
         std::thread::sleep(Duration::from_millis(500));
         let r = c.stop();
         assert!((r.achieved_cpus - 0.5).abs() < 0.15, "{r:?}");

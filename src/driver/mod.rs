@@ -104,6 +104,10 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         eprintln!("warning: {w}");
     }
     // Input checks first: nothing is created before the input is accepted.
+    let needs_peak = plan
+        .antagonists
+        .iter()
+        .any(|a| matches!(a, Antagonist::Membw { share: Some(_), .. }));
     let machine_facts = machine::machine();
     let cal_path = plan
         .calibration
@@ -118,6 +122,13 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             (None, format!("none: {why}"))
         }
     };
+    let peak_gbps = peak_bandwidth(calibration.as_ref());
+    if needs_peak && peak_gbps.is_none() {
+        return Err(crate::error::UsageError::new(format!(
+            "--antagonist membw:share=… needs the calibrated memory bandwidth; run 'kvmeter calibrate' first ({calibration_note})"
+        ))
+        .into());
+    }
     let data = DataDir::prepare(plan.data_dir.as_deref())?;
     // Antagonist files are laid out (and free space checked) before the run directory exists,
     // so a refusal leaves nothing behind.
@@ -276,6 +287,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             telemetry.as_ref(),
             idle.clone(),
             io.as_ref(),
+            peak_gbps,
         );
         let (ps, ycsb) = match result {
             Ok(r) => r,
@@ -402,7 +414,15 @@ struct Running {
     started: Instant,
 }
 
-fn start_antagonists(plan: &Plan, io: Option<&IoAntagonists>) -> Running {
+/// The calibrated memory bandwidth with all threads (for `membw:share=`).
+fn peak_bandwidth(c: Option<&crate::calibrate::Calibration>) -> Option<f64> {
+    c?.memory_bandwidth
+        .iter()
+        .map(|b| b.gb_per_s)
+        .reduce(f64::max)
+}
+
+fn start_antagonists(plan: &Plan, io: Option<&IoAntagonists>, peak_gbps: Option<f64>) -> Running {
     let mut r = Running {
         membw: vec![],
         cpu: vec![],
@@ -425,12 +445,23 @@ fn start_antagonists(plan: &Plan, io: Option<&IoAntagonists>) -> Running {
                 }
                 next += instances;
             }
-            Antagonist::Membw { threads, gb_per_s } => r
-                .membw
-                .push(crate::antagonist::MemBw::start(*threads, *gb_per_s)),
-            Antagonist::Cpu { threads, duty } => {
-                r.cpu.push(crate::antagonist::Cpu::start(*threads, *duty))
+            Antagonist::Membw {
+                threads,
+                gb_per_s,
+                share,
+                cpus,
+            } => {
+                let target = gb_per_s.or_else(|| share.and_then(|s| peak_gbps.map(|p| s * p)));
+                r.membw
+                    .push(crate::antagonist::MemBw::start(*threads, target, cpus))
             }
+            Antagonist::Cpu {
+                threads,
+                duty,
+                cpus,
+            } => r
+                .cpu
+                .push(crate::antagonist::Cpu::start(*threads, *duty, cpus)),
         }
     }
     r
@@ -584,6 +615,7 @@ fn run_phase(
     telemetry: Option<&crate::telemetry::Telemetry>,
     idle: Option<(f64, String)>,
     io: Option<&IoAntagonists>,
+    peak_gbps: Option<f64>,
 ) -> anyhow::Result<(PhaseSummary, Option<String>)> {
     let mut ps = empty_summary(phase);
     let wall0 = Instant::now();
@@ -640,7 +672,7 @@ fn run_phase(
     if let Some(t) = telemetry {
         t.begin(&phase.name);
     }
-    let running = (!load).then(|| start_antagonists(plan, io));
+    let running = (!load).then(|| start_antagonists(plan, io, peak_gbps));
     // The pressure scale: per-step stats, antagonist samples at each step boundary.
     let pressure = phase.pressure.clone().filter(|_| io.is_some());
     let mut steps: Vec<Stats> = match &pressure {

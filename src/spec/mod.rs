@@ -163,13 +163,38 @@ pub enum Antagonist {
         random_ratio: f64,
         instances: usize,
     },
-    /// `membw:threads=2,gbps=5`: memory streaming, throttled when gbps is given.
+    /// `membw:threads=2,gbps=5` (or `share=0.5` of the calibrated peak, `cpus=0-1` to pin):
+    /// memory streaming, throttled when a rate is given.
     Membw {
         threads: usize,
         gb_per_s: Option<f64>,
+        share: Option<f64>,
+        cpus: Vec<usize>,
     },
-    /// `cpu:threads=1,duty=0.5`: busy threads at a duty cycle.
-    Cpu { threads: usize, duty: f64 },
+    /// `cpu:threads=1,duty=0.5,cpus=1`: busy threads at a duty cycle.
+    Cpu {
+        threads: usize,
+        duty: f64,
+        cpus: Vec<usize>,
+    },
+}
+
+/// `cpus=1`, `cpus=0-3` or `cpus=0/2/5`.
+fn parse_cpus(v: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in v.split('/') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+                if a > b {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// A size such as 4k, 512KiB, 10G, 10GiB (binary units) or plain bytes.
@@ -216,6 +241,14 @@ impl Antagonist {
                     .ok_or_else(|| bad(&format!("{k}={v}: expected a number from {lo} to {hi}"))),
             }
         };
+        let cpus =
+            |kv: &std::collections::HashMap<String, String>| -> Result<Vec<usize>, UsageError> {
+                match kv.get("cpus") {
+                    None => Ok(vec![]),
+                    Some(v) => parse_cpus(v)
+                        .ok_or_else(|| bad(&format!("cpus={v}: expected 1, 0-3 or 0/2/5"))),
+                }
+            };
         let known = |keys: &[&str]| -> Result<(), UsageError> {
             match kv.keys().find(|k| !keys.contains(&k.as_str())) {
                 Some(k) => Err(bad(&format!(
@@ -243,20 +276,29 @@ impl Antagonist {
                 })
             }
             "membw" => {
-                known(&["threads", "gbps"])?;
+                known(&["threads", "gbps", "share", "cpus"])?;
+                if kv.contains_key("gbps") && kv.contains_key("share") {
+                    return Err(bad("give gbps or share, not both"));
+                }
                 Ok(Antagonist::Membw {
                     threads: num("threads", 1.0, 1.0, 1024.0)? as usize,
                     gb_per_s: match kv.get("gbps") {
                         Some(_) => Some(num("gbps", 1.0, 0.001, 10000.0)?),
                         None => None,
                     },
+                    share: match kv.get("share") {
+                        Some(_) => Some(num("share", 1.0, 0.001, 1.0)?),
+                        None => None,
+                    },
+                    cpus: cpus(&kv)?,
                 })
             }
             "cpu" => {
-                known(&["threads", "duty"])?;
+                known(&["threads", "duty", "cpus"])?;
                 Ok(Antagonist::Cpu {
                     threads: num("threads", 1.0, 1.0, 1024.0)? as usize,
                     duty: num("duty", 1.0, 0.0, 1.0)?,
+                    cpus: cpus(&kv)?,
                 })
             }
             _ => Err(bad("expected io:..., membw:... or cpu:...")),
@@ -1302,16 +1344,36 @@ mod tests {
             Antagonist::parse("cpu:duty=0.25").unwrap(),
             Antagonist::Cpu {
                 threads: 1,
-                duty: 0.25
+                duty: 0.25,
+                cpus: vec![]
             }
         );
         assert_eq!(
-            Antagonist::parse("membw:threads=2,gbps=3").unwrap(),
+            Antagonist::parse("membw:threads=2,gbps=3,cpus=0-1").unwrap(),
             Antagonist::Membw {
                 threads: 2,
-                gb_per_s: Some(3.0)
+                gb_per_s: Some(3.0),
+                share: None,
+                cpus: vec![0, 1]
             }
         );
+        assert_eq!(
+            Antagonist::parse("membw:share=0.5,cpus=1/3").unwrap(),
+            Antagonist::Membw {
+                threads: 1,
+                gb_per_s: None,
+                share: Some(0.5),
+                cpus: vec![1, 3]
+            }
+        );
+        assert!(Antagonist::parse("membw:share=0.5,gbps=2")
+            .unwrap_err()
+            .0
+            .contains("not both"));
+        assert!(Antagonist::parse("cpu:cpus=3-1")
+            .unwrap_err()
+            .0
+            .contains("cpus=3-1"));
         assert!(Antagonist::parse("io:wr=2").unwrap_err().0.contains("wr=2"));
         assert!(Antagonist::parse("io:zz=1")
             .unwrap_err()
