@@ -20,6 +20,7 @@ use crate::workload::{CoreWorkload, Op};
 use datadir::DataDir;
 use progress::Progress;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -925,6 +926,17 @@ fn pressure_result(
     starts: &[Duration],
     random_ratio: f64,
 ) -> report::PressureResult {
+    let pct = |st: &Stats, p: f64| -> BTreeMap<String, f64> {
+        st.metrics()
+            .filter(|(m, _)| report::is_store_call(*m))
+            .map(|(m, o)| {
+                (
+                    m.name().to_string(),
+                    crate::measure::percentile::value_at(&o.ok, p) as f64 / 1000.0,
+                )
+            })
+            .collect()
+    };
     let mut out = Vec::new();
     let n = samples.len().saturating_sub(1).min(steps.len());
     for w in 0..n {
@@ -956,16 +968,9 @@ fn pressure_result(
             write_ratios: schedule::step(w).to_vec(),
             ops_per_s: ops as f64 / secs,
             normalized_pressure: 0.0,
-            p99_us: st
-                .metrics()
-                .filter(|(m, _)| report::is_store_call(*m))
-                .map(|(m, o)| {
-                    (
-                        m.name().to_string(),
-                        crate::measure::percentile::value_at(&o.ok, 99.0) as f64 / 1000.0,
-                    )
-                })
-                .collect(),
+            p50_us: pct(st, 50.0),
+            p99_us: pct(st, 99.0),
+            p99_9_us: pct(st, 99.9),
             antagonist_read_iops: d.reads as f64 / secs,
             antagonist_write_iops: d.writes as f64 / secs,
             antagonist_mb_per_s: d.bytes as f64 / secs / 1e6,

@@ -145,8 +145,10 @@ pub struct PressureStep {
     pub ops_per_s: f64,
     /// (ρ(w0) − ρ(wi)) / ρ(w0).
     pub normalized_pressure: f64,
-    /// p99 latency per operation type in the step (µs).
+    /// Latency percentiles per operation type in the step (µs).
+    pub p50_us: BTreeMap<String, f64>,
     pub p99_us: BTreeMap<String, f64>,
+    pub p99_9_us: BTreeMap<String, f64>,
     pub antagonist_read_iops: f64,
     pub antagonist_write_iops: f64,
     pub antagonist_mb_per_s: f64,
