@@ -78,6 +78,33 @@ pub fn explain(errno: Option<i32>, paranoid: &str, hardware: bool) -> String {
     }
 }
 
+/// perf_event_paranoid, and whether kernel time may be counted (root, or paranoid ≤ 1).
+fn permissions() -> (String, bool) {
+    let paranoid =
+        std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+    let root = unsafe { libc::geteuid() } == 0;
+    let low = paranoid
+        .trim()
+        .parse::<i32>()
+        .map(|p| p <= 1)
+        .unwrap_or(false);
+    (paranoid, root || low)
+}
+
+/// A count scaled up by enabled/running time when the kernel multiplexed the counter.
+fn scale(
+    count: u64,
+    enabled: Option<std::time::Duration>,
+    running: Option<std::time::Duration>,
+) -> f64 {
+    match (enabled, running) {
+        (Some(en), Some(run)) if !run.is_zero() && run < en => {
+            count as f64 * en.as_secs_f64() / run.as_secs_f64()
+        }
+        _ => count as f64,
+    }
+}
+
 /// Counts at one instant, scaled for multiplexing.
 pub type Reading = BTreeMap<Event, f64>;
 
@@ -90,15 +117,7 @@ pub struct Counters {
 impl Counters {
     /// Opens every event for this thread and the threads it will start.
     pub fn open() -> Self {
-        let paranoid =
-            std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
-        // Kernel time is counted when allowed: root, or paranoid ≤ 1.
-        let include_kernel = unsafe { libc::geteuid() } == 0
-            || paranoid
-                .trim()
-                .parse::<i32>()
-                .map(|p| p <= 1)
-                .unwrap_or(false);
+        let (paranoid, include_kernel) = permissions();
         let mut open = Vec::new();
         let mut unavailable = BTreeMap::new();
         for ev in Event::ALL {
@@ -142,13 +161,7 @@ impl Counters {
         for (ev, c) in &mut self.open {
             if let Ok(d) = c.read_full() {
                 let (en, run) = (d.time_enabled(), d.time_running());
-                let scaled = match (en, run) {
-                    (Some(en), Some(run)) if !run.is_zero() && run < en => {
-                        d.count() as f64 * en.as_secs_f64() / run.as_secs_f64()
-                    }
-                    _ => d.count() as f64,
-                };
-                r.insert(*ev, scaled);
+                r.insert(*ev, scale(d.count(), en, run));
             }
         }
         r
@@ -165,14 +178,7 @@ pub struct WorkerGroups {
 
 impl WorkerGroups {
     pub fn open() -> Self {
-        let paranoid =
-            std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
-        let include_kernel = unsafe { libc::geteuid() } == 0
-            || paranoid
-                .trim()
-                .parse::<i32>()
-                .map(|p| p <= 1)
-                .unwrap_or(false);
+        let (_, include_kernel) = permissions();
         let pairs = [
             [
                 (Event::Cycles, Hardware::CPU_CYCLES),
@@ -219,15 +225,10 @@ impl WorkerGroups {
         let mut end = Reading::new();
         for (g, members) in &mut self.groups {
             let Ok(data) = g.read() else { continue };
-            let scale = match (data.time_enabled(), data.time_running()) {
-                (Some(en), Some(run)) if !run.is_zero() && run < en => {
-                    en.as_secs_f64() / run.as_secs_f64()
-                }
-                _ => 1.0,
-            };
+            let (en, run) = (data.time_enabled(), data.time_running());
             for (ev, c) in members.iter() {
                 if let Some(v) = data.get(c) {
-                    end.insert(*ev, v.value() as f64 * scale);
+                    end.insert(*ev, scale(v.value(), en, run));
                 }
             }
         }
@@ -311,6 +312,16 @@ mod tests {
         assert_eq!(f.llc_miss_ratio, None);
         assert_eq!(f.counts["cycles"], 2000.0);
         assert!(f.scope.contains("user and kernel"));
+    }
+
+    #[test]
+    fn multiplexed_counts_are_scaled() {
+        use std::time::Duration;
+        let ms = Duration::from_millis;
+        assert_eq!(scale(100, Some(ms(10)), Some(ms(5))), 200.0);
+        assert_eq!(scale(100, Some(ms(10)), Some(ms(10))), 100.0);
+        assert_eq!(scale(100, Some(ms(10)), Some(Duration::ZERO)), 100.0);
+        assert_eq!(scale(100, None, None), 100.0);
     }
 
     #[test]
