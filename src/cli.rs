@@ -11,7 +11,7 @@ use std::path::PathBuf;
     name = "kvmeter",
     version,
     about = "Measures key-value stores: YCSB-exact workloads, tail latency, and a run directory that loses nothing",
-    after_help = "Examples:\n  kvmeter suite                                   YCSB suite on RocksDB (load A, A B C F D, clear, load E, E)\n  kvmeter run -P workloada --records 100000 --ops 1000000 --threads 2\n  kvmeter run -P workloadc --store null --ops 10000000\n  kvmeter run -P workloadb --target 20000 --duration 60s   paced; latency from intended start\n  kvmeter stores                                  stores and their options\n\nExit codes: 0 ok, 1 the run failed, 2 bad input, 130 interrupted."
+    after_help = "Examples:\n  kvmeter suite                                   the YCSB suite on RocksDB\n  kvmeter run -P workloada --records 100000 --ops 1000000 --threads 2\n  kvmeter run -P workloadc --store null --ops 10000000\n  kvmeter run -P workloadb --target 20000 --duration 60s   paced; latency from intended start\n  kvmeter stores                                  stores and their options\n\nExit codes: 0 ok, 1 the run failed, 2 bad input, 130 interrupted."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -69,7 +69,7 @@ pub struct PressureArgs {
     /// YCSB workload property file (the paper uses workloada and workloadb).
     #[arg(short = 'P', value_name = "FILE")]
     pub workload: Vec<String>,
-    /// load: also load the store first (default); run: use an already loaded --data-dir.
+    /// both: load the store, then the pressure phases (default); run: use a loaded --data-dir.
     #[arg(long, value_name = "PHASE", default_value = "both", value_parser = ["both", "run"])]
     pub phase: String,
     /// Antagonist block sizes in KiB (paper: 4,8,16,32,64,128,256,512; default 4,512).
