@@ -256,6 +256,8 @@ impl Session for RocksSession {
         out: &mut ScanOut,
     ) -> Status {
         out.clear();
+        // Each scan creates a RocksDB iterator (RocksDB allocates it), as YCSB's binding does;
+        // the records themselves go into the reused ScanOut buffers.
         if self.dbs.len() == 1 {
             let mut it = self.dbs[0].raw_iterator_opt(ReadOptions::default());
             it.seek(start);

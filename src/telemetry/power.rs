@@ -10,7 +10,7 @@
 //! a command that prints watts and a CSV written by an external meter are chosen explicitly.
 //! A source that reads as zero or cannot be read is `unavailable: <why>`, never 0 W.
 
-use super::procfs::{counter_delta, parse_stat, CpuShare, CpuTimes, Root};
+use super::procfs::{parse_stat, CpuShare, CpuTimes, Root};
 use crate::error::UsageError;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Read, Seek, SeekFrom};
@@ -760,7 +760,6 @@ impl Meter for Estimate {
             let busy = CpuShare::between(prev, &cpu)
                 .map(|s| s.busy / 100.0)
                 .unwrap_or(0.0);
-            let _ = counter_delta(0, 0);
             self.joules += self.model.watts(busy) * now.duration_since(*t).as_secs_f64();
         }
         self.last = Some((now, cpu));
