@@ -728,12 +728,7 @@ fn run_phase(
         let grace =
             (plan.interval / 10).clamp(Duration::from_millis(5), Duration::from_millis(100));
         let mut current_step: Option<usize> = None;
-        let step_of = |t: Duration| -> Option<usize> {
-            let pp = pressure.as_ref()?;
-            let since = t.checked_sub(phase.warmup)?;
-            let w = (since.as_nanos() / pp.step.as_nanos().max(1)) as usize;
-            (w < schedule::STEPS).then_some(w)
-        };
+        let step_of = |t: Duration| step_index(pressure.as_ref(), phase.warmup, t);
         if let Some(w) = step_of(Duration::ZERO) {
             apply_step(w, &mut step_samples, &mut step_starts, Duration::ZERO);
             current_step = Some(w);
@@ -839,16 +834,8 @@ fn run_phase(
     }
     if !in_warmup {
         measured.add(&interval);
-        if pressure.is_some() {
-            let t = boundary_start - shared.t0;
-            if let Some(pp) = &pressure {
-                if let Some(since) = t.checked_sub(phase.warmup) {
-                    let w = (since.as_nanos() / pp.step.as_nanos().max(1)) as usize;
-                    if w < schedule::STEPS {
-                        steps[w].add(&interval);
-                    }
-                }
-            }
+        if let Some(w) = step_index(pressure.as_ref(), phase.warmup, boundary_start - shared.t0) {
+            steps[w].add(&interval);
         }
     }
     if let (Some(pp), Some(io)) = (&pressure, io) {
@@ -916,6 +903,18 @@ fn run_phase(
         &plan.ycsb_percentiles,
     );
     Ok((ps, Some(ycsb)))
+}
+
+/// The pressure step (w0..w25) in progress `t` after the phase started, if any.
+fn step_index(
+    pressure: Option<&crate::spec::PressurePhase>,
+    warmup: Duration,
+    t: Duration,
+) -> Option<usize> {
+    let pp = pressure?;
+    let since = t.checked_sub(warmup)?;
+    let w = (since.as_nanos() / pp.step.as_nanos().max(1)) as usize;
+    (w < schedule::STEPS).then_some(w)
 }
 
 fn pressure_result(
