@@ -1,4 +1,5 @@
-//! Records the git revision and the bundled RocksDB version for the run manifest.
+//! Records the git revision and the bundled RocksDB version for the run manifest, and compiles
+//! the C/C++ shims (native/) for the stores that link Debian's libraries.
 use std::process::Command;
 
 fn main() {
@@ -35,7 +36,39 @@ fn main() {
         }
     }
     println!("cargo:rustc-env=KVMETER_ROCKSDB_VERSION={version}");
+    if std::env::var_os("CARGO_FEATURE_WIREDTIGER").is_some() {
+        need_header("wiredtiger.h", "libwiredtiger-dev", "wiredtiger");
+        cc::Build::new()
+            .file("native/wiredtiger_shim.c")
+            .warnings(true)
+            .compile("kvm_wiredtiger_shim");
+        println!("cargo:rustc-link-lib=wiredtiger");
+        println!("cargo:rerun-if-changed=native/wiredtiger_shim.c");
+    }
+    if std::env::var_os("CARGO_FEATURE_LEVELDB").is_some() {
+        need_header("leveldb/db.h", "libleveldb-dev", "leveldb");
+        cc::Build::new()
+            .cpp(true)
+            .std("c++17")
+            .file("native/leveldb_shim.cc")
+            .warnings(true)
+            .compile("kvm_leveldb_shim");
+        println!("cargo:rustc-link-lib=leveldb");
+        println!("cargo:rerun-if-changed=native/leveldb_shim.cc");
+    }
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/index");
     println!("cargo:rerun-if-changed=Cargo.lock");
+}
+
+/// Fails the build with one clear line when a store's system library is missing.
+fn need_header(header: &str, package: &str, feature: &str) {
+    let found = ["/usr/include", "/usr/local/include"]
+        .iter()
+        .any(|d| std::path::Path::new(d).join(header).exists());
+    if !found {
+        panic!(
+            "feature '{feature}' needs {header}: install Debian's {package} (scripts/setup.sh does), or build without --features {feature}"
+        );
+    }
 }

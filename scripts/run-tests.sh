@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cargo fmt --all -- --check
-cargo clippy --release --all-targets --quiet -- -D warnings
-cargo test --release
+cargo clippy --release --all-targets --features all-stores --quiet -- -D warnings
+cargo test --release --features all-stores

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages kvmeter's build and tests need, only if they are missing:
 # a C++ compiler and libclang (the bundled RocksDB is compiled from source and bindgen needs
-# libclang). Debian/Ubuntu only; runs apt-get as root, or through sudo.
+# libclang), the libraries of the embedded stores that link Debian's builds (WiredTiger,
+# LevelDB), and the servers kvmeter starts itself (memcached, redis-server, etcd).
+# Debian/Ubuntu only; runs apt-get as root, or through sudo.
 set -euo pipefail
 
 need=()
@@ -12,9 +14,15 @@ if command -v dpkg >/dev/null 2>&1; then
 elif ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang.so* >/dev/null 2>&1; then
   need+=(libclang-dev)
 fi
+# Stores: Debian package → a file it installs.
+for pair in libwiredtiger-dev:/usr/include/wiredtiger.h libleveldb-dev:/usr/include/leveldb/db.h \
+            memcached:/usr/bin/memcached redis-server:/usr/bin/redis-server etcd-server:/usr/bin/etcd; do
+  pkg=${pair%%:*}; file=${pair#*:}
+  [ -e "$file" ] || need+=("$pkg")
+done
 if [ "${#need[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
-    echo "error: kvmeter's build needs: ${need[*]} (a C++ compiler and libclang); install them with your package manager" >&2
+    echo "error: kvmeter's build and stores need: ${need[*]}; install them with your package manager" >&2
     exit 2
   fi
   sudo=""

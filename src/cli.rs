@@ -269,16 +269,27 @@ pub fn stores_report() -> String {
             Err(why) => format!("NOT usable here: {why}"),
         };
         out += &format!(
-            "{:<10} {:<12} {}  [{}]\n           scan: {}, persistent: {}\n",
+            "{:<10} {:<12} {}  [{}]\n           scan: {}, persistent: {}{}\n",
             k.name,
             (k.version)(),
             k.summary,
             usable,
-            if k.capabilities.scan { "yes" } else { "no" },
+            if k.capabilities.scan {
+                "yes"
+            } else {
+                "no (reported N/A)"
+            },
             if k.capabilities.persistent {
                 "yes"
             } else {
                 "no"
+            },
+            match k.server {
+                Some(s) => format!(
+                    ", server: '{}' started on loopback unless --store-opt addr= is given",
+                    s.binary
+                ),
+                None => String::new(),
             },
         );
         for o in k.options {
@@ -288,6 +299,12 @@ pub fn stores_report() -> String {
             );
         }
         out.push('\n');
+    }
+    for (name, feature) in crate::store::not_built() {
+        out += &format!(
+            "{name:<10} {:<12} NOT in this build: rebuild with --features {feature} (scripts/run-suite.sh builds every store)\n\n",
+            "-"
+        );
     }
     out
 }

@@ -128,12 +128,23 @@ fn crud(kind: &StoreKind, opts: &[&str]) {
 }
 
 fn scans(kind: &StoreKind, opts: &[&str]) {
-    if !kind.capabilities.scan {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let s = open(kind, dir.path(), opts);
     let mut sess = s.session().unwrap();
+    let scan_off = !kind.capabilities.scan || opts.contains(&"scan_index=false");
+    if scan_off {
+        // A store that cannot scan says so (the driver reports SCAN as N/A).
+        let mut out = ScanOut::default();
+        assert_eq!(
+            sess.scan("usertable", b"user", 5, Fields::All, &mut out),
+            Status::Error {
+                kind: kvmeter::store::ErrorKind::NotImplemented,
+                fatal: false
+            }
+        );
+        assert!(out.is_empty());
+        return;
+    }
     for i in 0..100 {
         let key = format!("user{i:03}");
         assert_eq!(
@@ -255,7 +266,8 @@ fn unknown_option_rejected(kind: &StoreKind) {
     assert!(e.0.contains("no_such_option"), "{e}");
 }
 
-/// Runs the whole suite against one store configuration.
+/// Runs the whole suite against one store configuration. A server store's real server is
+/// started on loopback (kvmeter's managed mode) and emptied between the checks.
 fn conformance(name: &str, opts: &[&str]) {
     let kind = store::find(name).unwrap_or_else(|| panic!("store {name} not compiled in"));
     assert!(
@@ -263,11 +275,239 @@ fn conformance(name: &str, opts: &[&str]) {
         "{name} must store data to be checked"
     );
     (kind.probe)().unwrap_or_else(|e| panic!("{name} is not usable here: {e}"));
-    crud(kind, opts);
-    scans(kind, opts);
-    concurrent_sessions(kind, opts);
-    persistence(kind, opts);
+    let server_dir = tempfile::tempdir().unwrap();
+    let mut all: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
+    let mut server = None;
+    let mut parsed = StoreOptions::parse(kind.name, kind.options, &all).unwrap();
+    if let Some(spec) = kind.server {
+        let m = store::managed::Managed::start(
+            kind.name,
+            spec,
+            &parsed,
+            server_dir.path(),
+            &server_dir.path().join("server.log"),
+            std::time::Duration::from_secs(30),
+        )
+        .unwrap_or_else(|e| panic!("cannot start the {name} server: {e:#}"));
+        all.push(format!("addr={}", m.addr));
+        parsed.set("addr", &m.addr);
+        server = Some(m);
+    }
+    let opts: Vec<&str> = all.iter().map(String::as_str).collect();
+    let clear = || {
+        if let Some(spec) = kind.server {
+            (spec.clear)(&parsed).unwrap();
+        }
+    };
+    crud(kind, &opts);
+    clear();
+    scans(kind, &opts);
+    clear();
+    concurrent_sessions(kind, &opts);
+    clear();
+    persistence(kind, &opts);
     unknown_option_rejected(kind);
+    if let Some(mut m) = server {
+        assert!(
+            m.exited().is_none(),
+            "the {name} server died during the checks:\n{}",
+            m.last_lines(20)
+        );
+        m.stop().unwrap();
+    }
+}
+
+#[cfg(feature = "wiredtiger")]
+mod wiredtiger {
+    #[test]
+    fn wiredtiger_btree_defaults() {
+        super::conformance("wiredtiger", &[]);
+    }
+
+    #[test]
+    fn wiredtiger_lsm_log_off_small_cache() {
+        super::conformance(
+            "wiredtiger",
+            &[
+                "table_type=lsm",
+                "log=false",
+                "cache_mb=32",
+                "checkpoint_s=1",
+            ],
+        );
+    }
+
+    #[test]
+    fn wiredtiger_sync_log_direct_io_data() {
+        super::conformance("wiredtiger", &["sync=true", "direct_io=data"]);
+    }
+
+    #[test]
+    fn wiredtiger_bad_option_values() {
+        let kind = kvmeter::store::find("wiredtiger").unwrap();
+        for (opts, needle) in [
+            (vec!["table_type=lsm", "cache_mb=16"], "needs cache_mb ≥ 32"),
+            (vec!["sync=true", "log=false"], "needs log=true"),
+            (vec!["direct_io=log"], "one of none, data"),
+        ] {
+            let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
+            let o = kvmeter::store::StoreOptions::parse("wiredtiger", kind.options, &opts).unwrap();
+            let e = (kind.check)(&o).unwrap_err();
+            assert!(e.0.contains(needle), "{opts:?}: {e}");
+        }
+    }
+}
+
+#[cfg(feature = "lmdb")]
+mod lmdb {
+    #[test]
+    fn lmdb_defaults() {
+        super::conformance("lmdb", &[]);
+    }
+
+    #[test]
+    fn lmdb_writemap_mapasync_small_map() {
+        super::conformance(
+            "lmdb",
+            &[
+                "writemap=true",
+                "sync=mapasync",
+                "map_size_mb=256",
+                "readahead=true",
+            ],
+        );
+    }
+
+    #[test]
+    fn lmdb_map_full_is_an_io_error_with_a_hint() {
+        let kind = kvmeter::store::find("lmdb").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let s = super::open(kind, dir.path(), &["map_size_mb=1", "sync=nosync"]);
+        let mut sess = s.session().unwrap();
+        let big = super::record(1, &"x".repeat(4000));
+        let mut st = kvmeter::store::Status::Ok;
+        for i in 0..1000 {
+            st = sess.insert("usertable", format!("user{i}").as_bytes(), &big);
+            if st != kvmeter::store::Status::Ok {
+                break;
+            }
+        }
+        assert_eq!(
+            st,
+            kvmeter::store::Status::Error {
+                kind: kvmeter::store::ErrorKind::Io,
+                fatal: true
+            }
+        );
+        assert!(sess.last_error().unwrap().contains("map_size_mb"));
+    }
+}
+
+#[cfg(feature = "leveldb")]
+mod leveldb {
+    #[test]
+    fn leveldb_defaults() {
+        super::conformance("leveldb", &[]);
+    }
+
+    #[test]
+    fn leveldb_sync_no_compression_no_cache() {
+        super::conformance(
+            "leveldb",
+            &[
+                "sync=true",
+                "compression=none",
+                "block_cache_mb=0",
+                "bloom_bits=0",
+                "write_buffer_mb=1",
+            ],
+        );
+    }
+}
+
+#[cfg(feature = "sqlite")]
+mod sqlite {
+    #[test]
+    fn sqlite_wal_normal() {
+        super::conformance("sqlite", &[]);
+    }
+
+    #[test]
+    fn sqlite_rollback_journal_full_sync_mmap() {
+        super::conformance(
+            "sqlite",
+            &[
+                "journal_mode=delete",
+                "synchronous=full",
+                "mmap_mb=64",
+                "cache_mb=1",
+            ],
+        );
+    }
+}
+
+#[test]
+fn memcached_text() {
+    conformance("memcached", &[]);
+}
+
+#[test]
+fn memcached_binary_two_connections() {
+    conformance("memcached", &["protocol=binary", "connections=2"]);
+}
+
+#[test]
+fn memcached_gets_over_udp() {
+    // 100 kB values span ~75 datagrams: the reassembly is exercised by crud's large record.
+    conformance("memcached", &["udp=true"]);
+}
+
+#[test]
+fn redis_defaults() {
+    conformance("redis", &[]);
+}
+
+#[test]
+fn redis_password_db_connections_no_index() {
+    conformance(
+        "redis",
+        &[
+            "password=s3cret",
+            "db=3",
+            "connections=3",
+            "scan_index=false",
+        ],
+    );
+}
+
+#[test]
+fn redis_wrong_password_is_a_clear_error() {
+    let kind = store::find("redis").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let o = StoreOptions::parse("redis", kind.options, &["password=right".into()]).unwrap();
+    let mut m = store::managed::Managed::start(
+        "redis",
+        kind.server.unwrap(),
+        &o,
+        dir.path(),
+        &dir.path().join("log"),
+        std::time::Duration::from_secs(30),
+    )
+    .unwrap();
+    let o = StoreOptions::parse(
+        "redis",
+        kind.options,
+        &[format!("addr={}", m.addr), "password=wrong".into()],
+    )
+    .unwrap();
+    let e = (kind.server.unwrap().ping)(&o, &m.addr).unwrap_err();
+    assert!(e.contains("AUTH") && e.contains("WRONGPASS"), "{e}");
+    m.stop().unwrap();
+}
+
+#[test]
+fn etcd_v3() {
+    conformance("etcd", &["connections=2"]);
 }
 
 #[cfg(feature = "rocksdb")]

@@ -134,7 +134,7 @@ impl IoAntagonists {
         if !meta.is_dir() {
             return Err(bad("is not a directory (kvmeter only creates files in a directory; it never writes to a device)".into()));
         }
-        if file_size < MAX_BLOCK as u64 || file_size % MAX_BLOCK as u64 != 0 {
+        if file_size < MAX_BLOCK as u64 || !file_size.is_multiple_of(MAX_BLOCK as u64) {
             return Err(UsageError::new(format!(
                 "--io-file-size {file_size}: expected a multiple of 4 MiB, at least 4 MiB"
             )));

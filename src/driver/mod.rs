@@ -32,6 +32,39 @@ struct StoreManifest {
     version: String,
     options: std::collections::BTreeMap<String, String>,
     capabilities: store::Capabilities,
+    /// Server stores: the server measured, started by kvmeter (managed) or the user's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server: Option<ServerManifest>,
+}
+
+#[derive(Serialize)]
+struct ServerManifest {
+    managed: bool,
+    addr: String,
+    /// The version the server itself reports.
+    version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pid: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    command: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    log: Option<String>,
+}
+
+/// Store options as the manifest shows them: secrets replaced.
+fn shown_options(
+    o: &std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, String> {
+    o.iter()
+        .map(|(k, v)| {
+            let v = if k == "password" && !v.is_empty() {
+                "(set, not shown)".to_string()
+            } else {
+                v.clone()
+            };
+            (k.clone(), v)
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -91,7 +124,7 @@ fn now_rfc3339() -> String {
 /// Executes the plan; returns the exit code. Errors are setup failures (bad input: exit 2).
 pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     let kind = store::find(&plan.store).expect("validated store");
-    let opts = StoreOptions::parse(
+    let mut opts = StoreOptions::parse(
         kind.name,
         kind.options,
         &plan
@@ -130,11 +163,67 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         ))
         .into());
     }
+    // A user's own server must answer before anything is created.
+    let user_server_version = match kind.server {
+        Some(spec) if !opts.str("addr").is_empty() => {
+            let addr = opts.str("addr").to_string();
+            Some((spec.ping)(&opts, &addr).map_err(|why| {
+                crate::error::UsageError::new(format!(
+                    "--store-opt addr={addr}: no {} answers there: {why} (is it running? leave addr out and kvmeter starts one)",
+                    kind.name
+                ))
+            })?)
+        }
+        _ => None,
+    };
     let data = DataDir::prepare(plan.data_dir.as_deref())?;
     // Antagonist files are laid out (and free space checked) before the run directory exists,
     // so a refusal leaves nothing behind.
     let io = prepare_io(&plan, &data)?;
     let mut rundir = RunDir::create(&plan.out)?;
+    // A managed server: started now, stopped at the end (or by Drop on any early return).
+    let mut server: Option<store::managed::Managed> = None;
+    let mut server_manifest = None;
+    if let Some(spec) = kind.server {
+        if let Some(version) = user_server_version {
+            server_manifest = Some(ServerManifest {
+                managed: false,
+                addr: opts.str("addr").to_string(),
+                version,
+                pid: None,
+                command: vec![],
+                log: None,
+            });
+        } else {
+            let log = rundir.root().join("server.log");
+            let m = store::managed::Managed::start(
+                kind.name,
+                spec,
+                &opts,
+                &data.store_dir()?,
+                &log,
+                Duration::from_secs(30),
+            )?;
+            eprintln!(
+                "server: started {} {} (pid {}) on {}; its output goes to {}",
+                spec.binary,
+                m.version,
+                m.pid,
+                m.addr,
+                log.display()
+            );
+            opts.set("addr", &m.addr);
+            server_manifest = Some(ServerManifest {
+                managed: true,
+                addr: m.addr.clone(),
+                version: m.version.clone(),
+                pid: Some(m.pid),
+                command: m.command.clone(),
+                log: Some("server.log".into()),
+            });
+            server = Some(m);
+        }
+    }
     if plan
         .phases
         .first()
@@ -142,6 +231,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         .unwrap_or(false)
         && !data.has_store_data()
         && kind.capabilities.persistent
+        && kind.server.is_none()
     {
         eprintln!(
             "warning: the data directory holds no data and the plan has no load phase: reads will return NOT_FOUND (run --phase load first, with the same --data-dir)"
@@ -163,8 +253,9 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         store: StoreManifest {
             name: kind.name.into(),
             version: (kind.version)(),
-            options: opts.resolved().clone(),
+            options: shown_options(opts.resolved()),
             capabilities: kind.capabilities,
+            server: server_manifest,
         },
         data_dir: DataManifest {
             path: data.root().display().to_string(),
@@ -201,6 +292,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             interval: plan.telemetry_interval,
             disk: plan.disk.clone(),
             pid: std::process::id(),
+            server_pid: server.as_ref().map(|m| m.pid),
             root: crate::telemetry::procfs::Root::system(),
             power: plan.power.clone(),
             // A calibrated model replaces the default one; --power-model wins over both.
@@ -297,6 +389,23 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
                 (ps, None)
             }
         };
+        let mut ps = ps;
+        if ps.outcome == "failed" {
+            if let Some(m) = server.as_mut() {
+                let why = match m.exited() {
+                    Some(status) => format!("the {} server exited ({status})", kind.name),
+                    None => format!("the {} server is still running", kind.name),
+                };
+                let lines = m.last_lines(10);
+                eprintln!(
+                    "server: {why}; its last output ({}):\n{lines}",
+                    m.log.display()
+                );
+                if let Some(e) = ps.error.as_mut() {
+                    e.push_str(&format!("; {why}"));
+                }
+            }
+        }
         let outcome = ps.outcome.clone();
         if let Some(e) = &ps.error {
             eprintln!("error: phase {}: {e}", ps.name);
@@ -328,6 +437,12 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     progress.finish();
     if let Some(t) = telemetry {
         t.stop();
+    }
+    if let Some(mut m) = server.take() {
+        match m.stop() {
+            Ok(how) => eprintln!("server: {} {how}", kind.name),
+            Err(e) => eprintln!("server: stopping {} (pid {}): {e}", kind.name, m.pid),
+        }
     }
     summary.status = match exit {
         EXIT_OK => "completed",
@@ -621,7 +736,10 @@ fn run_phase(
     let mut ps = empty_summary(phase);
     let wall0 = Instant::now();
     if phase.kind == PhaseKind::Clear {
-        data.clear()?;
+        match kind.server {
+            Some(spec) => (spec.clear)(opts)?,
+            None => data.clear()?,
+        }
         ps.wall_seconds = wall0.elapsed().as_secs_f64();
         return Ok((ps, None));
     }

@@ -17,7 +17,7 @@ fn group(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -210,6 +210,13 @@ fn telemetry_lines(t: &crate::telemetry::PhaseTelemetry) -> String {
             "; process {:.0} % of a CPU ({})",
             p.cpu_pct,
             top.join(", ")
+        );
+    }
+    if let Some(p) = &t.server {
+        let _ = write!(
+            out,
+            "; server {:.0} % of a CPU, RSS {:.0} MB",
+            p.cpu_pct, p.rss_peak_mb
         );
     }
     out.push('\n');

@@ -596,6 +596,15 @@ pub const SUITE_WARMUP: Duration = Duration::from_secs(2);
 pub fn build(req: &Request) -> Result<Plan, UsageError> {
     let mut warnings = Vec::new();
     let store_kind = crate::store::find(&req.store).ok_or_else(|| {
+        if let Some((_, feature)) = crate::store::not_built()
+            .into_iter()
+            .find(|(n, _)| *n == req.store)
+        {
+            return UsageError::new(format!(
+                "--store '{}': not in this build; rebuild with 'cargo build --release --features {feature}' (scripts/run-suite.sh builds every store)",
+                req.store
+            ));
+        }
         UsageError::new(format!(
             "--store '{}': unknown store; available here: {} ('kvmeter stores' lists them)",
             req.store,

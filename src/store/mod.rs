@@ -5,11 +5,25 @@
 //! store code only — all timing and counting happens in one wrapper in `measure`, so no adapter
 //! ever times itself (style.md, after YCSB's `DBWrapper`).
 
+pub mod etcd;
+pub mod kv;
+#[cfg(feature = "leveldb")]
+pub mod leveldb;
+#[cfg(feature = "lmdb")]
+pub mod lmdb;
+pub mod managed;
+pub mod memcached;
+pub mod net;
 pub mod null;
 mod options;
 pub mod record;
+pub mod redis;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+#[cfg(feature = "wiredtiger")]
+pub mod wiredtiger;
 
 pub use options::{OptSpec, StoreOptions};
 pub use record::{Record, RecordView};
@@ -126,6 +140,10 @@ impl ScanOut {
         self.records[i].clear();
         (&mut self.keys[i], &mut self.records[i])
     }
+    /// Slot `i` (below `len`), for filling records after their keys.
+    pub fn slot_mut(&mut self, i: usize) -> (&mut Vec<u8>, &mut Record) {
+        (&mut self.keys[i], &mut self.records[i])
+    }
     /// Drops the last slot taken (a record the store filtered out after all).
     pub fn pop(&mut self) {
         self.len -= 1;
@@ -192,13 +210,55 @@ pub struct StoreKind {
     /// Validates option values before anything is created (bad values: exit 2).
     pub check: fn(&StoreOptions) -> Result<(), crate::error::UsageError>,
     /// Opens the store with its files under `dir` (created by the caller, owned by kvmeter).
+    /// A server store connects to `addr` (filled in by the driver for a managed server).
     pub open: fn(dir: &Path, opts: &StoreOptions) -> anyhow::Result<Box<dyn Store>>,
+    /// For server stores: how to start, check and empty the server.
+    pub server: Option<&'static ServerSpec>,
+}
+
+/// A server store's server: with `--store-opt addr` empty kvmeter starts it (managed.rs).
+pub struct ServerSpec {
+    /// The binary kvmeter starts, and the Debian package that has it.
+    pub binary: &'static str,
+    pub package: &'static str,
+    /// Loopback ports the server needs (the first is the client port).
+    pub ports: usize,
+    /// Arguments for a server on `ports` with its files under `dir`.
+    pub args: fn(opts: &StoreOptions, ports: &[u16], dir: &Path) -> Vec<String>,
+    /// Connects to `addr` and asks for the server's version: the readiness check, and the
+    /// clear error at start when a user's server is down.
+    pub ping: fn(opts: &StoreOptions, addr: &str) -> Result<String, String>,
+    /// Removes every record (the suite's clear phase).
+    pub clear: fn(opts: &StoreOptions) -> anyhow::Result<()>,
+}
+
+/// Server probe: usable when the binary is installed (managed mode); a user's own server
+/// (`addr=`) works without it.
+pub fn probe_server(spec: &ServerSpec) -> Result<(), String> {
+    match managed::find_binary(spec.binary) {
+        Some(_) => Ok(()),
+        None => Err(format!(
+            "'{}' not installed (Debian package {}); a server of your own works with --store-opt addr=host:port",
+            spec.binary, spec.package
+        )),
+    }
 }
 
 pub fn registry() -> Vec<&'static StoreKind> {
     vec![
         #[cfg(feature = "rocksdb")]
         &rocksdb::KIND,
+        #[cfg(feature = "wiredtiger")]
+        &wiredtiger::KIND,
+        #[cfg(feature = "lmdb")]
+        &lmdb::KIND,
+        #[cfg(feature = "leveldb")]
+        &leveldb::KIND,
+        #[cfg(feature = "sqlite")]
+        &sqlite::KIND,
+        &memcached::KIND,
+        &redis::KIND,
+        &etcd::KIND,
         &null::KIND,
     ]
 }
@@ -209,4 +269,25 @@ pub fn find(name: &str) -> Option<&'static StoreKind> {
 
 pub fn names() -> Vec<&'static str> {
     registry().iter().map(|k| k.name).collect()
+}
+
+/// Stores this build leaves out, with the cargo feature that adds each.
+pub fn not_built() -> Vec<(&'static str, &'static str)> {
+    let mut v = vec![];
+    if !cfg!(feature = "rocksdb") {
+        v.push(("rocksdb", "rocksdb"));
+    }
+    if !cfg!(feature = "wiredtiger") {
+        v.push(("wiredtiger", "wiredtiger"));
+    }
+    if !cfg!(feature = "lmdb") {
+        v.push(("lmdb", "lmdb"));
+    }
+    if !cfg!(feature = "leveldb") {
+        v.push(("leveldb", "leveldb"));
+    }
+    if !cfg!(feature = "sqlite") {
+        v.push(("sqlite", "sqlite"));
+    }
+    v
 }

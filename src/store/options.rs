@@ -44,6 +44,11 @@ impl StoreOptions {
         })
     }
 
+    /// Sets a value the driver decides (a managed server's address).
+    pub fn set(&mut self, key: &str, value: &str) {
+        self.values.insert(key.to_string(), value.to_string());
+    }
+
     pub fn resolved(&self) -> &BTreeMap<String, String> {
         &self.values
     }

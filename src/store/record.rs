@@ -19,6 +19,23 @@ pub struct Span {
     value_len: u32,
 }
 
+impl Span {
+    /// A field at these byte positions of the bytes a `RecordView` is made over.
+    #[inline]
+    pub fn new(name: std::ops::Range<usize>, value: std::ops::Range<usize>) -> Span {
+        Span {
+            name_start: name.start as u32,
+            name_len: (name.end - name.start) as u32,
+            value_start: value.start as u32,
+            value_len: (value.end - value.start) as u32,
+        }
+    }
+
+    pub fn value_range(&self) -> std::ops::Range<usize> {
+        self.value_start as usize..(self.value_start + self.value_len) as usize
+    }
+}
+
 #[derive(Default, Clone, Debug)]
 pub struct Record {
     buf: Vec<u8>,

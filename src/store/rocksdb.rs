@@ -39,6 +39,7 @@ pub static KIND: StoreKind = StoreKind {
     probe,
     check: |o| settings(o).map(|_| ()),
     open,
+    server: None,
 };
 
 fn probe() -> Result<(), String> {

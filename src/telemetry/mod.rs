@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub const TELEMETRY_HEADER: &str = "time_s,phase,power_w,power_source,cpu_busy_pct,cpu_user_pct,cpu_nice_pct,cpu_system_pct,cpu_iowait_pct,cpu_irq_pct,cpu_softirq_pct,cpu_steal_pct,cpu_idle_pct,disk,disk_read_iops,disk_write_iops,disk_read_mb_per_s,disk_write_mb_per_s,disk_util_pct,disk_queue_depth,disk_await_ms,proc_cpu_pct,proc_rss_mb,proc_voluntary_cs_per_s,proc_involuntary_cs_per_s,proc_read_mb_per_s,proc_write_mb_per_s,mem_used_mb,mem_available_mb,mem_dirty_mb,psi_cpu_some_pct,psi_io_some_pct,psi_io_full_pct,psi_memory_some_pct,psi_memory_full_pct";
+pub const TELEMETRY_HEADER: &str = "time_s,phase,power_w,power_source,cpu_busy_pct,cpu_user_pct,cpu_nice_pct,cpu_system_pct,cpu_iowait_pct,cpu_irq_pct,cpu_softirq_pct,cpu_steal_pct,cpu_idle_pct,disk,disk_read_iops,disk_write_iops,disk_read_mb_per_s,disk_write_mb_per_s,disk_util_pct,disk_queue_depth,disk_await_ms,proc_cpu_pct,proc_rss_mb,proc_voluntary_cs_per_s,proc_involuntary_cs_per_s,proc_read_mb_per_s,proc_write_mb_per_s,mem_used_mb,mem_available_mb,mem_dirty_mb,psi_cpu_some_pct,psi_io_some_pct,psi_io_full_pct,psi_memory_some_pct,psi_memory_full_pct,server_cpu_pct,server_rss_mb";
 
 /// What to sample.
 #[derive(Clone, Debug)]
@@ -32,6 +32,8 @@ pub struct Config {
     pub disk: Option<String>,
     /// The process whose CPU, memory and I/O are the store's (kvmeter itself for embedded stores).
     pub pid: u32,
+    /// A managed or local server process measured alongside (its CPU and memory).
+    pub server_pid: Option<u32>,
     pub root: Root,
     pub power: power::Choice,
     pub model: power::Model,
@@ -46,6 +48,7 @@ struct Snapshot {
     cpu: Option<(CpuTimes, Vec<CpuTimes>)>,
     disk: Option<DiskCounters>,
     process: Option<ProcSample>,
+    server: Option<ProcSample>,
     threads: Vec<(u32, String, u64)>,
     psi: [(Option<u64>, Option<u64>); 3],
     energy_j: Option<f64>,
@@ -58,6 +61,7 @@ struct Sources {
     root: Root,
     disk: Option<String>,
     pid: u32,
+    server_pid: Option<u32>,
     page_size: u64,
     ticks_per_s: f64,
     unavailable: BTreeMap<String, String>,
@@ -155,6 +159,7 @@ impl Sources {
             root,
             disk,
             pid: cfg.pid,
+            server_pid: cfg.server_pid,
             page_size: page_size.max(1) as u64,
             ticks_per_s: ticks.max(1) as f64,
             unavailable,
@@ -172,6 +177,9 @@ impl Sources {
                     .and_then(|t| parse_diskstats(&t, d))
             }),
             process: read_process(r, self.pid, self.page_size),
+            server: self
+                .server_pid
+                .and_then(|p| read_process(r, p, self.page_size)),
             threads: read_threads(r, self.pid),
             psi: PSI.map(|p| {
                 r.read(&format!("proc/pressure/{p}"))
@@ -244,6 +252,10 @@ pub struct PhaseTelemetry {
     pub disk_device: Option<String>,
     pub disk: Option<DiskRates>,
     pub process: Option<ProcessFigures>,
+    /// The server process of a server store (managed, or `--store-opt addr` on this host
+    /// is not followed: only a server kvmeter started has a known pid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ProcessFigures>,
     pub memory: Option<Memory>,
     pub pressure: Pressure,
     pub power: Option<PowerFigures>,
@@ -335,6 +347,25 @@ fn window(
             cpu_pct: pct(counter_delta(x.cpu_ticks, y.cpu_ticks)),
             cpu_pct_by_thread: by_thread,
             rss_peak_mb: rss_peak.max(y.rss_bytes) as f64 / 1048576.0,
+            voluntary_cs_per_s: per_s(x.voluntary_cs, y.voluntary_cs),
+            involuntary_cs_per_s: per_s(x.involuntary_cs, y.involuntary_cs),
+            read_mb_per_s: x
+                .read_bytes
+                .zip(y.read_bytes)
+                .map(|(p, q)| per_s(p, q) / 1e6),
+            write_mb_per_s: x
+                .write_bytes
+                .zip(y.write_bytes)
+                .map(|(p, q)| per_s(p, q) / 1e6),
+        });
+    }
+    if let (Some(x), Some(y), Some(pid)) = (&a.server, &b.server, s.server_pid) {
+        let per_s = |p: u64, q: u64| counter_delta(p, q) as f64 / secs;
+        t.server = Some(ProcessFigures {
+            pid,
+            cpu_pct: counter_delta(x.cpu_ticks, y.cpu_ticks) as f64 / s.ticks_per_s / secs * 100.0,
+            cpu_pct_by_thread: BTreeMap::new(),
+            rss_peak_mb: x.rss_bytes.max(y.rss_bytes) as f64 / 1048576.0,
             voluntary_cs_per_s: per_s(x.voluntary_cs, y.voluntary_cs),
             involuntary_cs_per_s: per_s(x.involuntary_cs, y.involuntary_cs),
             read_mb_per_s: x
@@ -575,7 +606,7 @@ fn sampler(
         let m = t.memory;
         let _ = writeln!(
             csv,
-            "{time_s:.3},{phase},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{time_s:.3},{phase},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             fmt_opt(watts),
             src.power.as_ref().map(|p| p.source.as_str()).unwrap_or(""),
             cpu(c.busy), cpu(c.user), cpu(c.nice), cpu(c.system), cpu(c.iowait), cpu(c.irq),
@@ -597,6 +628,8 @@ fn sampler(
             fmt_opt(t.pressure.io_full_pct),
             fmt_opt(t.pressure.memory_some_pct),
             fmt_opt(t.pressure.memory_full_pct),
+            fmt_opt(t.server.as_ref().map(|p| p.cpu_pct)),
+            fmt_opt(cur.server.as_ref().map(|p| p.rss_bytes as f64 / 1048576.0)),
         );
         if let Some(p) = p {
             for (g, v) in &p.cpu_pct_by_thread {
@@ -678,6 +711,7 @@ mod tests {
             interval: Duration::from_millis(100),
             disk: Some("sda".into()),
             pid: 42,
+            server_pid: None,
             root: Root(t.path().to_path_buf()),
             power: power::Choice::None,
             model: power::Model::default(),
@@ -729,6 +763,7 @@ mod tests {
             interval: Duration::from_millis(20),
             disk: None,
             pid: std::process::id(),
+            server_pid: None,
             root: Root::system(),
             power: power::Choice::Estimate,
             model: power::Model::default(),

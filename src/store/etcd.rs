@@ -1,0 +1,560 @@
+//! `etcd`: etcd's v3 key-value API — range, put, deleterange, and a prefix-free range
+//! (`range_end` "\0": every key from the start key on) with a limit for scans.
+//!
+//! It speaks the v3 API through etcd's JSON gateway (`POST /v3/kv/...`, keys and values in
+//! base64), over keep-alive HTTP/1.1 written here: the gRPC client crates bring an async
+//! runtime and protobuf code generation for three calls, and a blocking request/reply keeps
+//! the timing the same as for the other servers. The gateway translates each call into the
+//! same gRPC handler inside etcd; its JSON step is part of what is measured (noted in
+//! docs/stores.md). A record is one value (`record.rs` encoding); update reads, merges and
+//! puts.
+
+use super::kv::RawError;
+use super::net::{self, parse_usize, push_num, Conn};
+use super::record::{self, Record, RecordView};
+use super::*;
+use crate::error::UsageError;
+use base64::Engine;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+const OPTIONS: &[OptSpec] = &[
+    OptSpec { name: "addr", default: "", help: "host:port of an etcd client URL you run (http); empty: kvmeter starts one on loopback (managed)" },
+    OptSpec { name: "connections", default: "1", help: "connections per worker, used in turn" },
+    OptSpec { name: "timeout_ms", default: "10000", help: "how long to wait for a reply before the operation counts as a timeout" },
+    OptSpec { name: "quota_backend_mb", default: "8192", help: "managed server: backend size quota (--quota-backend-bytes)" },
+    OptSpec { name: "snapshot_count", default: "100000", help: "managed server: committed entries between snapshots (--snapshot-count)" },
+];
+
+pub static SERVER: ServerSpec = ServerSpec {
+    binary: "etcd",
+    package: "etcd-server",
+    ports: 2,
+    args: server_args,
+    ping,
+    clear,
+};
+
+pub static KIND: StoreKind = StoreKind {
+    name: "etcd",
+    summary: "etcd server, v3 API (range/put/delete; range scans) (managed or addr=)",
+    options: OPTIONS,
+    capabilities: Capabilities {
+        scan: true,
+        persistent: true,
+        stores_data: true,
+    },
+    version: || super::managed::binary_version("etcd", &["--version"]),
+    probe: || probe_server(&SERVER),
+    check: |o| settings(o).map(|_| ()),
+    open,
+    server: Some(&SERVER),
+};
+
+#[derive(Clone)]
+struct Settings {
+    connections: usize,
+    timeout: Duration,
+}
+
+fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
+    o.positive("quota_backend_mb")?;
+    o.positive("snapshot_count")?;
+    if !o.str("addr").is_empty() {
+        net::resolve(o.str("addr"))
+            .map_err(|e| UsageError::new(format!("--store-opt addr={e}")))?;
+    }
+    Ok(Settings {
+        connections: o.positive("connections")? as usize,
+        timeout: Duration::from_millis(o.positive("timeout_ms")?),
+    })
+}
+
+fn server_args(o: &StoreOptions, ports: &[u16], dir: &Path) -> Vec<String> {
+    let client = format!("http://127.0.0.1:{}", ports[0]);
+    let peer = format!("http://127.0.0.1:{}", ports[1]);
+    let quota = o.u64("quota_backend_mb").unwrap_or(8192) << 20;
+    [
+        "--name",
+        "kvmeter",
+        "--data-dir",
+        &dir.join("etcd").display().to_string(),
+        "--listen-client-urls",
+        &client,
+        "--advertise-client-urls",
+        &client,
+        "--listen-peer-urls",
+        &peer,
+        "--initial-advertise-peer-urls",
+        &peer,
+        "--initial-cluster",
+        &format!("kvmeter={peer}"),
+        "--initial-cluster-state",
+        "new",
+        "--quota-backend-bytes",
+        &quota.to_string(),
+        "--snapshot-count",
+        o.str("snapshot_count"),
+        "--logger",
+        "zap",
+        "--log-outputs",
+        "stderr",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn ping(o: &StoreOptions, addr: &str) -> Result<String, String> {
+    let s = settings(o).map_err(|e| e.to_string())?;
+    let addr = net::resolve(addr)?;
+    let mut h = Http::connect(addr, s.timeout).map_err(|e| e.message)?;
+    let body = h
+        .request(b"GET", b"/version", b"")
+        .map_err(|e| e.message)?
+        .to_vec();
+    let text = String::from_utf8_lossy(&body);
+    let version = json_str(&body, b"\"etcdserver\":\"")
+        .map(|r| String::from_utf8_lossy(&body[r]).into_owned())
+        .ok_or_else(|| format!("unexpected answer to GET /version: {text}"))?;
+    // A range answers only once the member has a leader.
+    h.request(b"POST", b"/v3/kv/range", b"{\"key\":\"AA==\",\"limit\":1}")
+        .map_err(|e| e.message)?;
+    Ok(version)
+}
+
+fn clear(o: &StoreOptions) -> anyhow::Result<()> {
+    let s = settings(o)?;
+    let addr = net::resolve(o.str("addr")).map_err(|e| anyhow::anyhow!(e))?;
+    let mut h = Http::connect(addr, s.timeout).map_err(|e| anyhow::anyhow!(e.message))?;
+    // key "\0", range_end "\0": every key.
+    h.request(
+        b"POST",
+        b"/v3/kv/deleterange",
+        b"{\"key\":\"AA==\",\"range_end\":\"AA==\"}",
+    )
+    .map_err(|e| anyhow::anyhow!(e.message))?;
+    Ok(())
+}
+
+/// The range of the JSON string value that follows `prefix` (e.g. `"value":"`).
+fn json_str(body: &[u8], prefix: &[u8]) -> Option<std::ops::Range<usize>> {
+    let at = find(body, prefix)? + prefix.len();
+    let end = at + net::memchr(b'"', &body[at..])?;
+    Some(at..end)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Keep-alive HTTP/1.1 over `Conn`; the body of the latest reply is in `body`.
+struct Http {
+    conn: Conn,
+    body: Vec<u8>,
+    json: Vec<u8>,
+    timeout: Duration,
+}
+
+impl Http {
+    fn connect(addr: SocketAddr, timeout: Duration) -> Result<Http, RawError> {
+        let conn = Conn::connect(addr, timeout).map_err(|e| {
+            RawError::new(
+                ErrorKind::Io,
+                true,
+                format!("cannot connect to etcd at {addr}: {e}"),
+            )
+        })?;
+        Ok(Http {
+            conn,
+            body: Vec::with_capacity(4096),
+            json: Vec::with_capacity(4096),
+            timeout,
+        })
+    }
+
+    /// Sends a request with `body` and returns the reply's body (status 200 only).
+    fn request(&mut self, method: &[u8], path: &[u8], body: &[u8]) -> Result<&[u8], RawError> {
+        if self.conn.broken {
+            let addr = self.conn.addr;
+            self.conn = Conn::connect(addr, self.timeout).map_err(|e| {
+                RawError::new(
+                    ErrorKind::Io,
+                    true,
+                    format!("cannot reconnect to etcd at {addr}: {e}"),
+                )
+            })?;
+        }
+        let c = &mut self.conn;
+        c.begin();
+        let w = &mut c.wbuf;
+        w.extend_from_slice(method);
+        w.push(b' ');
+        w.extend_from_slice(path);
+        w.extend_from_slice(
+            b" HTTP/1.1\r\nHost: etcd\r\nContent-Type: application/json\r\nContent-Length: ",
+        );
+        push_num(w, body.len());
+        w.extend_from_slice(b"\r\n\r\n");
+        w.extend_from_slice(body);
+        c.send()?;
+        let status_line = c.line()?;
+        let sl = c.bytes(status_line);
+        let status = sl.get(9..12).and_then(parse_usize).ok_or_else(|| bad(c))?;
+        let mut length = None;
+        let mut chunked = false;
+        let mut close = false;
+        loop {
+            let l = c.line()?;
+            let h = c.bytes(l);
+            if h.is_empty() {
+                break;
+            }
+            let lower = |p: &[u8]| h.len() >= p.len() && h[..p.len()].eq_ignore_ascii_case(p);
+            if lower(b"content-length:") {
+                length = parse_usize(trim(&h[15..]));
+            } else if lower(b"transfer-encoding:") {
+                chunked = trim(&h[18..]).eq_ignore_ascii_case(b"chunked");
+            } else if lower(b"connection:") {
+                close = trim(&h[11..]).eq_ignore_ascii_case(b"close");
+            }
+        }
+        self.body.clear();
+        if chunked {
+            loop {
+                let l = c.line()?;
+                let hex = c.bytes(l);
+                let hex = &hex[..net::memchr(b';', hex).unwrap_or(hex.len())];
+                let n = usize::from_str_radix(std::str::from_utf8(trim(hex)).unwrap_or("x"), 16)
+                    .map_err(|_| bad(c))?;
+                if n == 0 {
+                    c.line()?; // the empty line after the last chunk (no trailers)
+                    break;
+                }
+                let r = c.take(n)?;
+                self.body.extend_from_slice(c.bytes(r));
+                c.line()?;
+            }
+        } else {
+            let n = length.ok_or_else(|| bad(c))?;
+            let r = c.take(n)?;
+            self.body.extend_from_slice(c.bytes(r));
+        }
+        if close {
+            c.broken = true;
+        }
+        if status != 200 {
+            return Err(http_error(status, &self.body));
+        }
+        Ok(&self.body)
+    }
+}
+
+fn trim(b: &[u8]) -> &[u8] {
+    let s = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let e = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map(|i| i + 1)
+        .unwrap_or(s);
+    &b[s..e]
+}
+
+#[cold]
+fn bad(c: &mut Conn) -> RawError {
+    c.broken = true;
+    RawError::new(
+        ErrorKind::Other,
+        false,
+        "etcd: malformed HTTP reply (connection reset)",
+    )
+}
+
+#[cold]
+fn http_error(status: usize, body: &[u8]) -> RawError {
+    let text = String::from_utf8_lossy(body).into_owned();
+    let kind = if text.contains("too many requests") || status == 503 {
+        ErrorKind::Busy
+    } else if text.contains("space quota") {
+        ErrorKind::Io
+    } else {
+        ErrorKind::Other
+    };
+    RawError::new(
+        kind,
+        kind == ErrorKind::Io,
+        format!("etcd: HTTP {status}: {}", text.trim()),
+    )
+}
+
+struct EtcdStore {
+    addr: SocketAddr,
+    s: Settings,
+}
+
+fn open(_dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
+    let s = settings(o)?;
+    let addr = net::resolve(o.str("addr")).map_err(|e| anyhow::anyhow!("--store-opt addr={e}"))?;
+    Ok(Box::new(EtcdStore { addr, s }))
+}
+
+impl Store for EtcdStore {
+    fn session(&self) -> anyhow::Result<Box<dyn Session>> {
+        let mut conns = Vec::with_capacity(self.s.connections);
+        for _ in 0..self.s.connections {
+            conns.push(
+                Http::connect(self.addr, self.s.timeout).map_err(|e| anyhow::anyhow!(e.message))?,
+            );
+        }
+        Ok(Box::new(EtcdSession {
+            conns,
+            next: 0,
+            value: Vec::new(),
+            spans: Vec::new(),
+            current: Record::new(),
+            merged: Record::new(),
+            encoded: Vec::new(),
+            last_error: None,
+        }))
+    }
+
+    fn close(self: Box<Self>) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+struct EtcdSession {
+    conns: Vec<Http>,
+    next: usize,
+    /// The latest read's value, decoded from base64.
+    value: Vec<u8>,
+    spans: Vec<record::Span>,
+    current: Record,
+    merged: Record,
+    encoded: Vec<u8>,
+    last_error: Option<String>,
+}
+
+/// Appends `"name":"<base64 of b>"`.
+fn b64_field(json: &mut Vec<u8>, name: &[u8], b: &[u8]) {
+    json.push(b'"');
+    json.extend_from_slice(name);
+    json.extend_from_slice(b"\":\"");
+    let at = json.len();
+    json.resize(at + b.len().div_ceil(3) * 4, 0);
+    let n = B64
+        .encode_slice(b, &mut json[at..])
+        .expect("sized for base64");
+    json.truncate(at + n);
+    json.push(b'"');
+}
+
+/// Decodes base64 `src` into `out` (replacing it).
+fn b64_decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), RawError> {
+    out.resize(src.len() / 4 * 3 + 3, 0);
+    match B64.decode_slice(src, out) {
+        Ok(n) => {
+            out.truncate(n);
+            Ok(())
+        }
+        Err(e) => Err(RawError::new(
+            ErrorKind::Corruption,
+            false,
+            format!("etcd: undecodable base64 in reply: {e}"),
+        )),
+    }
+}
+
+impl EtcdSession {
+    #[inline]
+    fn http(&mut self) -> &mut Http {
+        let i = self.next;
+        self.next = if i + 1 == self.conns.len() { 0 } else { i + 1 };
+        &mut self.conns[i]
+    }
+
+    /// Range on one key into `self.value`; Ok(false) when missing.
+    fn get(&mut self, key: &[u8]) -> Result<bool, RawError> {
+        let i = self.next;
+        let h = self.http();
+        let mut json = std::mem::take(&mut h.json);
+        json.clear();
+        json.push(b'{');
+        b64_field(&mut json, b"key", key);
+        json.push(b'}');
+        let r = self.conns[i]
+            .request(b"POST", b"/v3/kv/range", &json)
+            .map(|_| ());
+        self.conns[i].json = json;
+        r?;
+        let body = &self.conns[i].body;
+        if find(body, b"\"kvs\":[").is_none() {
+            return Ok(false);
+        }
+        match json_str(body, b"\"value\":\"") {
+            Some(r) => {
+                let src = &self.conns[i].body[r];
+                b64_decode(src, &mut self.value)?;
+            }
+            None => self.value.clear(),
+        }
+        Ok(true)
+    }
+
+    fn put(&mut self, key: &[u8]) -> Result<(), RawError> {
+        let i = self.next;
+        let h = self.http();
+        let mut json = std::mem::take(&mut h.json);
+        json.clear();
+        json.push(b'{');
+        b64_field(&mut json, b"key", key);
+        json.push(b',');
+        b64_field(&mut json, b"value", &self.encoded);
+        json.push(b'}');
+        let r = self.conns[i]
+            .request(b"POST", b"/v3/kv/put", &json)
+            .map(|_| ());
+        self.conns[i].json = json;
+        r
+    }
+
+    #[cold]
+    fn fail(&mut self, e: RawError) -> Status {
+        self.last_error = Some(e.message);
+        Status::Error {
+            kind: e.kind,
+            fatal: e.fatal,
+        }
+    }
+}
+
+impl Session for EtcdSession {
+    fn read(&mut self, _table: &str, key: &[u8], fields: Fields) -> (Status, RecordView<'_>) {
+        match self.get(key) {
+            Ok(true) => {
+                match record::index_encoded(&self.value, |n| fields.wants(n), &mut self.spans) {
+                    Ok(()) => (Status::Ok, RecordView::new(&self.value, &self.spans)),
+                    Err(e) => {
+                        self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
+                        (Status::error(ErrorKind::Corruption), RecordView::EMPTY)
+                    }
+                }
+            }
+            Ok(false) => (Status::NotFound, RecordView::EMPTY),
+            Err(e) => (self.fail(e), RecordView::EMPTY),
+        }
+    }
+
+    fn scan(
+        &mut self,
+        _table: &str,
+        start: &[u8],
+        count: usize,
+        fields: Fields,
+        out: &mut ScanOut,
+    ) -> Status {
+        out.clear();
+        let i = self.next;
+        let h = self.http();
+        let mut json = std::mem::take(&mut h.json);
+        json.clear();
+        json.push(b'{');
+        b64_field(&mut json, b"key", start);
+        json.extend_from_slice(b",\"range_end\":\"AA==\",\"limit\":");
+        push_num(&mut json, count);
+        json.push(b'}');
+        let r = self.conns[i]
+            .request(b"POST", b"/v3/kv/range", &json)
+            .map(|_| ());
+        self.conns[i].json = json;
+        if let Err(e) = r {
+            return self.fail(e);
+        }
+        let body = &self.conns[i].body;
+        let Some(kvs) = find(body, b"\"kvs\":[") else {
+            return Status::Ok;
+        };
+        let mut at = kvs;
+        while let Some(k) = json_str(&body[at..], b"\"key\":\"") {
+            let key = at + k.start..at + k.end;
+            let next = find(&body[key.end..], b"\"key\":\"")
+                .map(|p| key.end + p)
+                .unwrap_or(body.len());
+            let (kb, rec) = out.next_slot();
+            if let Err(e) = b64_decode(&body[key.clone()], kb) {
+                return self.fail(e);
+            }
+            match json_str(&body[key.end..next], b"\"value\":\"") {
+                Some(v) => {
+                    if let Err(e) =
+                        b64_decode(&body[key.end + v.start..key.end + v.end], &mut self.value)
+                    {
+                        return self.fail(e);
+                    }
+                    if let Err(e) = rec.decode_from(&self.value, |n| fields.wants(n)) {
+                        self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
+                        return Status::error(ErrorKind::Corruption);
+                    }
+                }
+                None => rec.clear(),
+            }
+            at = next;
+        }
+        Status::Ok
+    }
+
+    fn update(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
+        match self.get(key) {
+            Ok(true) => {}
+            Ok(false) => return Status::NotFound,
+            Err(e) => return self.fail(e),
+        }
+        if let Err(e) = self.current.decode_from(&self.value, |_| true) {
+            self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
+            return Status::error(ErrorKind::Corruption);
+        }
+        self.merged.merge_from(&self.current, values);
+        self.encoded.clear();
+        self.merged.encode_into(&mut self.encoded);
+        match self.put(key) {
+            Ok(()) => Status::Ok,
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn insert(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
+        self.encoded.clear();
+        values.encode_into(&mut self.encoded);
+        match self.put(key) {
+            Ok(()) => Status::Ok,
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn delete(&mut self, _table: &str, key: &[u8]) -> Status {
+        let i = self.next;
+        let h = self.http();
+        let mut json = std::mem::take(&mut h.json);
+        json.clear();
+        json.push(b'{');
+        b64_field(&mut json, b"key", key);
+        json.push(b'}');
+        let r = self.conns[i]
+            .request(b"POST", b"/v3/kv/deleterange", &json)
+            .map(|_| ());
+        self.conns[i].json = json;
+        match r {
+            Ok(()) => Status::Ok,
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn last_error(&mut self) -> Option<String> {
+        self.last_error.take()
+    }
+}

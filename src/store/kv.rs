@@ -1,0 +1,183 @@
+//! The YCSB record semantics shared by the embedded stores that keep a record as one value
+//! under its key (LMDB, LevelDB, WiredTiger, SQLite), written once so each adapter holds only
+//! its store's calls (design.md "The store contract"; RocksDB keeps its own copy because it
+//! also merges several databases).
+//!
+//! An adapter implements `RawKv` (get with a borrowed value, put, delete, ordered scan);
+//! `KvSession` turns that into a `Session`: encoding (`record.rs`), field filtering over a
+//! zero-copy view, and update as read-merge-write, the way YCSB's RocksDB binding does it.
+
+use super::record::{self, Record, RecordView};
+use super::{ErrorKind, Fields, ScanOut, Session, Status};
+
+/// A store error: its kind, whether the store can go on, and the store's own words.
+#[derive(Debug)]
+pub struct RawError {
+    pub kind: ErrorKind,
+    pub fatal: bool,
+    pub message: String,
+}
+
+impl RawError {
+    #[cold]
+    pub fn new(kind: ErrorKind, fatal: bool, message: impl Into<String>) -> Self {
+        RawError {
+            kind,
+            fatal,
+            message: message.into(),
+        }
+    }
+}
+
+/// What `scan` hands each entry to; an error stops the scan.
+pub type ScanSink<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), record::DecodeError> + 'a;
+
+/// One session's raw access to an ordered key-value store.
+pub trait RawKv: Send {
+    /// The value under `key`; it borrows the session until the next call.
+    fn get(&mut self, key: &[u8]) -> Result<Option<&[u8]>, RawError>;
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), RawError>;
+    /// Removes `key`; a missing key is not an error (YCSB's delete returns OK).
+    fn delete(&mut self, key: &[u8]) -> Result<(), RawError>;
+    /// Calls `sink` for up to `count` entries with keys ≥ `start`, in key order.
+    fn scan(
+        &mut self,
+        start: &[u8],
+        count: usize,
+        sink: &mut ScanSink<'_>,
+    ) -> Result<(), ScanError>;
+    /// Releases what the session holds; called once, at the end.
+    fn close(&mut self) -> Result<(), RawError> {
+        Ok(())
+    }
+}
+
+/// A scan ends on a store error or on an undecodable record.
+pub enum ScanError {
+    Store(RawError),
+    Decode(record::DecodeError),
+}
+
+impl From<RawError> for ScanError {
+    fn from(e: RawError) -> Self {
+        ScanError::Store(e)
+    }
+}
+
+pub struct KvSession<R: RawKv> {
+    raw: R,
+    spans: Vec<record::Span>,
+    current: Record,
+    merged: Record,
+    encoded: Vec<u8>,
+    last_error: Option<String>,
+}
+
+impl<R: RawKv> KvSession<R> {
+    pub fn new(raw: R) -> Self {
+        KvSession {
+            raw,
+            spans: Vec::new(),
+            current: Record::new(),
+            merged: Record::new(),
+            encoded: Vec::new(),
+            last_error: None,
+        }
+    }
+}
+
+#[cold]
+fn fail(last: &mut Option<String>, e: RawError) -> Status {
+    *last = Some(e.message);
+    Status::Error {
+        kind: e.kind,
+        fatal: e.fatal,
+    }
+}
+
+#[cold]
+fn undecodable(last: &mut Option<String>, e: record::DecodeError) -> Status {
+    *last = Some(format!("stored record cannot be decoded: {}", e.0));
+    Status::error(ErrorKind::Corruption)
+}
+
+impl<R: RawKv> Session for KvSession<R> {
+    fn read(&mut self, _table: &str, key: &[u8], fields: Fields) -> (Status, RecordView<'_>) {
+        match self.raw.get(key) {
+            Ok(Some(bytes)) => {
+                match record::index_encoded(bytes, |n| fields.wants(n), &mut self.spans) {
+                    Ok(()) => (Status::Ok, RecordView::new(bytes, &self.spans)),
+                    Err(e) => (undecodable(&mut self.last_error, e), RecordView::EMPTY),
+                }
+            }
+            Ok(None) => (Status::NotFound, RecordView::EMPTY),
+            Err(e) => (fail(&mut self.last_error, e), RecordView::EMPTY),
+        }
+    }
+
+    fn scan(
+        &mut self,
+        _table: &str,
+        start: &[u8],
+        count: usize,
+        fields: Fields,
+        out: &mut ScanOut,
+    ) -> Status {
+        out.clear();
+        let mut sink = |k: &[u8], v: &[u8]| {
+            let (kb, r) = out.next_slot();
+            kb.extend_from_slice(k);
+            r.decode_from(v, |n| fields.wants(n))
+        };
+        match self.raw.scan(start, count, &mut sink) {
+            Ok(()) => Status::Ok,
+            Err(ScanError::Store(e)) => fail(&mut self.last_error, e),
+            Err(ScanError::Decode(e)) => undecodable(&mut self.last_error, e),
+        }
+    }
+
+    fn update(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
+        let decoded = match self.raw.get(key) {
+            Ok(Some(v)) => self.current.decode_from(v, |_| true),
+            Ok(None) => return Status::NotFound,
+            Err(e) => return fail(&mut self.last_error, e),
+        };
+        if let Err(e) = decoded {
+            return undecodable(&mut self.last_error, e);
+        }
+        self.merged.merge_from(&self.current, values);
+        self.encoded.clear();
+        self.merged.encode_into(&mut self.encoded);
+        match self.raw.put(key, &self.encoded) {
+            Ok(()) => Status::Ok,
+            Err(e) => fail(&mut self.last_error, e),
+        }
+    }
+
+    fn insert(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
+        self.encoded.clear();
+        values.encode_into(&mut self.encoded);
+        match self.raw.put(key, &self.encoded) {
+            Ok(()) => Status::Ok,
+            Err(e) => fail(&mut self.last_error, e),
+        }
+    }
+
+    fn delete(&mut self, _table: &str, key: &[u8]) -> Status {
+        match self.raw.delete(key) {
+            Ok(()) => Status::Ok,
+            Err(e) => fail(&mut self.last_error, e),
+        }
+    }
+
+    fn last_error(&mut self) -> Option<String> {
+        self.last_error.take()
+    }
+
+    fn close(mut self: Box<Self>) -> Status {
+        match self.raw.close() {
+            Ok(()) => Status::Ok,
+            Err(e) => fail(&mut self.last_error, e),
+        }
+    }
+}

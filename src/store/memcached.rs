@@ -1,0 +1,643 @@
+//! `memcached`: Memcached over TCP with the text or binary protocol, and GETs over UDP as
+//! papers/003 measures it (8-byte frame header with request id and sequence numbers; replies
+//! that span several datagrams are reassembled; sets and deletes stay on TCP, as there).
+//!
+//! A record is one value (the encoding of `record.rs`): memcached has no fields, so a field
+//! read filters on the client and an update reads, merges and sets, like the embedded stores.
+//! Memcached cannot scan: SCAN is reported N/A, never silently skipped.
+
+use super::kv::RawError;
+use super::net::{self, parse_usize, push_num, Conn};
+use super::record::{self, Record, RecordView};
+use super::*;
+use crate::error::UsageError;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration;
+
+const OPTIONS: &[OptSpec] = &[
+    OptSpec { name: "addr", default: "", help: "host:port of a memcached you run; empty: kvmeter starts one on loopback (managed)" },
+    OptSpec { name: "protocol", default: "text", help: "text or binary (TCP)" },
+    OptSpec { name: "udp", default: "false", help: "GETs over UDP (papers/003); sets and deletes over TCP. Managed servers listen on UDP at the TCP port number" },
+    OptSpec { name: "connections", default: "1", help: "TCP connections per worker, used in turn" },
+    OptSpec { name: "timeout_ms", default: "5000", help: "how long to wait for a reply before the operation counts as a timeout" },
+    OptSpec { name: "memory_mb", default: "1024", help: "managed server: item memory (-m)" },
+    OptSpec { name: "threads", default: "4", help: "managed server: worker threads (-t)" },
+];
+
+pub static SERVER: ServerSpec = ServerSpec {
+    binary: "memcached",
+    package: "memcached",
+    ports: 1,
+    args: server_args,
+    ping,
+    clear,
+};
+
+pub static KIND: StoreKind = StoreKind {
+    name: "memcached",
+    summary: "Memcached server: text/binary over TCP, GETs over UDP (managed or addr=)",
+    options: OPTIONS,
+    capabilities: Capabilities {
+        scan: false,
+        persistent: false,
+        stores_data: true,
+    },
+    version: || super::managed::binary_version("memcached", &["-V"]),
+    probe: || probe_server(&SERVER),
+    check: |o| settings(o).map(|_| ()),
+    open,
+    server: Some(&SERVER),
+};
+
+#[derive(Clone, Copy, PartialEq)]
+enum Protocol {
+    Text,
+    Binary,
+}
+
+#[derive(Clone)]
+struct Settings {
+    protocol: Protocol,
+    udp: bool,
+    connections: usize,
+    timeout: Duration,
+}
+
+fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
+    let s = Settings {
+        protocol: if o.choice("protocol", &["text", "binary"])? == "binary" {
+            Protocol::Binary
+        } else {
+            Protocol::Text
+        },
+        udp: o.bool("udp")?,
+        connections: o.positive("connections")? as usize,
+        timeout: Duration::from_millis(o.positive("timeout_ms")?),
+    };
+    o.positive("memory_mb")?;
+    o.positive("threads")?;
+    if !o.str("addr").is_empty() {
+        net::resolve(o.str("addr"))
+            .map_err(|e| UsageError::new(format!("--store-opt addr={e}")))?;
+    }
+    Ok(s)
+}
+
+fn server_args(o: &StoreOptions, ports: &[u16], _dir: &Path) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "-l".into(),
+        "127.0.0.1".into(),
+        "-p".into(),
+        ports[0].to_string(),
+        "-U".into(),
+        if o.bool("udp").unwrap_or(false) {
+            ports[0].to_string()
+        } else {
+            "0".into()
+        },
+        "-m".into(),
+        o.str("memory_mb").into(),
+        "-t".into(),
+        o.str("threads").into(),
+        "-c".into(),
+        "4096".into(),
+    ];
+    // memcached refuses to run as root unless told which user to be.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        a.extend(["-u".into(), "root".into()]);
+    }
+    a
+}
+
+fn connect(o: &StoreOptions) -> Result<(Conn, Settings), String> {
+    let s = settings(o).map_err(|e| e.to_string())?;
+    let addr = net::resolve(o.str("addr"))?;
+    let c = Conn::connect(addr, s.timeout)
+        .map_err(|e| format!("cannot connect to memcached at {addr}: {e}"))?;
+    Ok((c, s))
+}
+
+/// A one-line text command and its one-line answer.
+fn command(c: &mut Conn, cmd: &[u8]) -> Result<String, String> {
+    c.begin();
+    c.wbuf.extend_from_slice(cmd);
+    c.send().map_err(|e| e.message)?;
+    let r = c.line().map_err(|e| e.message)?;
+    Ok(String::from_utf8_lossy(c.bytes(r)).into_owned())
+}
+
+fn ping(o: &StoreOptions, _addr: &str) -> Result<String, String> {
+    let (mut c, s) = connect(o)?;
+    let v = command(&mut c, b"version\r\n")?;
+    let v = v
+        .strip_prefix("VERSION ")
+        .ok_or_else(|| format!("unexpected answer to 'version': {v}"))?
+        .to_string();
+    if s.udp {
+        // The UDP port must answer too.
+        let mut u = Udp::new(c.addr, s.timeout).map_err(|e| format!("UDP socket: {e}"))?;
+        u.get(b"kvmeter-ping").map_err(|e| {
+            format!(
+                "no UDP answer from {}: {} (is memcached listening on UDP, -U?)",
+                c.addr, e.message
+            )
+        })?;
+    }
+    Ok(v)
+}
+
+fn clear(o: &StoreOptions) -> anyhow::Result<()> {
+    let (mut c, _) = connect(o).map_err(|e| anyhow::anyhow!(e))?;
+    let a = command(&mut c, b"flush_all\r\n").map_err(|e| anyhow::anyhow!(e))?;
+    anyhow::ensure!(a == "OK", "memcached flush_all answered {a}");
+    Ok(())
+}
+
+struct McStore {
+    addr: SocketAddr,
+    s: Settings,
+}
+
+fn open(_dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
+    let s = settings(o)?;
+    let addr = net::resolve(o.str("addr")).map_err(|e| anyhow::anyhow!("--store-opt addr={e}"))?;
+    Ok(Box::new(McStore { addr, s }))
+}
+
+impl Store for McStore {
+    fn session(&self) -> anyhow::Result<Box<dyn Session>> {
+        let mut conns = Vec::with_capacity(self.s.connections);
+        for _ in 0..self.s.connections {
+            conns.push(Conn::connect(self.addr, self.s.timeout).map_err(|e| {
+                anyhow::anyhow!("cannot connect to memcached at {}: {e}", self.addr)
+            })?);
+        }
+        let udp = if self.s.udp {
+            Some(Udp::new(self.addr, self.s.timeout)?)
+        } else {
+            None
+        };
+        Ok(Box::new(McSession {
+            conns,
+            next: 0,
+            protocol: self.s.protocol,
+            udp,
+            timeout: self.s.timeout,
+            spans: Vec::new(),
+            current: Record::new(),
+            merged: Record::new(),
+            encoded: Vec::new(),
+            last_error: None,
+        }))
+    }
+
+    fn close(self: Box<Self>) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+struct McSession {
+    conns: Vec<Conn>,
+    next: usize,
+    protocol: Protocol,
+    udp: Option<Udp>,
+    timeout: Duration,
+    spans: Vec<record::Span>,
+    current: Record,
+    merged: Record,
+    encoded: Vec<u8>,
+    last_error: Option<String>,
+}
+
+/// Where a read's value is: in a TCP connection's buffer or in the UDP reassembly buffer.
+enum Got {
+    Missing,
+    Tcp(usize, std::ops::Range<usize>),
+    Udp(std::ops::Range<usize>),
+}
+
+impl McSession {
+    /// The next connection in turn, reconnected if a timeout left it unusable.
+    #[inline]
+    fn conn(&mut self) -> Result<usize, RawError> {
+        let i = self.next;
+        self.next = if i + 1 == self.conns.len() { 0 } else { i + 1 };
+        if self.conns[i].broken {
+            let addr = self.conns[i].addr;
+            self.conns[i] = Conn::connect(addr, self.timeout).map_err(|e| {
+                RawError::new(
+                    ErrorKind::Io,
+                    true,
+                    format!("cannot reconnect to memcached at {addr}: {e}"),
+                )
+            })?;
+        }
+        self.conns[i].begin();
+        Ok(i)
+    }
+
+    fn get(&mut self, key: &[u8]) -> Result<Got, RawError> {
+        if let Some(u) = self.udp.as_mut() {
+            return Ok(match u.get(key)? {
+                Some(r) => Got::Udp(r),
+                None => Got::Missing,
+            });
+        }
+        let i = self.conn()?;
+        let c = &mut self.conns[i];
+        match self.protocol {
+            Protocol::Text => {
+                c.wbuf.extend_from_slice(b"get ");
+                c.wbuf.extend_from_slice(key);
+                c.wbuf.extend_from_slice(b"\r\n");
+                c.send()?;
+                let line = c.line()?;
+                let l = c.bytes(line.clone());
+                if l == b"END" {
+                    return Ok(Got::Missing);
+                }
+                let n = value_length(l).ok_or_else(|| unexpected("get", l))?;
+                let v = c.take(n)?;
+                let end = c.line()?;
+                if !c.bytes(end).is_empty() {
+                    return Err(desync(c, "get"));
+                }
+                let end = c.line()?;
+                if c.bytes(end) != b"END" {
+                    return Err(desync(c, "get"));
+                }
+                Ok(Got::Tcp(i, v))
+            }
+            Protocol::Binary => {
+                bin_header(&mut c.wbuf, OP_GET, key.len(), 0, 0);
+                c.wbuf.extend_from_slice(key);
+                c.send()?;
+                let (status, extras, keylen, body) = bin_reply(c)?;
+                match status {
+                    0 => Ok(Got::Tcp(i, body.start + extras + keylen..body.end)),
+                    1 => Ok(Got::Missing),
+                    s => Err(bin_status("get", s, c.bytes(body))),
+                }
+            }
+        }
+    }
+
+    fn set(&mut self, key: &[u8]) -> Result<(), RawError> {
+        let i = self.conn()?;
+        let c = &mut self.conns[i];
+        let v = &self.encoded;
+        match self.protocol {
+            Protocol::Text => {
+                c.wbuf.extend_from_slice(b"set ");
+                c.wbuf.extend_from_slice(key);
+                c.wbuf.extend_from_slice(b" 0 0 ");
+                push_num(&mut c.wbuf, v.len());
+                c.wbuf.extend_from_slice(b"\r\n");
+                c.wbuf.extend_from_slice(v);
+                c.wbuf.extend_from_slice(b"\r\n");
+                c.send()?;
+                let l = c.line()?;
+                match c.bytes(l.clone()) {
+                    b"STORED" => Ok(()),
+                    other => Err(server_error("set", other)),
+                }
+            }
+            Protocol::Binary => {
+                bin_header(&mut c.wbuf, OP_SET, key.len(), 8, v.len());
+                c.wbuf.extend_from_slice(&[0; 8]); // flags, expiration
+                c.wbuf.extend_from_slice(key);
+                c.wbuf.extend_from_slice(v);
+                c.send()?;
+                let (status, _, _, body) = bin_reply(c)?;
+                match status {
+                    0 => Ok(()),
+                    s => Err(bin_status("set", s, c.bytes(body))),
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &[u8]) -> Result<(), RawError> {
+        let i = self.conn()?;
+        let c = &mut self.conns[i];
+        match self.protocol {
+            Protocol::Text => {
+                c.wbuf.extend_from_slice(b"delete ");
+                c.wbuf.extend_from_slice(key);
+                c.wbuf.extend_from_slice(b"\r\n");
+                c.send()?;
+                let l = c.line()?;
+                match c.bytes(l) {
+                    b"DELETED" | b"NOT_FOUND" => Ok(()),
+                    other => Err(server_error("delete", other)),
+                }
+            }
+            Protocol::Binary => {
+                bin_header(&mut c.wbuf, OP_DELETE, key.len(), 0, 0);
+                c.wbuf.extend_from_slice(key);
+                c.send()?;
+                let (status, _, _, body) = bin_reply(c)?;
+                match status {
+                    0 | 1 => Ok(()),
+                    s => Err(bin_status("delete", s, c.bytes(body))),
+                }
+            }
+        }
+    }
+
+    fn value(&self, g: &Got) -> &[u8] {
+        match g {
+            Got::Missing => &[],
+            Got::Tcp(i, r) => self.conns[*i].bytes(r.clone()),
+            Got::Udp(r) => &self.udp.as_ref().expect("udp").buf[r.clone()],
+        }
+    }
+
+    #[cold]
+    fn fail(&mut self, e: RawError) -> Status {
+        self.last_error = Some(e.message);
+        Status::Error {
+            kind: e.kind,
+            fatal: e.fatal,
+        }
+    }
+}
+
+#[cold]
+fn unexpected(what: &str, l: &[u8]) -> RawError {
+    server_error(what, l)
+}
+
+#[cold]
+fn desync(c: &mut Conn, what: &str) -> RawError {
+    c.broken = true;
+    RawError::new(
+        ErrorKind::Other,
+        false,
+        format!("memcached {what}: malformed reply (connection reset)"),
+    )
+}
+
+#[cold]
+fn server_error(what: &str, l: &[u8]) -> RawError {
+    let text = String::from_utf8_lossy(l);
+    let kind = if text.contains("out of memory") {
+        ErrorKind::Busy
+    } else {
+        ErrorKind::Other
+    };
+    RawError::new(kind, false, format!("memcached {what}: {text}"))
+}
+
+/// "VALUE <key> <flags> <bytes> [<cas>]" → bytes.
+fn value_length(l: &[u8]) -> Option<usize> {
+    let mut parts = l.split(|&b| b == b' ');
+    if parts.next()? != b"VALUE" {
+        return None;
+    }
+    parts.next()?;
+    parts.next()?;
+    parse_usize(parts.next()?)
+}
+
+// The binary protocol (memcached's protocol_binary.h).
+const OP_GET: u8 = 0x00;
+const OP_SET: u8 = 0x01;
+const OP_DELETE: u8 = 0x04;
+
+fn bin_header(out: &mut Vec<u8>, op: u8, keylen: usize, extras: usize, value: usize) {
+    out.push(0x80);
+    out.push(op);
+    out.extend_from_slice(&(keylen as u16).to_be_bytes());
+    out.push(extras as u8);
+    out.push(0); // data type
+    out.extend_from_slice(&[0, 0]); // vbucket
+    out.extend_from_slice(&((keylen + extras + value) as u32).to_be_bytes());
+    out.extend_from_slice(&[0; 4]); // opaque
+    out.extend_from_slice(&[0; 8]); // cas
+}
+
+/// (status, extras length, key length, body range).
+fn bin_reply(c: &mut Conn) -> Result<(u16, usize, usize, std::ops::Range<usize>), RawError> {
+    let h = c.take(24)?;
+    let hb = c.bytes(h);
+    if hb[0] != 0x81 {
+        return Err(desync(c, "reply"));
+    }
+    let keylen = u16::from_be_bytes([hb[2], hb[3]]) as usize;
+    let extras = hb[4] as usize;
+    let status = u16::from_be_bytes([hb[6], hb[7]]);
+    let total = u32::from_be_bytes([hb[8], hb[9], hb[10], hb[11]]) as usize;
+    if extras + keylen > total {
+        return Err(desync(c, "reply"));
+    }
+    let body = c.take(total)?;
+    Ok((status, extras, keylen, body))
+}
+
+#[cold]
+fn bin_status(what: &str, status: u16, body: &[u8]) -> RawError {
+    let kind = match status {
+        0x82 => ErrorKind::Busy, // out of memory
+        0x85 => ErrorKind::Busy, // temporary failure
+        _ => ErrorKind::Other,
+    };
+    RawError::new(
+        kind,
+        false,
+        format!(
+            "memcached {what}: status 0x{status:04x} {}",
+            String::from_utf8_lossy(body)
+        ),
+    )
+}
+
+/// GETs over UDP: each request carries an 8-byte frame header (request id, sequence 0,
+/// 1 datagram, reserved); the reply's datagrams carry the same request id, their sequence
+/// number and the total count, and are put back in order here.
+struct Udp {
+    sock: UdpSocket,
+    request_id: u16,
+    /// The reassembled reply; a read's value is a range in it.
+    buf: Vec<u8>,
+    datagram: Vec<u8>,
+    /// Payload of each sequence number (start, length in `parts`), reused.
+    parts: Vec<u8>,
+    seen: Vec<(usize, usize)>,
+}
+
+impl Udp {
+    fn new(addr: SocketAddr, timeout: Duration) -> std::io::Result<Udp> {
+        let sock = UdpSocket::bind(if addr.is_ipv4() {
+            "0.0.0.0:0"
+        } else {
+            "[::]:0"
+        })?;
+        sock.connect(addr)?;
+        sock.set_read_timeout(Some(timeout))?;
+        Ok(Udp {
+            sock,
+            request_id: 0,
+            buf: Vec::with_capacity(4096),
+            datagram: vec![0; 65536],
+            parts: Vec::new(),
+            seen: Vec::new(),
+        })
+    }
+
+    /// The value's range in `buf`, or None when the key is missing.
+    fn get(&mut self, key: &[u8]) -> Result<Option<std::ops::Range<usize>>, RawError> {
+        self.request_id = self.request_id.wrapping_add(1);
+        let id = self.request_id;
+        self.buf.clear();
+        self.buf.extend_from_slice(&id.to_be_bytes());
+        self.buf.extend_from_slice(&[0, 0, 0, 1, 0, 0]);
+        self.buf.extend_from_slice(b"get ");
+        self.buf.extend_from_slice(key);
+        self.buf.extend_from_slice(b"\r\n");
+        self.sock
+            .send(&self.buf)
+            .map_err(|e| udp_error("send", e))?;
+        self.parts.clear();
+        self.seen.clear();
+        let mut total = usize::MAX;
+        let mut got = 0;
+        while got < total {
+            let n = self
+                .sock
+                .recv(&mut self.datagram)
+                .map_err(|e| udp_error("receive", e))?;
+            if n < 8 {
+                continue;
+            }
+            let d = &self.datagram[..n];
+            if u16::from_be_bytes([d[0], d[1]]) != id {
+                continue; // a late reply to an earlier, timed-out request
+            }
+            let seq = u16::from_be_bytes([d[2], d[3]]) as usize;
+            let count = u16::from_be_bytes([d[4], d[5]]) as usize;
+            if total == usize::MAX {
+                total = count.max(1);
+                self.seen.resize(total, (0, usize::MAX));
+            }
+            if seq >= total || self.seen[seq].1 != usize::MAX {
+                continue;
+            }
+            self.seen[seq] = (self.parts.len(), n - 8);
+            self.parts.extend_from_slice(&d[8..]);
+            got += 1;
+        }
+        self.buf.clear();
+        for &(start, len) in &self.seen {
+            self.buf.extend_from_slice(&self.parts[start..start + len]);
+        }
+        // "VALUE k f n\r\n<data>\r\nEND\r\n" or "END\r\n".
+        let b = &self.buf;
+        let nl = net::memchr(b'\n', b).ok_or_else(|| udp_malformed(b))?;
+        let line = &b[..nl.saturating_sub(1)];
+        if line == b"END" {
+            return Ok(None);
+        }
+        let n = value_length(line).ok_or_else(|| server_error("get (UDP)", line))?;
+        let start = nl + 1;
+        if b.len() < start + n + 7 || &b[start + n..start + n + 7] != b"\r\nEND\r\n" {
+            return Err(udp_malformed(b));
+        }
+        Ok(Some(start..start + n))
+    }
+}
+
+#[cold]
+fn udp_error(what: &str, e: std::io::Error) -> RawError {
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => RawError::new(
+            ErrorKind::Timeout,
+            false,
+            format!(
+                "memcached UDP {what}: no complete reply within the timeout (a lost datagram?)"
+            ),
+        ),
+        // ECONNREFUSED from an ICMP port-unreachable: nothing listens on UDP there.
+        _ => RawError::new(ErrorKind::Io, true, format!("memcached UDP {what}: {e}")),
+    }
+}
+
+#[cold]
+fn udp_malformed(b: &[u8]) -> RawError {
+    let head = String::from_utf8_lossy(&b[..b.len().min(60)]).into_owned();
+    RawError::new(
+        ErrorKind::Other,
+        false,
+        format!("memcached UDP get: malformed reply '{head}'"),
+    )
+}
+
+impl Session for McSession {
+    fn read(&mut self, _table: &str, key: &[u8], fields: Fields) -> (Status, RecordView<'_>) {
+        let g = match self.get(key) {
+            Ok(g) => g,
+            Err(e) => return (self.fail(e), RecordView::EMPTY),
+        };
+        if let Got::Missing = g {
+            return (Status::NotFound, RecordView::EMPTY);
+        }
+        let mut spans = std::mem::take(&mut self.spans);
+        let r = record::index_encoded(self.value(&g), |n| fields.wants(n), &mut spans);
+        self.spans = spans;
+        match r {
+            Ok(()) => (Status::Ok, RecordView::new(self.value(&g), &self.spans)),
+            Err(e) => {
+                self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
+                (Status::error(ErrorKind::Corruption), RecordView::EMPTY)
+            }
+        }
+    }
+
+    fn scan(&mut self, _: &str, _: &[u8], _: usize, _: Fields, out: &mut ScanOut) -> Status {
+        out.clear();
+        Status::error(ErrorKind::NotImplemented)
+    }
+
+    fn update(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
+        let g = match self.get(key) {
+            Ok(Got::Missing) => return Status::NotFound,
+            Ok(g) => g,
+            Err(e) => return self.fail(e),
+        };
+        let mut current = std::mem::take(&mut self.current);
+        let r = current.decode_from(self.value(&g), |_| true);
+        self.current = current;
+        if let Err(e) = r {
+            self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
+            return Status::error(ErrorKind::Corruption);
+        }
+        self.merged.merge_from(&self.current, values);
+        self.encoded.clear();
+        self.merged.encode_into(&mut self.encoded);
+        match self.set(key) {
+            Ok(()) => Status::Ok,
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn insert(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
+        self.encoded.clear();
+        values.encode_into(&mut self.encoded);
+        match self.set(key) {
+            Ok(()) => Status::Ok,
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn delete(&mut self, _table: &str, key: &[u8]) -> Status {
+        match self.remove(key) {
+            Ok(()) => Status::Ok,
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn last_error(&mut self) -> Option<String> {
+        self.last_error.take()
+    }
+}

@@ -1,0 +1,237 @@
+//! A blocking TCP connection with reusable buffers, shared by the server clients (memcached,
+//! redis, etcd). Replies are parsed in place in the read buffer, so a read's value is a view
+//! into it until the session's next call: no allocation per operation once the buffers have
+//! grown to the largest reply.
+//!
+//! Written by hand rather than taken from the client crates: those allocate a value per reply
+//! and hide when a request is written and when its reply has arrived, and both are what the
+//! latency measurement is about.
+
+use super::kv::RawError;
+use super::ErrorKind;
+use std::io::{ErrorKind as IoKind, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+pub struct Conn {
+    stream: TcpStream,
+    pub wbuf: Vec<u8>,
+    buf: Vec<u8>,
+    /// Bytes of `buf` holding data, and the first not yet consumed.
+    end: usize,
+    pos: usize,
+    /// Set when the stream can no longer be trusted (a timeout left a reply in flight).
+    pub broken: bool,
+    pub addr: SocketAddr,
+}
+
+/// Resolves `host:port`, with a clear error.
+pub fn resolve(addr: &str) -> Result<SocketAddr, String> {
+    addr.to_socket_addrs()
+        .map_err(|e| format!("'{addr}': {e} (expected host:port)"))?
+        .next()
+        .ok_or_else(|| format!("'{addr}' resolves to no address"))
+}
+
+impl Conn {
+    pub fn connect(addr: SocketAddr, timeout: Duration) -> std::io::Result<Conn> {
+        let stream = TcpStream::connect_timeout(&addr, timeout)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        Ok(Conn {
+            stream,
+            wbuf: Vec::with_capacity(4096),
+            buf: vec![0; 16 * 1024],
+            end: 0,
+            pos: 0,
+            broken: false,
+            addr,
+        })
+    }
+
+    /// Starts a request: earlier replies' bytes are dropped (views into them end here).
+    #[inline]
+    pub fn begin(&mut self) {
+        if self.pos == self.end {
+            self.pos = 0;
+            self.end = 0;
+        } else if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.end -= self.pos;
+            self.pos = 0;
+        }
+        self.wbuf.clear();
+    }
+
+    /// Writes the request in `wbuf`.
+    #[inline]
+    pub fn send(&mut self) -> Result<(), RawError> {
+        let r = self.stream.write_all(&self.wbuf);
+        r.map_err(|e| self.io_error("send", e))
+    }
+
+    /// Reads more bytes; the buffer grows when full.
+    fn fill(&mut self) -> Result<(), RawError> {
+        if self.end == self.buf.len() {
+            let n = self.buf.len() * 2;
+            self.buf.resize(n, 0);
+        }
+        match self.stream.read(&mut self.buf[self.end..]) {
+            Ok(0) => {
+                self.broken = true;
+                Err(RawError::new(
+                    ErrorKind::Io,
+                    true,
+                    format!("{}: the server closed the connection", self.addr),
+                ))
+            }
+            Ok(n) => {
+                self.end += n;
+                Ok(())
+            }
+            Err(e) if e.kind() == IoKind::Interrupted => Ok(()),
+            Err(e) => Err(self.io_error("receive", e)),
+        }
+    }
+
+    #[cold]
+    fn io_error(&mut self, what: &str, e: std::io::Error) -> RawError {
+        self.broken = true;
+        match e.kind() {
+            IoKind::WouldBlock | IoKind::TimedOut => RawError::new(
+                ErrorKind::Timeout,
+                false,
+                format!("{}: no reply within the timeout ({what})", self.addr),
+            ),
+            _ => RawError::new(ErrorKind::Io, true, format!("{}: {what}: {e}", self.addr)),
+        }
+    }
+
+    /// The next line (without CRLF) as a range into the buffer; consumed.
+    #[inline]
+    pub fn line(&mut self) -> Result<std::ops::Range<usize>, RawError> {
+        let mut from = self.pos;
+        loop {
+            if let Some(i) = memchr(b'\n', &self.buf[from..self.end]) {
+                let nl = from + i;
+                let start = self.pos;
+                self.pos = nl + 1;
+                let stop = if nl > start && self.buf[nl - 1] == b'\r' {
+                    nl - 1
+                } else {
+                    nl
+                };
+                return Ok(start..stop);
+            }
+            from = self.end;
+            self.fill()?;
+        }
+    }
+
+    /// The next `n` bytes as a range into the buffer; consumed.
+    #[inline]
+    pub fn take(&mut self, n: usize) -> Result<std::ops::Range<usize>, RawError> {
+        while self.end - self.pos < n {
+            if self.buf.len() - self.pos < n {
+                // Make room: a value larger than the buffer.
+                let need = self.pos + n;
+                self.buf.resize(need.next_power_of_two(), 0);
+            }
+            self.fill()?;
+        }
+        let r = self.pos..self.pos + n;
+        self.pos += n;
+        Ok(r)
+    }
+
+    #[inline]
+    pub fn bytes(&self, r: std::ops::Range<usize>) -> &[u8] {
+        &self.buf[r]
+    }
+
+    pub fn buffer(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+#[inline]
+pub fn memchr(b: u8, s: &[u8]) -> Option<usize> {
+    s.iter().position(|&c| c == b)
+}
+
+/// Parses a decimal number (no sign).
+#[inline]
+pub fn parse_usize(s: &[u8]) -> Option<usize> {
+    if s.is_empty() || s.len() > 19 {
+        return None;
+    }
+    let mut n = 0usize;
+    for &c in s {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + (c - b'0') as usize;
+    }
+    Some(n)
+}
+
+/// Appends a decimal number.
+#[inline]
+pub fn push_num(out: &mut Vec<u8>, n: usize) {
+    let mut b = itoa::Buffer::new();
+    out.extend_from_slice(b.format(n).as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    #[test]
+    fn lines_and_takes_across_reads() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            // Split mid-line and mid-value, and a value bigger than the initial buffer.
+            s.write_all(b"VAL").unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+            s.write_all(b"UE 5\r\nhel").unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+            s.write_all(b"lo\r\n").unwrap();
+            let big = vec![b'x'; 40_000];
+            s.write_all(&big).unwrap();
+            s.write_all(b"END\r\n").unwrap();
+        });
+        let mut c = Conn::connect(addr, Duration::from_secs(5)).unwrap();
+        c.begin();
+        let r = c.line().unwrap();
+        assert_eq!(c.bytes(r), b"VALUE 5");
+        let r = c.take(5).unwrap();
+        assert_eq!(c.bytes(r), b"hello");
+        let r = c.line().unwrap();
+        assert_eq!(c.bytes(r), b"");
+        c.begin();
+        let r = c.take(40_000).unwrap();
+        assert!(c.bytes(r).iter().all(|&b| b == b'x'));
+        let r = c.line().unwrap();
+        assert_eq!(c.bytes(r), b"END");
+        t.join().unwrap();
+        c.begin();
+        let e = c.line().unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Io);
+        assert!(e.fatal);
+        assert!(e.message.contains("closed the connection"), "{}", e.message);
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(parse_usize(b"1234"), Some(1234));
+        assert_eq!(parse_usize(b""), None);
+        assert_eq!(parse_usize(b"12a"), None);
+        let mut v = Vec::new();
+        push_num(&mut v, 907);
+        assert_eq!(v, b"907");
+    }
+}
