@@ -2,57 +2,12 @@
 //! SIGINT and SIGKILL. Expected values come from the plan (operation counts, proportions,
 //! rates), not from kvmeter's own output.
 
-use assert_cmd::Command;
-use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-fn kvmeter() -> Command {
-    let mut c = Command::cargo_bin("kvmeter").unwrap();
-    c.env("NO_COLOR", "1");
-    c
-}
-
-fn bin() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("kvmeter")
-}
-
-fn json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn validate(schema_file: &str, doc: &Value) {
-    let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("docs/schema")
-                .join(schema_file),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    let v = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = v
-        .iter_errors(doc)
-        .map(|e| format!("{} at {}", e, e.instance_path))
-        .collect();
-    assert!(errors.is_empty(), "{schema_file}: {errors:#?}");
-}
-
-fn phase<'a>(summary: &'a Value, name: &str) -> &'a Value {
-    summary["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap_or_else(|| panic!("no phase {name}"))
-}
-
-fn count(p: &Value, op: &str) -> u64 {
-    p["ops"][op]["count"].as_u64().unwrap_or(0)
-}
+mod common;
+use common::*;
 
 /// Reads an HDR interval log with the hdrhistogram crate's own reader; total count.
 fn hlog_total(path: &Path) -> u64 {

@@ -237,7 +237,9 @@ impl PhaseSummary {
         for (m, o) in stats.metrics() {
             self.ops
                 .insert(m.name().to_string(), OpSummary::from_stats(o, secs));
-            if is_store_call(m) {
+            // Operations the store cannot do (N/A) stay listed with their count but are left
+            // out of the phase's totals: they reached no store.
+            if is_store_call(m) && !self.not_applicable.iter().any(|n| n == m.name()) {
                 ops += o.count();
                 errs += o.errors();
                 bytes += o.bytes;

@@ -174,10 +174,13 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
             let _ = writeln!(out, "  antagonist {a}");
         }
         for na in &p.not_applicable {
+            let chosen = p.ops.get(na.as_str()).map(|o| o.count).unwrap_or(0);
             let _ = writeln!(
                 out,
-                "  {:<18} {:>11}  (the store cannot do this operation)",
-                na, "N/A"
+                "  {:<18} {:>11}  (the store cannot do this operation: {} chosen by the workload, answered NOT_IMPLEMENTED, left out of the phase's throughput)",
+                na,
+                "N/A",
+                group(chosen)
             );
         }
         let _ = writeln!(out);

@@ -1,0 +1,62 @@
+//! Helpers shared by the end-to-end test files: the binary, JSON files, schema checks.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+pub fn kvmeter() -> Command {
+    let mut c = Command::cargo_bin("kvmeter").unwrap();
+    c.env("NO_COLOR", "1");
+    c
+}
+
+pub fn json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+pub fn validate(schema_file: &str, doc: &Value) {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("docs/schema")
+                .join(schema_file),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = v
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(errors.is_empty(), "{schema_file}: {errors:#?}");
+}
+
+pub fn phase<'a>(summary: &'a Value, name: &str) -> &'a Value {
+    summary["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no phase {name}"))
+}
+
+pub fn count(p: &Value, op: &str) -> u64 {
+    p["ops"][op]["count"].as_u64().unwrap_or(0)
+}
+
+/// The built binary's path, for tests that spawn it themselves (signals).
+pub fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("kvmeter")
+}
+
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
