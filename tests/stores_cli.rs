@@ -220,6 +220,7 @@ fn a_server_that_is_down_is_one_clear_line_and_exit_2() {
 
 /// Runs kvmeter on a managed store in the background and returns it with the server's pid
 /// (read from the manifest once the run has started).
+#[allow(clippy::zombie_processes)] // the caller waits for the child it gets back
 fn start_managed(store: &str, out: &Path, extra: &[&str]) -> (std::process::Child, i64) {
     let child = std::process::Command::new(bin())
         .args([
