@@ -9,15 +9,25 @@
 #               256 MiB block cache, no compression, no bloom filter, in memory
 #   rss-*       kvmeter's peak RSS (KiB) on the null store at 1 M and 100 M operations
 #   tel-*       telemetry at its default 100 ms against --telemetry-interval 0, null and RocksDB
+#   emb-*       WiredTiger and LMDB: kvmeter against a minimal direct loop (benches/
+#               embedded_direct.rs), 100,000 records of one 1,000-byte value, uniform reads
+#   redis-*     Redis GET-heavy on loopback: kvmeter (workload C, one 1,000-byte field, HGETALL)
+#               against redis-benchmark GET of 1,000-byte values; 1 connection per thread,
+#               no pipelining; managed/private servers with persistence off
+#   mc-*        memcached GETs on loopback: kvmeter (workload C, one 1,000-byte field) against
+#               memcslap -t get (its own keys and value sizes); 1 connection per thread
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PEERS=${PEERS:-$(cd ../shared/peers 2>/dev/null && pwd || echo /work/shared/peers)}
 REPS=${REPS:-3}
 ONLY=${ONLY:-.}
 CEILING_OPS=${CEILING_OPS:-10000000}
-cargo build --release --quiet
-cargo build --release --quiet --bench rocksdb_direct
+cargo build --release --quiet --features all-stores
+cargo build --release --quiet --features all-stores --bench rocksdb_direct --bench embedded_direct
 DIRECT=$(ls -t target/release/deps/rocksdb_direct-* | grep -v '\.d$' | head -1)
+EMB=$(ls -t target/release/deps/embedded_direct-* | grep -v '\.d$' | head -1)
+EMB_SHAPE=(-p fieldcount=1 -p fieldlength=1000 -p requestdistribution=uniform --records 100000 --ops 1000000)
+SRV_SHAPE=(-p fieldcount=1 -p fieldlength=1000 -p requestdistribution=uniform --records 100000 --ops 200000)
 K=target/release/kvmeter
 OUT=bench/results/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$OUT"
@@ -45,6 +55,16 @@ run_case() {
         DB_BENCH_EXTRA="--cache_size=268435456 --compression_type=none" bash "$PEERS/run-db_bench.sh" 2>/dev/null | last_ops ;;
     rocks-ycsb-t[12]) DB=rocksdb WORKLOAD=c RECORDS=100000 OPS=1000000 THREADS="${name: -1}" FIELD_COUNT=1 VALUE_SIZE=1000 \
         YCSB_EXTRA="-p rocksdb.cache_mb=256 -p requestdistribution=uniform" bash "$PEERS/run-ycsb.sh" 2>/dev/null | last_ops ;;
+    emb-kvmeter-lmdb-t[12]|emb-kvmeter-wiredtiger-t[12])
+      local st=${name#emb-kvmeter-}; st=${st%-t?}
+      $K run -P workloadc --store "$st" "${EMB_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    emb-direct-lmdb-t[12]|emb-direct-wiredtiger-t[12])
+      local st=${name#emb-direct-}; st=${st%-t?}
+      STORE=$st RECORDS=100000 OPS=1000000 THREADS="${name: -1}" "$EMB" 2>/dev/null | last_ops ;;
+    redis-kvmeter-t[12]) $K run -P workloadc --store redis "${SRV_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    redis-bench-t[12]) TEST=get RECORDS=100000 OPS=200000 THREADS="${name: -1}" VALUE_SIZE=1000 bash "$PEERS/run-redis.sh" 2>/dev/null | last_ops ;;
+    mc-kvmeter-t[12]) $K run -P workloadc --store memcached "${SRV_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    mc-memcslap-t[12]) TOOL=memcslap TEST=get OPS=200000 THREADS="${name: -1}" bash "$PEERS/run-memcached.sh" 2>/dev/null | last_ops ;;
     tel-null-on)  $K run -P workloadc --store null --phase run --ops "$CEILING_OPS" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     tel-null-off) $K run -P workloadc --store null --phase run --ops "$CEILING_OPS" --telemetry-interval 0 --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     tel-rocks-on)  $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
@@ -60,7 +80,11 @@ CASES=(ceiling-kvmeter-c ceiling-ycsb-c ceiling-kvmeter-a ceiling-ycsb-a
        rocks-kvmeter-t1 rocks-direct-t1 rocks-dbbench-t1 rocks-ycsb-t1
        rocks-kvmeter-t2 rocks-direct-t2 rocks-dbbench-t2 rocks-ycsb-t2
        rss-kvmeter-1M rss-kvmeter-100M
-       tel-null-on tel-null-off tel-rocks-on tel-rocks-off)
+       tel-null-on tel-null-off tel-rocks-on tel-rocks-off
+       emb-kvmeter-lmdb-t1 emb-direct-lmdb-t1 emb-kvmeter-wiredtiger-t1 emb-direct-wiredtiger-t1
+       emb-kvmeter-lmdb-t2 emb-direct-lmdb-t2 emb-kvmeter-wiredtiger-t2 emb-direct-wiredtiger-t2
+       redis-kvmeter-t1 redis-bench-t1 redis-kvmeter-t2 redis-bench-t2
+       mc-kvmeter-t1 mc-memcslap-t1 mc-kvmeter-t2 mc-memcslap-t2)
 {
   echo "# kvmeter $(git rev-parse --short HEAD) on $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ)"
   echo -e "case\trep\tvalue"

@@ -1,0 +1,223 @@
+//! Minimal loops that call WiredTiger and LMDB directly: the reference for kvmeter's own
+//! overhead on those stores (BENCHMARKS.md; the stores issue asks for < 5 %). Like
+//! `rocksdb_direct`, each loads the same keys and the same encoded record kvmeter writes (one
+//! 1,000-byte field) and then does uniform random point reads from T threads with no latency
+//! recording, no workload generator and no status handling beyond correctness.
+//!
+//! Both reopen the store between load and reads, as kvmeter's separate load and run phases do
+//! (WiredTiger's cache starts empty; LMDB's map is the page cache either way).
+//!
+//! WiredTiger goes through the same thin C shim kvmeter uses (set_key, search, get_value,
+//! reset); LMDB through lmdb-master-sys with one reused read transaction per thread
+//! (reset/renew), the fastest read path LMDB offers.
+//!
+//! Environment: STORE (wiredtiger|lmdb), RECORDS (100000), OPS (1000000, all threads),
+//! THREADS (1), VALUE_SIZE (1000), CACHE_MB (256, WiredTiger). Last line: `ops_per_sec=<n>`.
+
+use kvmeter::store::Record;
+use kvmeter::workload::keys::build_key_name;
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::ptr;
+use std::time::Instant;
+
+extern "C" {
+    fn kvm_wt_open(home: *const c_char, config: *const c_char, conn: *mut *mut c_void) -> c_int;
+    fn kvm_wt_create(conn: *mut c_void, uri: *const c_char, config: *const c_char) -> c_int;
+    fn kvm_wt_session(
+        conn: *mut c_void,
+        uri: *const c_char,
+        s: *mut *mut c_void,
+        point: *mut *mut c_void,
+        scan: *mut *mut c_void,
+    ) -> c_int;
+    fn kvm_wt_get(
+        c: *mut c_void,
+        k: *const u8,
+        kl: usize,
+        v: *mut *const u8,
+        vl: *mut usize,
+    ) -> c_int;
+    fn kvm_wt_put(c: *mut c_void, k: *const u8, kl: usize, v: *const u8, vl: usize) -> c_int;
+    fn kvm_wt_reset(c: *mut c_void) -> c_int;
+    fn kvm_wt_checkpoint(conn: *mut c_void) -> c_int;
+    fn kvm_wt_close(conn: *mut c_void, config: *const c_char) -> c_int;
+}
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Ptr(*mut c_void);
+unsafe impl Send for Ptr {}
+unsafe impl Sync for Ptr {}
+
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let store = std::env::var("STORE").unwrap_or_else(|_| "wiredtiger".into());
+    let records = env("RECORDS", 100_000);
+    let ops = env("OPS", 1_000_000);
+    let threads = env("THREADS", 1);
+    let value_size = env("VALUE_SIZE", 1000) as usize;
+    let dir = tempfile::tempdir().unwrap();
+    let mut rec = Record::new();
+    rec.push(b"field0", &vec![b'x'; value_size]);
+    let mut value = Vec::new();
+    rec.encode_into(&mut value);
+    let secs = match store.as_str() {
+        "wiredtiger" => wiredtiger(dir.path(), records, ops, threads, &value),
+        "lmdb" => lmdb(dir.path(), records, ops, threads, &value),
+        other => panic!("STORE={other}: expected wiredtiger or lmdb"),
+    };
+    eprintln!("{store}_direct: {ops} reads, {threads} threads, {secs:.3} s");
+    println!("ops_per_sec={:.0}", ops as f64 / secs);
+}
+
+fn wiredtiger(dir: &std::path::Path, records: u64, ops: u64, threads: u64, value: &[u8]) -> f64 {
+    let home = CString::new(dir.to_str().unwrap()).unwrap();
+    // kvmeter's defaults: log on, no sync, 60 s checkpoints.
+    let cfg = CString::new(format!(
+        "create,cache_size={}M,session_max=1100,log=(enabled=true),transaction_sync=(enabled=false,method=fsync),checkpoint=(wait=60)",
+        env("CACHE_MB", 256)
+    ))
+    .unwrap();
+    let uri = c"table:usertable";
+    let mut conn = ptr::null_mut();
+    unsafe {
+        assert_eq!(kvm_wt_open(home.as_ptr(), cfg.as_ptr(), &mut conn), 0);
+        assert_eq!(
+            kvm_wt_create(conn, uri.as_ptr(), c"key_format=u,value_format=u".as_ptr()),
+            0
+        );
+        let (mut s, mut c, mut scan) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+        assert_eq!(
+            kvm_wt_session(conn, uri.as_ptr(), &mut s, &mut c, &mut scan),
+            0
+        );
+        let mut key = Vec::new();
+        for k in 0..records as i64 {
+            build_key_name(k, 1, false, &mut key);
+            assert_eq!(
+                kvm_wt_put(c, key.as_ptr(), key.len(), value.as_ptr(), value.len()),
+                0
+            );
+        }
+        assert_eq!(kvm_wt_checkpoint(conn), 0);
+        // kvmeter opens the store per phase: the reads start after a close and reopen, with
+        // WiredTiger's cache empty (the OS page cache still warm). Do the same.
+        assert_eq!(kvm_wt_close(conn, ptr::null()), 0);
+        assert_eq!(kvm_wt_open(home.as_ptr(), cfg.as_ptr(), &mut conn), 0);
+    }
+    let conn = Ptr(conn);
+    let start = Instant::now();
+    std::thread::scope(|sc| {
+        for t in 0..threads {
+            let conn = &conn;
+            let n = ops / threads + u64::from(t < ops % threads);
+            sc.spawn(move || unsafe {
+                let (mut s, mut c, mut scan) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+                assert_eq!(
+                    kvm_wt_session(conn.0, uri.as_ptr(), &mut s, &mut c, &mut scan),
+                    0
+                );
+                let mut key = Vec::new();
+                let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ (t + 1);
+                let mut bytes = 0usize;
+                for _ in 0..n {
+                    build_key_name((xorshift(&mut x) % records) as i64, 1, false, &mut key);
+                    let (mut v, mut vl) = (ptr::null(), 0usize);
+                    assert_eq!(kvm_wt_get(c, key.as_ptr(), key.len(), &mut v, &mut vl), 0);
+                    bytes += vl;
+                    kvm_wt_reset(c);
+                }
+                std::hint::black_box(bytes);
+            });
+        }
+    });
+    start.elapsed().as_secs_f64()
+}
+
+fn lmdb(dir: &std::path::Path, records: u64, ops: u64, threads: u64, value: &[u8]) -> f64 {
+    use lmdb_master_sys as ffi;
+    let path = CString::new(dir.to_str().unwrap()).unwrap();
+    let val = |b: &[u8]| ffi::MDB_val {
+        mv_size: b.len(),
+        mv_data: b.as_ptr() as *mut _,
+    };
+    let mut env = ptr::null_mut();
+    let mut dbi = 0;
+    unsafe {
+        assert_eq!(ffi::mdb_env_create(&mut env), 0);
+        assert_eq!(ffi::mdb_env_set_mapsize(env, 16 << 30), 0);
+        ffi::mdb_env_set_maxreaders(env, 1024);
+        // kvmeter's defaults: NOTLS, NORDAHEAD, full sync.
+        assert_eq!(
+            ffi::mdb_env_open(
+                env,
+                path.as_ptr(),
+                ffi::MDB_NOTLS | ffi::MDB_NORDAHEAD,
+                0o644
+            ),
+            0
+        );
+        let mut txn = ptr::null_mut();
+        assert_eq!(ffi::mdb_txn_begin(env, ptr::null_mut(), 0, &mut txn), 0);
+        assert_eq!(
+            ffi::mdb_dbi_open(txn, ptr::null(), ffi::MDB_CREATE, &mut dbi),
+            0
+        );
+        let mut key = Vec::new();
+        for k in 0..records as i64 {
+            build_key_name(k, 1, false, &mut key);
+            let (mut kv, mut vv) = (val(&key), val(value));
+            assert_eq!(ffi::mdb_put(txn, dbi, &mut kv, &mut vv, 0), 0);
+        }
+        assert_eq!(ffi::mdb_txn_commit(txn), 0);
+    }
+    let env = Ptr(env as *mut c_void);
+    let start = Instant::now();
+    std::thread::scope(|sc| {
+        for t in 0..threads {
+            let env = &env;
+            let n = ops / threads + u64::from(t < ops % threads);
+            sc.spawn(move || unsafe {
+                let env = env.0 as *mut ffi::MDB_env;
+                let mut txn = ptr::null_mut();
+                assert_eq!(
+                    ffi::mdb_txn_begin(env, ptr::null_mut(), ffi::MDB_RDONLY, &mut txn),
+                    0
+                );
+                ffi::mdb_txn_reset(txn);
+                let mut key = Vec::new();
+                let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ (t + 1);
+                let mut bytes = 0usize;
+                for _ in 0..n {
+                    build_key_name((xorshift(&mut x) % records) as i64, 1, false, &mut key);
+                    assert_eq!(ffi::mdb_txn_renew(txn), 0);
+                    let mut kv = val(&key);
+                    let mut v = ffi::MDB_val {
+                        mv_size: 0,
+                        mv_data: ptr::null_mut(),
+                    };
+                    assert_eq!(ffi::mdb_get(txn, dbi, &mut kv, &mut v), 0);
+                    bytes += v.mv_size;
+                    ffi::mdb_txn_reset(txn);
+                }
+                ffi::mdb_txn_abort(txn);
+                std::hint::black_box(bytes);
+            });
+        }
+    });
+    start.elapsed().as_secs_f64()
+}
