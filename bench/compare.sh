@@ -13,7 +13,8 @@
 #               embedded_direct.rs), 100,000 records of one 1,000-byte value, uniform reads
 #   redis-*     Redis GET-heavy on loopback: kvmeter (workload C, one 1,000-byte field, HGETALL)
 #               against redis-benchmark GET of 1,000-byte values; 1 connection per thread,
-#               no pipelining; managed/private servers with persistence off
+#               no pipelining; managed/private servers with persistence off. redis-kvmeter-hget-*:
+#               readallfields=false, so each read is HGET key field0 (one bulk reply, like GET)
 #   mc-*        memcached GETs on loopback: kvmeter (workload C, one 1,000-byte field) against
 #               memcslap -t get (its own keys and value sizes); 1 connection per thread
 set -euo pipefail
@@ -57,10 +58,12 @@ run_case() {
         YCSB_EXTRA="-p rocksdb.cache_mb=256 -p requestdistribution=uniform" bash "$PEERS/run-ycsb.sh" 2>/dev/null | last_ops ;;
     emb-kvmeter-lmdb-t[12]|emb-kvmeter-wiredtiger-t[12])
       local st=${name#emb-kvmeter-}; st=${st%-t?}
-      $K run -P workloadc --store "$st" "${EMB_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+      local so=(); [[ $st == lmdb ]] && so=(--store-opt sync=nosync)  # a fast load; reads are the same
+      $K run -P workloadc --store "$st" "${so[@]}" "${EMB_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     emb-direct-lmdb-t[12]|emb-direct-wiredtiger-t[12])
       local st=${name#emb-direct-}; st=${st%-t?}
       STORE=$st RECORDS=100000 OPS=1000000 THREADS="${name: -1}" "$EMB" 2>/dev/null | last_ops ;;
+    redis-kvmeter-hget-t[12]) $K run -P workloadc --store redis "${SRV_SHAPE[@]}" -p readallfields=false --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     redis-kvmeter-t[12]) $K run -P workloadc --store redis "${SRV_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     redis-bench-t[12]) TEST=get RECORDS=100000 OPS=200000 THREADS="${name: -1}" VALUE_SIZE=1000 bash "$PEERS/run-redis.sh" 2>/dev/null | last_ops ;;
     mc-kvmeter-t[12]) $K run -P workloadc --store memcached "${SRV_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
@@ -83,7 +86,7 @@ CASES=(ceiling-kvmeter-c ceiling-ycsb-c ceiling-kvmeter-a ceiling-ycsb-a
        tel-null-on tel-null-off tel-rocks-on tel-rocks-off
        emb-kvmeter-lmdb-t1 emb-direct-lmdb-t1 emb-kvmeter-wiredtiger-t1 emb-direct-wiredtiger-t1
        emb-kvmeter-lmdb-t2 emb-direct-lmdb-t2 emb-kvmeter-wiredtiger-t2 emb-direct-wiredtiger-t2
-       redis-kvmeter-t1 redis-bench-t1 redis-kvmeter-t2 redis-bench-t2
+       redis-kvmeter-t1 redis-kvmeter-hget-t1 redis-bench-t1 redis-kvmeter-t2 redis-kvmeter-hget-t2 redis-bench-t2
        mc-kvmeter-t1 mc-memcslap-t1 mc-kvmeter-t2 mc-memcslap-t2)
 {
   echo "# kvmeter $(git rev-parse --short HEAD) on $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ)"
