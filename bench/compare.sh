@@ -15,6 +15,8 @@
 #               against redis-benchmark GET of 1,000-byte values; 1 connection per thread,
 #               no pipelining; managed/private servers with persistence off. redis-kvmeter-hget-*:
 #               readallfields=false, so each read is HGET key field0 (one bulk reply, like GET)
+#   *-pin0      client and server both pinned to CPU 0 (kvmeter under taskset: its managed
+#               server inherits the affinity; the peers' SERVER_CPUS/CLIENT_CPUS)
 #   mc-*        memcached GETs on loopback: kvmeter (workload C, one 1,000-byte field) against
 #               memcslap -t get (its own keys and value sizes); 1 connection per thread
 set -euo pipefail
@@ -64,6 +66,10 @@ run_case() {
       local st=${name#emb-direct-}; st=${st%-t?}
       STORE=$st RECORDS=100000 OPS=1000000 THREADS="${name: -1}" "$EMB" 2>/dev/null | last_ops ;;
     redis-kvmeter-hget-t[12]) $K run -P workloadc --store redis "${SRV_SHAPE[@]}" -p readallfields=false --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    redis-kvmeter-pin0) taskset -c 0 $K run -P workloadc --store redis "${SRV_SHAPE[@]}" -p readallfields=false --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    redis-bench-pin0) SERVER_CPUS=0 CLIENT_CPUS=0 TEST=get RECORDS=100000 OPS=200000 THREADS=1 VALUE_SIZE=1000 bash "$PEERS/run-redis.sh" 2>/dev/null | last_ops ;;
+    mc-kvmeter-pin0) taskset -c 0 $K run -P workloadc --store memcached "${SRV_SHAPE[@]}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    mc-memcslap-pin0) SERVER_CPUS=0 CLIENT_CPUS=0 TOOL=memcslap TEST=get OPS=200000 THREADS=1 bash "$PEERS/run-memcached.sh" 2>/dev/null | last_ops ;;
     redis-kvmeter-t[12]) $K run -P workloadc --store redis "${SRV_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     redis-bench-t[12]) TEST=get RECORDS=100000 OPS=200000 THREADS="${name: -1}" VALUE_SIZE=1000 bash "$PEERS/run-redis.sh" 2>/dev/null | last_ops ;;
     mc-kvmeter-t[12]) $K run -P workloadc --store memcached "${SRV_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
@@ -87,7 +93,8 @@ CASES=(ceiling-kvmeter-c ceiling-ycsb-c ceiling-kvmeter-a ceiling-ycsb-a
        emb-kvmeter-lmdb-t1 emb-direct-lmdb-t1 emb-kvmeter-wiredtiger-t1 emb-direct-wiredtiger-t1
        emb-kvmeter-lmdb-t2 emb-direct-lmdb-t2 emb-kvmeter-wiredtiger-t2 emb-direct-wiredtiger-t2
        redis-kvmeter-t1 redis-kvmeter-hget-t1 redis-bench-t1 redis-kvmeter-t2 redis-kvmeter-hget-t2 redis-bench-t2
-       mc-kvmeter-t1 mc-memcslap-t1 mc-kvmeter-t2 mc-memcslap-t2)
+       mc-kvmeter-t1 mc-memcslap-t1 mc-kvmeter-t2 mc-memcslap-t2
+       redis-kvmeter-pin0 redis-bench-pin0 mc-kvmeter-pin0 mc-memcslap-pin0)
 {
   echo "# kvmeter $(git rev-parse --short HEAD) on $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ)"
   echo -e "case\trep\tvalue"
