@@ -580,3 +580,132 @@ fn null_store_answers_ok_and_keeps_nothing() {
     assert!(out.is_empty());
     unknown_option_rejected(kind);
 }
+
+/// A CA and a server certificate for 127.0.0.1, made with the openssl command line.
+fn tls_files(dir: &Path) -> (String, String, String) {
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl is installed");
+        assert!(
+            o.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=kvmeter test CA",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    let p = |f: &str| dir.join(f).display().to_string();
+    (p("ca.pem"), p("server.pem"), p("server.key"))
+}
+
+#[test]
+fn redis_over_tls() {
+    let d = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = tls_files(d.path());
+    let opts = [
+        "tls=true".to_string(),
+        format!("tls_ca={ca}"),
+        format!("tls_cert={cert}"),
+        format!("tls_key={key}"),
+    ];
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    conformance("redis", &opts);
+}
+
+#[test]
+fn redis_tls_with_an_untrusted_ca_fails_at_connect() {
+    let d = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = tls_files(d.path());
+    let other = tempfile::tempdir().unwrap();
+    let (wrong_ca, _, _) = tls_files(other.path());
+    let kind = store::find("redis").unwrap();
+    let o = StoreOptions::parse(
+        "redis",
+        kind.options,
+        &[
+            "tls=true".into(),
+            format!("tls_ca={ca}"),
+            format!("tls_cert={cert}"),
+            format!("tls_key={key}"),
+        ],
+    )
+    .unwrap();
+    let mut m = store::managed::Managed::start(
+        "redis",
+        kind.server.unwrap(),
+        &o,
+        d.path(),
+        &d.path().join("log"),
+        std::time::Duration::from_secs(30),
+    )
+    .unwrap();
+    let o = StoreOptions::parse(
+        "redis",
+        kind.options,
+        &[
+            "tls=true".into(),
+            format!("tls_ca={wrong_ca}"),
+            format!("addr={}", m.addr),
+        ],
+    )
+    .unwrap();
+    let e = (kind.server.unwrap().ping)(&o, &m.addr).unwrap_err();
+    assert!(
+        e.contains("TLS") && e.to_lowercase().contains("certificate"),
+        "{e}"
+    );
+    // Without tls_ca: one clear line.
+    let o = StoreOptions::parse("redis", kind.options, &["tls=true".into()]).unwrap();
+    assert!((kind.check)(&o).unwrap_err().0.contains("needs tls_ca"));
+    m.stop().unwrap();
+}

@@ -13,8 +13,102 @@ use std::io::{ErrorKind as IoKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
+/// Plain TCP, or TLS over it (rustls; Redis's `tls=true`).
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Read for Stream {
+    #[inline]
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(b),
+            Stream::Tls(s) => s.read(b),
+        }
+    }
+}
+
+impl Write for Stream {
+    #[inline]
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(b),
+            Stream::Tls(s) => s.write(b),
+        }
+    }
+    #[inline]
+    fn write_all(&mut self, b: &[u8]) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.write_all(b),
+            Stream::Tls(s) => {
+                s.write_all(b)?;
+                s.flush()
+            }
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// TLS settings for a client connection.
+#[derive(Clone)]
+pub struct Tls {
+    pub config: std::sync::Arc<rustls::ClientConfig>,
+    pub server_name: rustls::pki_types::ServerName<'static>,
+}
+
+impl Tls {
+    /// A client trusting the CA certificates in `ca` (PEM), with an optional client
+    /// certificate and key (PEM), for `server_name`.
+    pub fn new(ca: &str, client: Option<(&str, &str)>, server_name: &str) -> Result<Tls, String> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+        let mut roots = rustls::RootCertStore::empty();
+        let certs = CertificateDer::pem_file_iter(ca)
+            .map_err(|e| format!("tls_ca={ca}: {e}"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("tls_ca={ca}: {e}"))?;
+        if certs.is_empty() {
+            return Err(format!("tls_ca={ca}: no PEM certificate in it"));
+        }
+        for c in certs {
+            roots.add(c).map_err(|e| format!("tls_ca={ca}: {e}"))?;
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots);
+        let config = match client {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => {
+                let chain = CertificateDer::pem_file_iter(cert)
+                    .map_err(|e| format!("tls_cert={cert}: {e}"))?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| format!("tls_cert={cert}: {e}"))?;
+                let key =
+                    PrivateKeyDer::from_pem_file(key).map_err(|e| format!("tls_key={key}: {e}"))?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| format!("tls_cert/tls_key: {e}"))?
+            }
+        };
+        let server_name = ServerName::try_from(server_name.to_string())
+            .map_err(|e| format!("tls_server_name={server_name}: {e}"))?;
+        Ok(Tls {
+            config: std::sync::Arc::new(config),
+            server_name,
+        })
+    }
+}
+
 pub struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     pub wbuf: Vec<u8>,
     buf: Vec<u8>,
     /// Bytes of `buf` holding data, and the first not yet consumed.
@@ -35,10 +129,33 @@ pub fn resolve(addr: &str) -> Result<SocketAddr, String> {
 
 impl Conn {
     pub fn connect(addr: SocketAddr, timeout: Duration) -> std::io::Result<Conn> {
-        let stream = TcpStream::connect_timeout(&addr, timeout)?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(timeout))?;
-        stream.set_write_timeout(Some(timeout))?;
+        Self::connect_with(addr, timeout, None)
+    }
+
+    /// Connects, with TLS when `tls` is given (the handshake completes here, so a certificate
+    /// problem shows at connect time, not as the first operation's error).
+    pub fn connect_with(
+        addr: SocketAddr,
+        timeout: Duration,
+        tls: Option<&Tls>,
+    ) -> std::io::Result<Conn> {
+        let tcp = TcpStream::connect_timeout(&addr, timeout)?;
+        tcp.set_nodelay(true)?;
+        tcp.set_read_timeout(Some(timeout))?;
+        tcp.set_write_timeout(Some(timeout))?;
+        let stream = match tls {
+            None => Stream::Plain(tcp),
+            Some(t) => {
+                let mut conn =
+                    rustls::ClientConnection::new(t.config.clone(), t.server_name.clone())
+                        .map_err(std::io::Error::other)?;
+                let mut tcp = tcp;
+                while conn.is_handshaking() {
+                    conn.complete_io(&mut tcp)?;
+                }
+                Stream::Tls(Box::new(rustls::StreamOwned::new(conn, tcp)))
+            }
+        };
         Ok(Conn {
             stream,
             wbuf: Vec::with_capacity(4096),

@@ -25,6 +25,11 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "connections", default: "1", help: "connections per worker, used in turn" },
     OptSpec { name: "timeout_ms", default: "5000", help: "how long to wait for a reply before the operation counts as a timeout" },
     OptSpec { name: "scan_index", default: "true", help: "keep keys in a sorted set so SCAN works (costs a ZADD per insert)" },
+    OptSpec { name: "tls", default: "false", help: "TLS (rustls); needs tls_ca. Managed: the server listens with TLS only" },
+    OptSpec { name: "tls_ca", default: "", help: "PEM file of the CA certificates that sign the server's certificate" },
+    OptSpec { name: "tls_cert", default: "", help: "PEM certificate: the managed server's own; with addr=, kvmeter's client certificate (for tls-auth-clients yes)" },
+    OptSpec { name: "tls_key", default: "", help: "PEM private key of tls_cert" },
+    OptSpec { name: "tls_server_name", default: "", help: "name (or IP) the server's certificate must carry; empty: the host of addr (127.0.0.1 when managed)" },
     OptSpec { name: "persistence", default: "none", help: "managed server: none, rdb (save every 60 s with a write), aof (appendfsync everysec) or aof-always (fsync every write)" },
     OptSpec { name: "maxmemory_mb", default: "0", help: "managed server: memory limit in MiB (0: none)" },
     OptSpec { name: "io_threads", default: "1", help: "managed server: I/O threads (io-threads)" },
@@ -64,6 +69,7 @@ struct Settings {
     connections: usize,
     timeout: Duration,
     index: bool,
+    tls: Option<net::Tls>,
 }
 
 fn password(o: &StoreOptions) -> String {
@@ -86,6 +92,47 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         "" => None,
         a => Some(net::resolve(a).map_err(|e| UsageError::new(format!("--store-opt addr={e}")))?),
     };
+    let tls = if o.bool("tls")? {
+        if o.str("tls_ca").is_empty() {
+            return Err(UsageError::new(
+                "--store-opt tls=true needs tls_ca=FILE (PEM CA certificates that sign the server's certificate)",
+            ));
+        }
+        let (cert, key) = (o.str("tls_cert"), o.str("tls_key"));
+        if cert.is_empty() != key.is_empty() {
+            return Err(UsageError::new(
+                "--store-opt tls_cert and tls_key go together: give both or neither",
+            ));
+        }
+        if o.str("addr").is_empty() && cert.is_empty() {
+            return Err(UsageError::new(
+                "--store-opt tls=true with a managed server needs tls_cert=FILE and tls_key=FILE (the server's certificate and key)",
+            ));
+        }
+        let name = match o.str("tls_server_name") {
+            "" => o
+                .str("addr")
+                .rsplit_once(':')
+                .map(|(h, _)| h)
+                .unwrap_or("127.0.0.1")
+                .trim_matches(['[', ']'])
+                .to_string(),
+            n => n.to_string(),
+        };
+        let name = if name.is_empty() {
+            "127.0.0.1".to_string()
+        } else {
+            name
+        };
+        // A managed server does not ask for a client certificate; a user's server may.
+        let client = (!o.str("addr").is_empty() && !cert.is_empty()).then_some((cert, key));
+        Some(
+            net::Tls::new(o.str("tls_ca"), client, &name)
+                .map_err(|e| UsageError::new(format!("--store-opt {e}")))?,
+        )
+    } else {
+        None
+    };
     Ok(Settings {
         addr,
         password: password(o),
@@ -94,6 +141,7 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         connections: o.positive("connections")? as usize,
         timeout: Duration::from_millis(o.positive("timeout_ms")?),
         index: o.bool("scan_index")?,
+        tls,
     })
 }
 
@@ -133,6 +181,27 @@ fn server_args(o: &StoreOptions, ports: &[u16], dir: &Path) -> Vec<String> {
         "--appendfsync".into(),
         fsync.into(),
     ]);
+    if o.bool("tls").unwrap_or(false) {
+        // TLS only: the plain port is closed; clients are not asked for certificates.
+        let port = a.iter().position(|x| x == "--port").expect("--port") + 1;
+        a[port] = "0".into();
+        a.extend(
+            [
+                "--tls-port",
+                &ports[0].to_string(),
+                "--tls-cert-file",
+                o.str("tls_cert"),
+                "--tls-key-file",
+                o.str("tls_key"),
+                "--tls-ca-cert-file",
+                o.str("tls_ca"),
+                "--tls-auth-clients",
+                "no",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+    }
     let p = password(o);
     if !p.is_empty() {
         a.extend(["--requirepass".into(), p]);
@@ -141,11 +210,12 @@ fn server_args(o: &StoreOptions, ports: &[u16], dir: &Path) -> Vec<String> {
 }
 
 fn connect(s: &Settings, addr: SocketAddr) -> Result<Conn, RawError> {
-    let mut c = Conn::connect(addr, s.timeout).map_err(|e| {
+    let mut c = Conn::connect_with(addr, s.timeout, s.tls.as_ref()).map_err(|e| {
+        let tls = if s.tls.is_some() { " (TLS)" } else { "" };
         RawError::new(
             ErrorKind::Io,
             true,
-            format!("cannot connect to Redis at {addr}: {e}"),
+            format!("cannot connect to Redis at {addr}{tls}: {e}"),
         )
     })?;
     if !s.password.is_empty() {
