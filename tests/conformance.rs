@@ -709,3 +709,70 @@ fn redis_tls_with_an_untrusted_ca_fails_at_connect() {
     assert!((kind.check)(&o).unwrap_err().0.contains("needs tls_ca"));
     m.stop().unwrap();
 }
+
+#[test]
+fn redis_pipelined_batches_answer_in_order() {
+    use kvmeter::store::Queued;
+    let kind = store::find("redis").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let o = StoreOptions::parse("redis", kind.options, &["pipeline=4".into()]).unwrap();
+    let mut m = store::managed::Managed::start(
+        "redis",
+        kind.server.unwrap(),
+        &o,
+        dir.path(),
+        &dir.path().join("log"),
+        std::time::Duration::from_secs(30),
+    )
+    .unwrap();
+    let s = open(
+        kind,
+        dir.path(),
+        &["pipeline=4", &format!("addr={}", m.addr)],
+    );
+    let mut sess = s.session().unwrap();
+    assert_eq!(sess.pipeline_depth(), 4);
+    let recs: Vec<Record> = (0..3).map(|i| record(2, &format!("p{i}"))).collect();
+    for (i, r) in recs.iter().enumerate() {
+        sess.queue(Queued::Insert(format!("user{i}").as_bytes(), r));
+    }
+    let mut got = Vec::new();
+    sess.flush(&mut |st, b| got.push((st, b)));
+    assert_eq!(got, vec![(Status::Ok, 0); 3]);
+    // Reads in one batch, one of them missing, one a single field; then an update and delete.
+    let mut up = Record::new();
+    up.push(b"field1", b"new");
+    sess.queue(Queued::Read(b"user0", Fields::All));
+    sess.queue(Queued::Read(b"nobody", Fields::All));
+    sess.queue(Queued::Read(b"user2", Fields::One(b"field1")));
+    sess.queue(Queued::Update(b"user1", &up));
+    got.clear();
+    sess.flush(&mut |st, b| got.push((st, b)));
+    // Bytes returned, computed by hand: user0 has field0/field1 with "p0-value-N".
+    let all0 = ("field0".len() + "p0-value-0".len() + "field1".len() + "p0-value-1".len()) as u64;
+    assert_eq!(
+        got,
+        vec![
+            (Status::Ok, all0),
+            (Status::NotFound, 0),
+            (Status::Ok, ("field1".len() + "p2-value-1".len()) as u64),
+            (Status::Ok, 0)
+        ]
+    );
+    sess.queue(Queued::Delete(b"user2"));
+    got.clear();
+    sess.flush(&mut |st, b| got.push((st, b)));
+    assert_eq!(got, vec![(Status::Ok, 0)]);
+    // What the batches did, read back one operation at a time.
+    let mut out = Record::new();
+    assert_eq!(read(&mut sess, b"user1", Fields::All, &mut out), Status::Ok);
+    assert_eq!(out.get(b"field1"), Some(&b"new"[..]));
+    assert_eq!(out.get(b"field0"), Some(&b"p1-value-0"[..]));
+    assert_eq!(
+        read(&mut sess, b"user2", Fields::All, &mut out),
+        Status::NotFound
+    );
+    drop(sess);
+    s.close().unwrap();
+    m.stop().unwrap();
+}

@@ -333,3 +333,39 @@ fn a_killed_kvmeter_takes_its_managed_server_along() {
     let csv = std::fs::read_to_string(out.join("intervals.csv")).unwrap();
     assert!(csv.lines().any(|l| l.starts_with("run,")));
 }
+
+#[test]
+fn redis_pipelined_run_counts_every_operation() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("pipe");
+    kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloada",
+            "--store",
+            "redis",
+            "--store-opt",
+            "pipeline=8",
+        ])
+        .args([
+            "--records",
+            "300",
+            "--ops",
+            "3001",
+            "--threads",
+            "2",
+            "--out",
+        ])
+        .arg(&out)
+        .assert()
+        .success();
+    let s = json(&out.join("summary.json"));
+    let load = phase(&s, "load");
+    assert_eq!(count(load, "INSERT"), 300);
+    let run = phase(&s, "run");
+    // 3001 over 2 threads: 1501 and 1500, neither a multiple of 8 (partial last batches).
+    assert_eq!(count(run, "READ") + count(run, "UPDATE"), 3001);
+    assert_eq!(run["errors"], 0);
+    assert_eq!(load["errors"], 0);
+}

@@ -756,6 +756,13 @@ fn run_phase(
     } else {
         workload.ops()
     };
+    if workload.cfg.dataintegrity && !matches!(opts.str("pipeline"), "" | "1") {
+        eprintln!(
+            "warning: phase {}: dataintegrity=true checks every read's value, so pipeline={} is not used (each operation waits for its reply)",
+            phase.name,
+            opts.str("pipeline")
+        );
+    }
     if !kind.capabilities.scan && ops.contains(&Op::Scan) {
         ps.not_applicable.push("SCAN".into());
     }

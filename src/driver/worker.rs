@@ -8,7 +8,7 @@
 use crate::measure::clock::Clock;
 use crate::measure::{Metric, WorkerRecorder};
 use crate::report::ErrorSample;
-use crate::store::{ErrorKind, RecordView, ScanOut, Session, Status};
+use crate::store::{ErrorKind, Queued, RecordView, ScanOut, Session, Status};
 use crate::workload::{CoreWorkload, Op, OpBuffers, Rng};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -71,6 +71,12 @@ struct Worker<'s, 'a> {
     samples: Vec<ErrorSample>,
     table: String,
     clock: Clock,
+    /// Operations per round trip (`pipeline=N`); 1: each operation waits for its reply.
+    depth: usize,
+    /// The queued batch: metric, intended start, bytes written, key to acknowledge.
+    pending: Vec<(Metric, Option<u64>, u64, Option<i64>)>,
+    /// Each reply of a flushed batch: status, clock at its arrival, bytes returned.
+    replies: Vec<(Status, u64, u64)>,
 }
 
 #[inline]
@@ -96,8 +102,17 @@ pub fn run(
     let mut groups = sh
         .counters
         .then(crate::telemetry::counters::WorkerGroups::open);
+    // Data-integrity checks need each read's view, which a batch does not keep.
+    let depth = if sh.workload.cfg.dataintegrity {
+        1
+    } else {
+        session.pipeline_depth().max(1)
+    };
     let mut w = Worker {
         sh,
+        depth,
+        pending: Vec::with_capacity(depth),
+        replies: Vec::with_capacity(depth),
         session,
         rec,
         rng: Rng::for_worker(sh.seed, index as u64),
@@ -150,7 +165,9 @@ impl Worker<'_, '_> {
                 }
                 None => None,
             };
-            if self.sh.load {
+            if self.depth > 1 {
+                self.pipelined(intended);
+            } else if self.sh.load {
                 self.load_one(intended);
             } else {
                 self.transaction(intended);
@@ -158,6 +175,86 @@ impl Worker<'_, '_> {
             self.rec.tick();
             done += 1;
         }
+        self.flush_batch();
+    }
+
+    /// Pipelined mode: reads, updates and inserts are queued and sent `depth` at a time;
+    /// a scan or read-modify-write first sends what is queued, then runs alone. Load inserts
+    /// are not retried here (a failure is counted).
+    fn pipelined(&mut self, intended: Option<u64>) {
+        let wl = self.sh.workload;
+        let op = if self.sh.load {
+            wl.next_load(&mut self.rng, &mut self.b);
+            Op::Insert
+        } else {
+            wl.next_op(&mut self.rng, &mut self.b)
+        };
+        let written = self.b.values.data_bytes();
+        let (metric, queued, written, ack) = match op {
+            Op::Read => {
+                let f = wl.read_fields(&self.b);
+                (Metric::Read, Queued::Read(&self.b.key, f), 0, None)
+            }
+            Op::Update => (
+                Metric::Update,
+                Queued::Update(&self.b.key, &self.b.values),
+                written,
+                None,
+            ),
+            Op::Insert => (
+                Metric::Insert,
+                Queued::Insert(&self.b.key, &self.b.values),
+                written,
+                (!self.sh.load).then_some(self.b.keynum),
+            ),
+            Op::Scan | Op::ReadModifyWrite => {
+                self.flush_batch();
+                self.execute(op, intended);
+                return;
+            }
+        };
+        self.session.queue(queued);
+        self.pending.push((metric, intended, written, ack));
+        if self.pending.len() >= self.depth {
+            self.flush_batch();
+        }
+    }
+
+    /// Sends the queued batch; each reply's latency runs from the send to its arrival.
+    fn flush_batch(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let t0 = self.clock.now();
+        let clock = &self.clock;
+        let replies = &mut self.replies;
+        replies.clear();
+        self.session
+            .flush(&mut |st, bytes| replies.push((st, clock.now(), bytes)));
+        let pending = std::mem::take(&mut self.pending);
+        for (k, &(metric, intended, written, ack)) in pending.iter().enumerate() {
+            let (st, t1, read) = self.replies.get(k).copied().unwrap_or((
+                Status::Error {
+                    kind: ErrorKind::Other,
+                    fatal: true,
+                },
+                self.clock.now(),
+                0,
+            ));
+            let bytes = if metric == Metric::Read {
+                read
+            } else {
+                written
+            };
+            self.record(metric, st, t0, t1, intended, bytes);
+            if let Some(key) = ack {
+                if let Err(e) = self.sh.workload.acknowledge(key) {
+                    self.sh.fail(e.to_string());
+                }
+            }
+        }
+        self.pending = pending;
+        self.pending.clear();
     }
 
     /// Sleeps until `deadline` (clock ns), in slices short enough to notice a stop or an
@@ -264,8 +361,13 @@ impl Worker<'_, '_> {
 
     #[inline]
     fn transaction(&mut self, intended: Option<u64>) {
+        let op = self.sh.workload.next_op(&mut self.rng, &mut self.b);
+        self.execute(op, intended);
+    }
+
+    #[inline]
+    fn execute(&mut self, op: Op, intended: Option<u64>) {
         let wl = self.sh.workload;
-        let op = wl.next_op(&mut self.rng, &mut self.b);
         match op {
             Op::Read => {
                 let fields = wl.read_fields(&self.b);

@@ -156,6 +156,15 @@ impl ScanOut {
     }
 }
 
+/// An operation for a pipelined batch (`Session::queue`).
+#[derive(Clone, Copy)]
+pub enum Queued<'a> {
+    Read(&'a [u8], Fields<'a>),
+    Update(&'a [u8], &'a Record),
+    Insert(&'a [u8], &'a Record),
+    Delete(&'a [u8]),
+}
+
 /// One worker's connection to the store.
 pub trait Session: Send {
     /// Reads the asked fields; the view borrows the session until its next call.
@@ -175,6 +184,18 @@ pub trait Session: Send {
     fn last_error(&mut self) -> Option<String> {
         None
     }
+    /// Operations this session sends per round trip (`--store-opt pipeline=N`); 1: none, and
+    /// then `queue` and `flush` are never called.
+    fn pipeline_depth(&self) -> usize {
+        1
+    }
+    /// Queues an operation for the next `flush`: its request is written into the session's
+    /// send buffer now, so the caller's key and values may change right after.
+    fn queue(&mut self, _op: Queued<'_>) {}
+    /// Sends every queued request in one write and reads the replies in order, calling
+    /// `done(status, bytes returned)` as each reply is parsed (the caller reads its clock
+    /// there: a reply's latency runs from the batch's send to its own arrival).
+    fn flush(&mut self, _done: &mut dyn FnMut(Status, u64)) {}
     /// Ends the session (YCSB's `cleanup`).
     fn close(self: Box<Self>) -> Status {
         Status::Ok

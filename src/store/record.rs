@@ -31,6 +31,11 @@ impl Span {
         }
     }
 
+    /// Bytes of the name and the value.
+    pub fn data_len(&self) -> u64 {
+        (self.name_len + self.value_len) as u64
+    }
+
     pub fn value_range(&self) -> std::ops::Range<usize> {
         self.value_start as usize..(self.value_start + self.value_len) as usize
     }

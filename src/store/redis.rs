@@ -9,6 +9,7 @@
 use super::kv::RawError;
 use super::net::{self, parse_usize, push_num, Conn};
 use super::record::{self, Record, RecordView};
+use super::Queued;
 use super::*;
 use crate::error::UsageError;
 use std::net::SocketAddr;
@@ -24,6 +25,7 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "db", default: "0", help: "database number (SELECT)" },
     OptSpec { name: "connections", default: "1", help: "connections per worker, used in turn" },
     OptSpec { name: "timeout_ms", default: "5000", help: "how long to wait for a reply before the operation counts as a timeout" },
+    OptSpec { name: "pipeline", default: "1", help: "operations sent per round trip (redis-benchmark's -P): reads, updates, inserts and deletes are batched; scans and read-modify-writes go alone" },
     OptSpec { name: "scan_index", default: "true", help: "keep keys in a sorted set so SCAN works (costs a ZADD per insert)" },
     OptSpec { name: "tls", default: "false", help: "TLS (rustls); needs tls_ca. Managed: the server listens with TLS only" },
     OptSpec { name: "tls_ca", default: "", help: "PEM file of the CA certificates that sign the server's certificate" },
@@ -69,6 +71,7 @@ struct Settings {
     connections: usize,
     timeout: Duration,
     index: bool,
+    pipeline: usize,
     tls: Option<net::Tls>,
 }
 
@@ -141,6 +144,14 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         connections: o.positive("connections")? as usize,
         timeout: Duration::from_millis(o.positive("timeout_ms")?),
         index: o.bool("scan_index")?,
+        pipeline: match o.positive("pipeline")? {
+            n @ 1..=10_000 => n as usize,
+            n => {
+                return Err(UsageError::new(format!(
+                    "--store-opt pipeline={n}: expected 1 to 10000"
+                )))
+            }
+        },
         tls,
     })
 }
@@ -398,6 +409,8 @@ impl Store for RedisStore {
             spans: Vec::new(),
             one: Record::new(),
             last_error: None,
+            batch: None,
+            pending: Vec::with_capacity(self.s.pipeline),
         }))
     }
 
@@ -413,6 +426,21 @@ struct RedisSession {
     spans: Vec<record::Span>,
     one: Record,
     last_error: Option<String>,
+    /// A pipelined batch: the connection it goes to and the replies it expects.
+    batch: Option<Result<usize, RawError>>,
+    pending: Vec<Pending>,
+}
+
+/// The replies a queued operation expects.
+#[derive(Clone, Copy)]
+enum Pending {
+    /// None: all fields; Some(n): one field whose name is n bytes (HGET's reply omits it).
+    Read(Option<usize>),
+    Update,
+    /// DEL + HSET (+ ZADD with the index).
+    Insert,
+    /// DEL (+ ZREM with the index).
+    Delete,
 }
 
 impl RedisSession {
@@ -700,5 +728,134 @@ impl Session for RedisSession {
 
     fn last_error(&mut self) -> Option<String> {
         self.last_error.take()
+    }
+
+    fn pipeline_depth(&self) -> usize {
+        self.s.pipeline
+    }
+
+    fn queue(&mut self, op: Queued<'_>) {
+        if self.batch.is_none() {
+            self.batch = Some(self.conn());
+        }
+        let Some(Ok(i)) = self.batch else {
+            self.pending.push(Pending::Update); // answered with the connection error
+            return;
+        };
+        let index = self.s.index;
+        let w = &mut self.conns[i].wbuf;
+        match op {
+            Queued::Read(key, Fields::All) => {
+                command(w, &[b"HGETALL", key]);
+                self.pending.push(Pending::Read(None));
+            }
+            Queued::Read(key, Fields::One(f)) => {
+                command(w, &[b"HGET", key, f]);
+                self.pending.push(Pending::Read(Some(f.len())));
+            }
+            Queued::Update(key, values) => {
+                Self::hset(w, key, values);
+                self.pending.push(Pending::Update);
+            }
+            Queued::Insert(key, values) => {
+                command(w, &[b"DEL", key]);
+                Self::hset(w, key, values);
+                if index {
+                    command(w, &[b"ZADD", INDEX, b"0", key]);
+                }
+                self.pending.push(Pending::Insert);
+            }
+            Queued::Delete(key) => {
+                command(w, &[b"DEL", key]);
+                if index {
+                    command(w, &[b"ZREM", INDEX, key]);
+                }
+                self.pending.push(Pending::Delete);
+            }
+        }
+    }
+
+    fn flush(&mut self, done: &mut dyn FnMut(Status, u64)) {
+        let batch = self.batch.take();
+        let n = self.pending.len();
+        let i = match batch {
+            None => return,
+            Some(Ok(i)) => i,
+            Some(Err(e)) => {
+                let st = self.fail(e);
+                (0..n).for_each(|_| done(st, 0));
+                self.pending.clear();
+                return;
+            }
+        };
+        let index = self.s.index;
+        let c = &mut self.conns[i];
+        let mut broken: Option<RawError> = c.send().err();
+        for k in 0..n {
+            if let Some(e) = &broken {
+                done(
+                    Status::Error {
+                        kind: e.kind,
+                        fatal: e.fatal,
+                    },
+                    0,
+                );
+                continue;
+            }
+            let r = match self.pending[k] {
+                Pending::Read(one) => {
+                    let f = if one.is_none() {
+                        Fields::All
+                    } else {
+                        Fields::One(b"")
+                    };
+                    Self::read_hash(c, f, &mut self.spans).map(|found| {
+                        let bytes: u64 = self.spans.iter().map(|s| s.data_len()).sum();
+                        match found {
+                            true => (Status::Ok, bytes + one.unwrap_or(0) as u64),
+                            false => (Status::NotFound, 0),
+                        }
+                    })
+                }
+                Pending::Update => Self::expect_ok(c, "update").map(|_| (Status::Ok, 0)),
+                Pending::Insert => {
+                    let a = Self::expect_ok(c, "insert");
+                    let b = Self::expect_ok(c, "insert");
+                    let z = if index {
+                        Self::expect_ok(c, "insert")
+                    } else {
+                        Ok(())
+                    };
+                    a.and(b).and(z).map(|_| (Status::Ok, 0))
+                }
+                Pending::Delete => {
+                    let a = Self::expect_ok(c, "delete");
+                    let z = if index {
+                        Self::expect_ok(c, "delete")
+                    } else {
+                        Ok(())
+                    };
+                    a.and(z).map(|_| (Status::Ok, 0))
+                }
+            };
+            match r {
+                Ok((st, bytes)) => done(st, bytes),
+                Err(e) => {
+                    let st = Status::Error {
+                        kind: e.kind,
+                        fatal: e.fatal,
+                    };
+                    self.last_error = Some(e.message.clone());
+                    if c.broken {
+                        broken = Some(e);
+                    }
+                    done(st, 0);
+                }
+            }
+        }
+        if let Some(e) = broken {
+            self.last_error = Some(e.message);
+        }
+        self.pending.clear();
     }
 }
