@@ -15,6 +15,7 @@
 #               against redis-benchmark GET of 1,000-byte values; 1 connection per thread,
 #               no pipelining; managed/private servers with persistence off. redis-kvmeter-hget-*:
 #               readallfields=false, so each read is HGET key field0 (one bulk reply, like GET)
+#   redis-*-p16 one connection, 16 requests per round trip (kvmeter pipeline=16, HGET; -P 16)
 #   *-pin0      client and server both pinned to CPU 0 (kvmeter under taskset: its managed
 #               server inherits the affinity; the peers' SERVER_CPUS/CLIENT_CPUS)
 #   mc-*        memcached GETs on loopback: kvmeter (workload C, one 1,000-byte field) against
@@ -66,6 +67,8 @@ run_case() {
       local st=${name#emb-direct-}; st=${st%-t?}
       STORE=$st RECORDS=100000 OPS=1000000 THREADS="${name: -1}" "$EMB" 2>/dev/null | last_ops ;;
     redis-kvmeter-hget-t[12]) $K run -P workloadc --store redis "${SRV_SHAPE[@]}" -p readallfields=false --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    redis-kvmeter-p16) $K run -P workloadc --store redis --store-opt pipeline=16 "${SRV_SHAPE[@]}" -p readallfields=false --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    redis-bench-p16) PIPELINE=16 TEST=get RECORDS=100000 OPS=200000 THREADS=1 VALUE_SIZE=1000 bash "$PEERS/run-redis.sh" 2>/dev/null | last_ops ;;
     redis-kvmeter-pin0) taskset -c 0 $K run -P workloadc --store redis "${SRV_SHAPE[@]}" -p readallfields=false --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     redis-bench-pin0) SERVER_CPUS=0 CLIENT_CPUS=0 TEST=get RECORDS=100000 OPS=200000 THREADS=1 VALUE_SIZE=1000 bash "$PEERS/run-redis.sh" 2>/dev/null | last_ops ;;
     mc-kvmeter-pin0) taskset -c 0 $K run -P workloadc --store memcached "${SRV_SHAPE[@]}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
@@ -94,7 +97,8 @@ CASES=(ceiling-kvmeter-c ceiling-ycsb-c ceiling-kvmeter-a ceiling-ycsb-a
        emb-kvmeter-lmdb-t2 emb-direct-lmdb-t2 emb-kvmeter-wiredtiger-t2 emb-direct-wiredtiger-t2
        redis-kvmeter-t1 redis-kvmeter-hget-t1 redis-bench-t1 redis-kvmeter-t2 redis-kvmeter-hget-t2 redis-bench-t2
        mc-kvmeter-t1 mc-memcslap-t1 mc-kvmeter-t2 mc-memcslap-t2
-       redis-kvmeter-pin0 redis-bench-pin0 mc-kvmeter-pin0 mc-memcslap-pin0)
+       redis-kvmeter-pin0 redis-bench-pin0 mc-kvmeter-pin0 mc-memcslap-pin0
+       redis-kvmeter-p16 redis-bench-p16)
 {
   echo "# kvmeter $(git rev-parse --short HEAD) on $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ)"
   echo -e "case\trep\tvalue"
