@@ -776,3 +776,67 @@ fn redis_pipelined_batches_answer_in_order() {
     s.close().unwrap();
     m.stop().unwrap();
 }
+
+#[test]
+fn memcached_pipelined_multi_get_and_sets() {
+    use kvmeter::store::Queued;
+    let kind = store::find("memcached").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let o = StoreOptions::parse("memcached", kind.options, &[]).unwrap();
+    let mut m = store::managed::Managed::start(
+        "memcached",
+        kind.server.unwrap(),
+        &o,
+        dir.path(),
+        &dir.path().join("log"),
+        std::time::Duration::from_secs(30),
+    )
+    .unwrap();
+    let s = open(
+        kind,
+        dir.path(),
+        &["pipeline=8", &format!("addr={}", m.addr)],
+    );
+    let mut sess = s.session().unwrap();
+    assert_eq!(sess.pipeline_depth(), 8);
+    let recs: Vec<Record> = (0..3).map(|i| record(2, &format!("m{i}"))).collect();
+    for (i, r) in recs.iter().enumerate() {
+        assert!(sess.queue(Queued::Insert(format!("user{i}").as_bytes(), r)));
+    }
+    // Reads after sets in the same batch: the sets are answered first, then one multi-get
+    // with a missing key in the middle and a one-field read.
+    assert!(sess.queue(Queued::Read(b"user2", Fields::All)));
+    assert!(sess.queue(Queued::Read(b"nobody", Fields::All)));
+    assert!(sess.queue(Queued::Read(b"user0", Fields::One(b"field1"))));
+    // Updates and deletes are not pipelined (read-merge-set): the caller runs them alone.
+    let up = record(1, "u");
+    assert!(!sess.queue(Queued::Update(b"user1", &up)));
+    assert!(!sess.queue(Queued::Delete(b"user1")));
+    let mut got = Vec::new();
+    sess.flush(&mut |st, b| got.push((st, b)));
+    let all2 = ("field0".len() + "m2-value-0".len() + "field1".len() + "m2-value-1".len()) as u64;
+    assert_eq!(
+        got,
+        vec![
+            (Status::Ok, 0),
+            (Status::Ok, 0),
+            (Status::Ok, 0),
+            (Status::Ok, all2),
+            (Status::NotFound, 0),
+            (Status::Ok, ("field1".len() + "m0-value-1".len()) as u64),
+        ]
+    );
+    let mut out = Record::new();
+    assert_eq!(read(&mut sess, b"user1", Fields::All, &mut out), Status::Ok);
+    assert_eq!(fields_of(&out), fields_of(&recs[1]));
+    drop(sess);
+    // The binary protocol and UDP do not pipeline: every queue call says so.
+    let s2 = open(
+        kind,
+        dir.path(),
+        &["pipeline=8", "protocol=binary", &format!("addr={}", m.addr)],
+    );
+    let mut b = s2.session().unwrap();
+    assert!(!b.queue(Queued::Read(b"user0", Fields::All)));
+    m.stop().unwrap();
+}

@@ -369,3 +369,29 @@ fn redis_pipelined_run_counts_every_operation() {
     assert_eq!(run["errors"], 0);
     assert_eq!(load["errors"], 0);
 }
+
+#[test]
+fn memcached_pipelined_run_counts_every_operation() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("mpipe");
+    kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloadb",
+            "--store",
+            "memcached",
+            "--store-opt",
+            "pipeline=8",
+        ])
+        .args(["--records", "300", "--ops", "3001", "--out"])
+        .arg(&out)
+        .assert()
+        .success();
+    let s = json(&out.join("summary.json"));
+    assert_eq!(count(phase(&s, "load"), "INSERT"), 300);
+    let run = phase(&s, "run");
+    assert_eq!(count(run, "READ") + count(run, "UPDATE"), 3001);
+    assert_eq!(run["errors"], 0, "every key was loaded: no read misses");
+    assert!(count(run, "UPDATE") > 0);
+}

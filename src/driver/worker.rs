@@ -213,7 +213,17 @@ impl Worker<'_, '_> {
                 return;
             }
         };
-        self.session.queue(queued);
+        if !self.session.queue(queued) {
+            // Not pipelined by this store (memcached: updates and deletes): alone, after the
+            // queued ones.
+            self.flush_batch();
+            if self.sh.load {
+                self.load_prepared(intended);
+            } else {
+                self.execute(op, intended);
+            }
+            return;
+        }
         self.pending.push((metric, intended, written, ack));
         if self.pending.len() >= self.depth {
             self.flush_batch();
@@ -314,6 +324,11 @@ impl Worker<'_, '_> {
 
     fn load_one(&mut self, intended: Option<u64>) {
         self.sh.workload.next_load(&mut self.rng, &mut self.b);
+        self.load_prepared(intended);
+    }
+
+    /// Inserts the record `next_load` put in the buffers, with YCSB's retries.
+    fn load_prepared(&mut self, intended: Option<u64>) {
         let limit = self.sh.workload.cfg.insertion_retry_limit;
         let mut attempts = 0;
         loop {

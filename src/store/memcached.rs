@@ -9,6 +9,7 @@
 use super::kv::RawError;
 use super::net::{self, parse_usize, push_num, Conn};
 use super::record::{self, Record, RecordView};
+use super::Queued;
 use super::*;
 use crate::error::UsageError;
 use std::net::{SocketAddr, UdpSocket};
@@ -19,6 +20,7 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "protocol", default: "text", help: "text or binary (TCP)" },
     OptSpec { name: "udp", default: "false", help: "GETs over UDP (papers/003); sets and deletes over TCP. Managed servers listen on UDP at the TCP port number" },
     OptSpec { name: "connections", default: "1", help: "TCP connections per worker, used in turn" },
+    OptSpec { name: "pipeline", default: "1", help: "operations per round trip (text protocol over TCP): queued reads become one multi-get ('get k1 k2 ...'), inserts are pipelined sets; updates (read-merge-set) and deletes go alone" },
     OptSpec { name: "timeout_ms", default: "5000", help: "how long to wait for a reply before the operation counts as a timeout" },
     OptSpec { name: "memory_mb", default: "1024", help: "managed server: item memory (-m)" },
     OptSpec { name: "threads", default: "4", help: "managed server: worker threads (-t)" },
@@ -61,6 +63,7 @@ struct Settings {
     udp: bool,
     connections: usize,
     timeout: Duration,
+    pipeline: usize,
 }
 
 fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
@@ -73,6 +76,14 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         udp: o.bool("udp")?,
         connections: o.positive("connections")? as usize,
         timeout: Duration::from_millis(o.positive("timeout_ms")?),
+        pipeline: match o.positive("pipeline")? {
+            n @ 1..=10_000 => n as usize,
+            n => {
+                return Err(UsageError::new(format!(
+                    "--store-opt pipeline={n}: expected 1 to 10000"
+                )))
+            }
+        },
     };
     o.positive("memory_mb")?;
     o.positive("threads")?;
@@ -189,6 +200,12 @@ impl Store for McStore {
             merged: Record::new(),
             encoded: Vec::new(),
             last_error: None,
+            pipeline: self.s.pipeline,
+            batch: None,
+            queued: Vec::new(),
+            qbytes: Vec::new(),
+            get_open: false,
+            group: Vec::new(),
         }))
     }
 
@@ -208,6 +225,22 @@ struct McSession {
     merged: Record,
     encoded: Vec<u8>,
     last_error: Option<String>,
+    pipeline: usize,
+    /// A pipelined batch: its connection, the queued operations, their keys and field names
+    /// (ranges in `qbytes`), and whether a multi-get line is still open.
+    batch: Option<Result<usize, RawError>>,
+    queued: Vec<McQueued>,
+    qbytes: Vec<u8>,
+    get_open: bool,
+    /// Each read's answer in a multi-get, reused.
+    group: Vec<(Status, u64)>,
+}
+
+#[derive(Clone)]
+enum McQueued {
+    /// Key and the one field asked (None: all), as ranges in `qbytes`.
+    Read(std::ops::Range<usize>, Option<std::ops::Range<usize>>),
+    Set,
 }
 
 /// Where a read's value is: in a TCP connection's buffer or in the UDP reassembly buffer.
@@ -639,6 +672,215 @@ impl Session for McSession {
 
     fn last_error(&mut self) -> Option<String> {
         self.last_error.take()
+    }
+
+    fn pipeline_depth(&self) -> usize {
+        self.pipeline
+    }
+
+    fn queue(&mut self, op: Queued<'_>) -> bool {
+        if self.protocol != Protocol::Text || self.udp.is_some() {
+            return false;
+        }
+        if !matches!(op, Queued::Read(..) | Queued::Insert(..)) {
+            return false;
+        }
+        if self.batch.is_none() {
+            self.qbytes.clear();
+            self.batch = Some(self.conn());
+        }
+        let Some(Ok(i)) = self.batch else {
+            self.queued.push(McQueued::Set); // answered with the connection error
+            return true;
+        };
+        let w = &mut self.conns[i].wbuf;
+        match op {
+            Queued::Read(key, fields) => {
+                if !self.get_open {
+                    w.extend_from_slice(b"get");
+                    self.get_open = true;
+                }
+                w.push(b' ');
+                w.extend_from_slice(key);
+                let k = self.qbytes.len()..self.qbytes.len() + key.len();
+                self.qbytes.extend_from_slice(key);
+                let f = match fields {
+                    Fields::All => None,
+                    Fields::One(f) => {
+                        let r = self.qbytes.len()..self.qbytes.len() + f.len();
+                        self.qbytes.extend_from_slice(f);
+                        Some(r)
+                    }
+                };
+                self.queued.push(McQueued::Read(k, f));
+            }
+            Queued::Insert(key, values) => {
+                if self.get_open {
+                    w.extend_from_slice(b"\r\n");
+                    self.get_open = false;
+                }
+                self.encoded.clear();
+                values.encode_into(&mut self.encoded);
+                w.extend_from_slice(b"set ");
+                w.extend_from_slice(key);
+                w.extend_from_slice(b" 0 0 ");
+                push_num(w, self.encoded.len());
+                w.extend_from_slice(b"\r\n");
+                w.extend_from_slice(&self.encoded);
+                w.extend_from_slice(b"\r\n");
+                self.queued.push(McQueued::Set);
+            }
+            _ => unreachable!("checked above"),
+        }
+        true
+    }
+
+    fn flush(&mut self, done: &mut dyn FnMut(Status, u64)) {
+        let n = self.queued.len();
+        let i = match self.batch.take() {
+            None => return,
+            Some(Ok(i)) => i,
+            Some(Err(e)) => {
+                let st = self.fail(e);
+                (0..n).for_each(|_| done(st, 0));
+                self.queued.clear();
+                return;
+            }
+        };
+        if self.get_open {
+            self.conns[i].wbuf.extend_from_slice(b"\r\n");
+            self.get_open = false;
+        }
+        let queued = std::mem::take(&mut self.queued);
+        let mut answered = 0;
+        let r = self.flush_replies(i, &queued, done, &mut answered);
+        if let Err(e) = r {
+            let st = Status::Error {
+                kind: e.kind,
+                fatal: e.fatal,
+            };
+            self.last_error = Some(e.message);
+            // Every operation not answered yet gets the error.
+            for _ in answered..n {
+                done(st, 0);
+            }
+        }
+        self.queued = queued;
+        self.queued.clear();
+    }
+}
+
+impl McSession {
+    /// Reads a pipelined batch's replies in order; a run of reads is one multi-get whose
+    /// values come back in the order asked, missing keys left out, then END.
+    fn flush_replies(
+        &mut self,
+        i: usize,
+        queued: &[McQueued],
+        done: &mut dyn FnMut(Status, u64),
+        answered: &mut usize,
+    ) -> Result<(), RawError> {
+        let mut results = std::mem::take(&mut self.group);
+        let r = self.replies_into(i, queued, done, answered, &mut results);
+        self.group = results;
+        r
+    }
+
+    fn replies_into(
+        &mut self,
+        i: usize,
+        queued: &[McQueued],
+        done: &mut dyn FnMut(Status, u64),
+        answered: &mut usize,
+        results: &mut Vec<(Status, u64)>,
+    ) -> Result<(), RawError> {
+        let c = &mut self.conns[i];
+        c.send()?;
+        let mut k = 0;
+        while k < queued.len() {
+            match &queued[k] {
+                McQueued::Set => {
+                    let l = c.line()?;
+                    let st = match c.bytes(l.clone()) {
+                        b"STORED" => Status::Ok,
+                        other => {
+                            let e = server_error("set", other);
+                            self.last_error = Some(e.message.clone());
+                            Status::Error {
+                                kind: e.kind,
+                                fatal: false,
+                            }
+                        }
+                    };
+                    done(st, 0);
+                    *answered += 1;
+                    k += 1;
+                }
+                McQueued::Read(..) => {
+                    let end = queued[k..]
+                        .iter()
+                        .position(|q| matches!(q, McQueued::Set))
+                        .map(|p| k + p)
+                        .unwrap_or(queued.len());
+                    let group = &queued[k..end];
+                    let base = 0;
+                    results.clear();
+                    results.resize(group.len(), (Status::NotFound, 0));
+                    let mut next = 0; // values come in the order asked
+                    loop {
+                        let l = c.line()?;
+                        let line = c.bytes(l.clone());
+                        if line == b"END" {
+                            break;
+                        }
+                        let n = value_length(line).ok_or_else(|| unexpected("get", line))?;
+                        let key_end = line[6..].iter().position(|&b| b == b' ').map(|p| 6 + p);
+                        let key = key_end.map(|e| l.start + 6..l.start + e);
+                        let v = c.take(n)?;
+                        let crlf = c.line()?;
+                        if !c.bytes(crlf).is_empty() {
+                            return Err(desync(c, "get"));
+                        }
+                        let Some(key) = key else {
+                            return Err(desync(c, "get"));
+                        };
+                        let found = (next..group.len()).find(|&g| match &group[g] {
+                            McQueued::Read(kr, _) => {
+                                self.qbytes[kr.clone()] == *c.bytes(key.clone())
+                            }
+                            McQueued::Set => false,
+                        });
+                        let Some(g) = found else {
+                            return Err(desync(c, "get"));
+                        };
+                        next = g + 1;
+                        let McQueued::Read(_, field) = &group[g] else {
+                            unreachable!()
+                        };
+                        let want = field.as_ref().map(|f| &self.qbytes[f.clone()]);
+                        let r = record::index_encoded(
+                            c.bytes(v),
+                            |nm| want.is_none_or(|w| w == nm),
+                            &mut self.spans,
+                        );
+                        results[base + g] = match r {
+                            Ok(()) => (Status::Ok, self.spans.iter().map(|s| s.data_len()).sum()),
+                            Err(e) => {
+                                self.last_error =
+                                    Some(format!("stored record cannot be decoded: {}", e.0));
+                                (Status::error(ErrorKind::Corruption), 0)
+                            }
+                        };
+                    }
+                    for &(st, b) in results.iter() {
+                        done(st, b);
+                    }
+                    *answered += group.len();
+                    k = end;
+                }
+            }
+        }
+        Ok(())
     }
 }
 

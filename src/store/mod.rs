@@ -190,8 +190,11 @@ pub trait Session: Send {
         1
     }
     /// Queues an operation for the next `flush`: its request is written into the session's
-    /// send buffer now, so the caller's key and values may change right after.
-    fn queue(&mut self, _op: Queued<'_>) {}
+    /// send buffer now, so the caller's key and values may change right after. `false`: this
+    /// kind of operation is not pipelined here; the caller flushes and runs it alone.
+    fn queue(&mut self, _op: Queued<'_>) -> bool {
+        false
+    }
     /// Sends every queued request in one write and reads the replies in order, calling
     /// `done(status, bytes returned)` as each reply is parsed (the caller reads its clock
     /// there: a reply's latency runs from the batch's send to its own arrival).

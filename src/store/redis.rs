@@ -734,13 +734,13 @@ impl Session for RedisSession {
         self.s.pipeline
     }
 
-    fn queue(&mut self, op: Queued<'_>) {
+    fn queue(&mut self, op: Queued<'_>) -> bool {
         if self.batch.is_none() {
             self.batch = Some(self.conn());
         }
         let Some(Ok(i)) = self.batch else {
             self.pending.push(Pending::Update); // answered with the connection error
-            return;
+            return true;
         };
         let index = self.s.index;
         let w = &mut self.conns[i].wbuf;
@@ -773,6 +773,7 @@ impl Session for RedisSession {
                 self.pending.push(Pending::Delete);
             }
         }
+        true
     }
 
     fn flush(&mut self, done: &mut dyn FnMut(Status, u64)) {
