@@ -261,6 +261,21 @@ fn persistence(kind: &StoreKind, opts: &[&str]) {
     s.close().unwrap();
 }
 
+/// Starts `name`'s real server on loopback (kvmeter's managed mode) with `opts`.
+fn start_server(name: &str, opts: &[String], dir: &Path) -> store::managed::Managed {
+    let kind = store::find(name).unwrap();
+    let o = StoreOptions::parse(name, kind.options, opts).unwrap();
+    store::managed::Managed::start(
+        kind.name,
+        kind.server.unwrap(),
+        &o,
+        dir,
+        &dir.join("server.log"),
+        std::time::Duration::from_secs(30),
+    )
+    .unwrap_or_else(|e| panic!("cannot start the {name} server: {e:#}"))
+}
+
 fn unknown_option_rejected(kind: &StoreKind) {
     let e = StoreOptions::parse(kind.name, kind.options, &["no_such_option=1".into()]).unwrap_err();
     assert!(e.0.contains("no_such_option"), "{e}");
@@ -279,16 +294,8 @@ fn conformance(name: &str, opts: &[&str]) {
     let mut all: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
     let mut server = None;
     let mut parsed = StoreOptions::parse(kind.name, kind.options, &all).unwrap();
-    if let Some(spec) = kind.server {
-        let m = store::managed::Managed::start(
-            kind.name,
-            spec,
-            &parsed,
-            server_dir.path(),
-            &server_dir.path().join("server.log"),
-            std::time::Duration::from_secs(30),
-        )
-        .unwrap_or_else(|e| panic!("cannot start the {name} server: {e:#}"));
+    if kind.server.is_some() {
+        let m = start_server(name, &all, server_dir.path());
         all.push(format!("addr={}", m.addr));
         parsed.set("addr", &m.addr);
         server = Some(m);
@@ -484,16 +491,7 @@ fn redis_password_db_connections_no_index() {
 fn redis_wrong_password_is_a_clear_error() {
     let kind = store::find("redis").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let o = StoreOptions::parse("redis", kind.options, &["password=right".into()]).unwrap();
-    let mut m = store::managed::Managed::start(
-        "redis",
-        kind.server.unwrap(),
-        &o,
-        dir.path(),
-        &dir.path().join("log"),
-        std::time::Duration::from_secs(30),
-    )
-    .unwrap();
+    let mut m = start_server("redis", &["password=right".into()], dir.path());
     let o = StoreOptions::parse(
         "redis",
         kind.options,
@@ -669,26 +667,13 @@ fn redis_tls_with_an_untrusted_ca_fails_at_connect() {
     let other = tempfile::tempdir().unwrap();
     let (wrong_ca, _, _) = tls_files(other.path());
     let kind = store::find("redis").unwrap();
-    let o = StoreOptions::parse(
-        "redis",
-        kind.options,
-        &[
-            "tls=true".into(),
-            format!("tls_ca={ca}"),
-            format!("tls_cert={cert}"),
-            format!("tls_key={key}"),
-        ],
-    )
-    .unwrap();
-    let mut m = store::managed::Managed::start(
-        "redis",
-        kind.server.unwrap(),
-        &o,
-        d.path(),
-        &d.path().join("log"),
-        std::time::Duration::from_secs(30),
-    )
-    .unwrap();
+    let server_opts = [
+        "tls=true".into(),
+        format!("tls_ca={ca}"),
+        format!("tls_cert={cert}"),
+        format!("tls_key={key}"),
+    ];
+    let mut m = start_server("redis", &server_opts, d.path());
     let o = StoreOptions::parse(
         "redis",
         kind.options,
@@ -715,16 +700,7 @@ fn redis_pipelined_batches_answer_in_order() {
     use kvmeter::store::Queued;
     let kind = store::find("redis").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let o = StoreOptions::parse("redis", kind.options, &["pipeline=4".into()]).unwrap();
-    let mut m = store::managed::Managed::start(
-        "redis",
-        kind.server.unwrap(),
-        &o,
-        dir.path(),
-        &dir.path().join("log"),
-        std::time::Duration::from_secs(30),
-    )
-    .unwrap();
+    let mut m = start_server("redis", &[], dir.path());
     let s = open(
         kind,
         dir.path(),
@@ -782,16 +758,7 @@ fn memcached_pipelined_multi_get_and_sets() {
     use kvmeter::store::Queued;
     let kind = store::find("memcached").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let o = StoreOptions::parse("memcached", kind.options, &[]).unwrap();
-    let mut m = store::managed::Managed::start(
-        "memcached",
-        kind.server.unwrap(),
-        &o,
-        dir.path(),
-        &dir.path().join("log"),
-        std::time::Duration::from_secs(30),
-    )
-    .unwrap();
+    let mut m = start_server("memcached", &[], dir.path());
     let s = open(
         kind,
         dir.path(),

@@ -316,8 +316,7 @@ impl Store for EtcdStore {
             next: 0,
             value: Vec::new(),
             spans: Vec::new(),
-            current: Record::new(),
-            merged: Record::new(),
+            merge: record::Merge::default(),
             encoded: Vec::new(),
             last_error: None,
         }))
@@ -334,8 +333,7 @@ struct EtcdSession {
     /// The latest read's value, decoded from base64.
     value: Vec<u8>,
     spans: Vec<record::Span>,
-    current: Record,
-    merged: Record,
+    merge: record::Merge,
     encoded: Vec<u8>,
     last_error: Option<String>,
 }
@@ -514,13 +512,10 @@ impl Session for EtcdSession {
             Ok(false) => return Status::NotFound,
             Err(e) => return self.fail(e),
         }
-        if let Err(e) = self.current.decode_from(&self.value, |_| true) {
+        if let Err(e) = self.merge.apply(&self.value, values, &mut self.encoded) {
             self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
             return Status::error(ErrorKind::Corruption);
         }
-        self.merged.merge_from(&self.current, values);
-        self.encoded.clear();
-        self.merged.encode_into(&mut self.encoded);
         match self.put(key) {
             Ok(()) => Status::Ok,
             Err(e) => self.fail(e),

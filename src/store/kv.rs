@@ -67,8 +67,7 @@ impl From<RawError> for ScanError {
 pub struct KvSession<R: RawKv> {
     raw: R,
     spans: Vec<record::Span>,
-    current: Record,
-    merged: Record,
+    merge: record::Merge,
     encoded: Vec<u8>,
     last_error: Option<String>,
 }
@@ -78,8 +77,7 @@ impl<R: RawKv> KvSession<R> {
         KvSession {
             raw,
             spans: Vec::new(),
-            current: Record::new(),
-            merged: Record::new(),
+            merge: record::Merge::default(),
             encoded: Vec::new(),
             last_error: None,
         }
@@ -137,17 +135,14 @@ impl<R: RawKv> Session for KvSession<R> {
     }
 
     fn update(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
-        let decoded = match self.raw.get(key) {
-            Ok(Some(v)) => self.current.decode_from(v, |_| true),
+        let merged = match self.raw.get(key) {
+            Ok(Some(v)) => self.merge.apply(v, values, &mut self.encoded),
             Ok(None) => return Status::NotFound,
             Err(e) => return fail(&mut self.last_error, e),
         };
-        if let Err(e) = decoded {
+        if let Err(e) = merged {
             return undecodable(&mut self.last_error, e);
         }
-        self.merged.merge_from(&self.current, values);
-        self.encoded.clear();
-        self.merged.encode_into(&mut self.encoded);
         match self.raw.put(key, &self.encoded) {
             Ok(()) => Status::Ok,
             Err(e) => fail(&mut self.last_error, e),

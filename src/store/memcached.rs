@@ -196,8 +196,7 @@ impl Store for McStore {
             udp,
             timeout: self.s.timeout,
             spans: Vec::new(),
-            current: Record::new(),
-            merged: Record::new(),
+            merge: record::Merge::default(),
             encoded: Vec::new(),
             last_error: None,
             pipeline: self.s.pipeline,
@@ -221,8 +220,7 @@ struct McSession {
     udp: Option<Udp>,
     timeout: Duration,
     spans: Vec<record::Span>,
-    current: Record,
-    merged: Record,
+    merge: record::Merge,
     encoded: Vec<u8>,
     last_error: Option<String>,
     pipeline: usize,
@@ -638,16 +636,16 @@ impl Session for McSession {
             Ok(g) => g,
             Err(e) => return self.fail(e),
         };
-        let mut current = std::mem::take(&mut self.current);
-        let r = current.decode_from(self.value(&g), |_| true);
-        self.current = current;
+        let (mut merge, mut encoded) = (
+            std::mem::take(&mut self.merge),
+            std::mem::take(&mut self.encoded),
+        );
+        let r = merge.apply(self.value(&g), values, &mut encoded);
+        (self.merge, self.encoded) = (merge, encoded);
         if let Err(e) = r {
             self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
             return Status::error(ErrorKind::Corruption);
         }
-        self.merged.merge_from(&self.current, values);
-        self.encoded.clear();
-        self.merged.encode_into(&mut self.encoded);
         match self.set(key) {
             Ok(()) => Status::Ok,
             Err(e) => self.fail(e),
