@@ -9,9 +9,9 @@
 //! docs/stores.md). A record is one value (`record.rs` encoding); update reads, merges and
 //! puts.
 
-use super::kv::RawError;
+use super::kv::{KvSession, RawError, RawKv, ScanError, ScanSink};
 use super::net::{self, parse_usize, push_num, Conn};
-use super::record::{self, Record, RecordView};
+
 use super::*;
 use crate::error::UsageError;
 use base64::Engine;
@@ -311,15 +311,12 @@ impl Store for EtcdStore {
                 Http::connect(self.addr, self.s.timeout).map_err(|e| anyhow::anyhow!(e.message))?,
             );
         }
-        Ok(Box::new(EtcdSession {
+        Ok(Box::new(KvSession::new(EtcdRaw {
             conns,
             next: 0,
             value: Vec::new(),
-            spans: Vec::new(),
-            merge: record::Merge::default(),
-            encoded: Vec::new(),
-            last_error: None,
-        }))
+            key: Vec::new(),
+        })))
     }
 
     fn close(self: Box<Self>) -> anyhow::Result<()> {
@@ -327,15 +324,14 @@ impl Store for EtcdStore {
     }
 }
 
-struct EtcdSession {
+/// One worker's connections; a record is one value, so `KvSession` does the rest.
+struct EtcdRaw {
     conns: Vec<Http>,
     next: usize,
     /// The latest read's value, decoded from base64.
     value: Vec<u8>,
-    spans: Vec<record::Span>,
-    merge: record::Merge,
-    encoded: Vec<u8>,
-    last_error: Option<String>,
+    /// A scanned key, decoded.
+    key: Vec<u8>,
 }
 
 /// Appends `"name":"<base64 of b>"`.
@@ -368,188 +364,80 @@ fn b64_decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), RawError> {
     }
 }
 
-impl EtcdSession {
-    #[inline]
-    fn http(&mut self) -> &mut Http {
+impl EtcdRaw {
+    /// POSTs to `path` the JSON object `fields` writes into the connection's reused buffer;
+    /// the reply's body is then in that connection's `body`. Returns the connection used.
+    fn post(&mut self, path: &[u8], fields: impl FnOnce(&mut Vec<u8>)) -> Result<usize, RawError> {
         let i = self.next;
         self.next = if i + 1 == self.conns.len() { 0 } else { i + 1 };
-        &mut self.conns[i]
-    }
-
-    /// Range on one key into `self.value`; Ok(false) when missing.
-    fn get(&mut self, key: &[u8]) -> Result<bool, RawError> {
-        let i = self.next;
-        let h = self.http();
+        let h = &mut self.conns[i];
         let mut json = std::mem::take(&mut h.json);
         json.clear();
         json.push(b'{');
-        b64_field(&mut json, b"key", key);
+        fields(&mut json);
         json.push(b'}');
-        let r = self.conns[i]
-            .request(b"POST", b"/v3/kv/range", &json)
-            .map(|_| ());
-        self.conns[i].json = json;
-        r?;
-        let body = &self.conns[i].body;
-        if find(body, b"\"kvs\":[").is_none() {
-            return Ok(false);
-        }
-        match json_str(body, b"\"value\":\"") {
-            Some(r) => {
-                let src = &self.conns[i].body[r];
-                b64_decode(src, &mut self.value)?;
-            }
-            None => self.value.clear(),
-        }
-        Ok(true)
-    }
-
-    fn put(&mut self, key: &[u8]) -> Result<(), RawError> {
-        let i = self.next;
-        let h = self.http();
-        let mut json = std::mem::take(&mut h.json);
-        json.clear();
-        json.push(b'{');
-        b64_field(&mut json, b"key", key);
-        json.push(b',');
-        b64_field(&mut json, b"value", &self.encoded);
-        json.push(b'}');
-        let r = self.conns[i]
-            .request(b"POST", b"/v3/kv/put", &json)
-            .map(|_| ());
-        self.conns[i].json = json;
+        let r = h.request(b"POST", path, &json).map(|_| i);
+        h.json = json;
         r
-    }
-
-    #[cold]
-    fn fail(&mut self, e: RawError) -> Status {
-        self.last_error = Some(e.message);
-        Status::Error {
-            kind: e.kind,
-            fatal: e.fatal,
-        }
     }
 }
 
-impl Session for EtcdSession {
-    fn read(&mut self, _table: &str, key: &[u8], fields: Fields) -> (Status, RecordView<'_>) {
-        match self.get(key) {
-            Ok(true) => {
-                match record::index_encoded(&self.value, |n| fields.wants(n), &mut self.spans) {
-                    Ok(()) => (Status::Ok, RecordView::new(&self.value, &self.spans)),
-                    Err(e) => {
-                        self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
-                        (Status::error(ErrorKind::Corruption), RecordView::EMPTY)
-                    }
-                }
-            }
-            Ok(false) => (Status::NotFound, RecordView::EMPTY),
-            Err(e) => (self.fail(e), RecordView::EMPTY),
+impl RawKv for EtcdRaw {
+    fn get(&mut self, key: &[u8]) -> Result<Option<&[u8]>, RawError> {
+        let i = self.post(b"/v3/kv/range", |j| b64_field(j, b"key", key))?;
+        let body = &self.conns[i].body;
+        if find(body, b"\"kvs\":[").is_none() {
+            return Ok(None);
         }
+        match json_str(body, b"\"value\":\"") {
+            Some(r) => b64_decode(&body[r], &mut self.value)?,
+            None => self.value.clear(),
+        }
+        Ok(Some(&self.value))
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), RawError> {
+        self.post(b"/v3/kv/put", |j| {
+            b64_field(j, b"key", key);
+            j.push(b',');
+            b64_field(j, b"value", value);
+        })
+        .map(|_| ())
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<(), RawError> {
+        self.post(b"/v3/kv/deleterange", |j| b64_field(j, b"key", key))
+            .map(|_| ())
     }
 
     fn scan(
         &mut self,
-        _table: &str,
         start: &[u8],
         count: usize,
-        fields: Fields,
-        out: &mut ScanOut,
-    ) -> Status {
-        out.clear();
-        let i = self.next;
-        let h = self.http();
-        let mut json = std::mem::take(&mut h.json);
-        json.clear();
-        json.push(b'{');
-        b64_field(&mut json, b"key", start);
-        json.extend_from_slice(b",\"range_end\":\"AA==\",\"limit\":");
-        push_num(&mut json, count);
-        json.push(b'}');
-        let r = self.conns[i]
-            .request(b"POST", b"/v3/kv/range", &json)
-            .map(|_| ());
-        self.conns[i].json = json;
-        if let Err(e) = r {
-            return self.fail(e);
-        }
+        sink: &mut ScanSink<'_>,
+    ) -> Result<(), ScanError> {
+        let i = self.post(b"/v3/kv/range", |j| {
+            b64_field(j, b"key", start);
+            j.extend_from_slice(b",\"range_end\":\"AA==\",\"limit\":");
+            push_num(j, count);
+        })?;
         let body = &self.conns[i].body;
-        let Some(kvs) = find(body, b"\"kvs\":[") else {
-            return Status::Ok;
+        let Some(mut at) = find(body, b"\"kvs\":[") else {
+            return Ok(());
         };
-        let mut at = kvs;
         while let Some(k) = json_str(&body[at..], b"\"key\":\"") {
             let key = at + k.start..at + k.end;
             let next = find(&body[key.end..], b"\"key\":\"")
                 .map(|p| key.end + p)
                 .unwrap_or(body.len());
-            let (kb, rec) = out.next_slot();
-            if let Err(e) = b64_decode(&body[key.clone()], kb) {
-                return self.fail(e);
-            }
+            b64_decode(&body[key.clone()], &mut self.key)?;
             match json_str(&body[key.end..next], b"\"value\":\"") {
-                Some(v) => {
-                    if let Err(e) =
-                        b64_decode(&body[key.end + v.start..key.end + v.end], &mut self.value)
-                    {
-                        return self.fail(e);
-                    }
-                    if let Err(e) = rec.decode_from(&self.value, |n| fields.wants(n)) {
-                        self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
-                        return Status::error(ErrorKind::Corruption);
-                    }
-                }
-                None => rec.clear(),
+                Some(v) => b64_decode(&body[key.end + v.start..key.end + v.end], &mut self.value)?,
+                None => self.value.clear(),
             }
+            sink(&self.key, &self.value).map_err(ScanError::Decode)?;
             at = next;
         }
-        Status::Ok
-    }
-
-    fn update(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
-        match self.get(key) {
-            Ok(true) => {}
-            Ok(false) => return Status::NotFound,
-            Err(e) => return self.fail(e),
-        }
-        if let Err(e) = self.merge.apply(&self.value, values, &mut self.encoded) {
-            self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
-            return Status::error(ErrorKind::Corruption);
-        }
-        match self.put(key) {
-            Ok(()) => Status::Ok,
-            Err(e) => self.fail(e),
-        }
-    }
-
-    fn insert(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
-        self.encoded.clear();
-        values.encode_into(&mut self.encoded);
-        match self.put(key) {
-            Ok(()) => Status::Ok,
-            Err(e) => self.fail(e),
-        }
-    }
-
-    fn delete(&mut self, _table: &str, key: &[u8]) -> Status {
-        let i = self.next;
-        let h = self.http();
-        let mut json = std::mem::take(&mut h.json);
-        json.clear();
-        json.push(b'{');
-        b64_field(&mut json, b"key", key);
-        json.push(b'}');
-        let r = self.conns[i]
-            .request(b"POST", b"/v3/kv/deleterange", &json)
-            .map(|_| ());
-        self.conns[i].json = json;
-        match r {
-            Ok(()) => Status::Ok,
-            Err(e) => self.fail(e),
-        }
-    }
-
-    fn last_error(&mut self) -> Option<String> {
-        self.last_error.take()
+        Ok(())
     }
 }

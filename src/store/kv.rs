@@ -1,5 +1,5 @@
-//! The YCSB record semantics shared by the embedded stores that keep a record as one value
-//! under its key (LMDB, LevelDB, WiredTiger, SQLite), written once so each adapter holds only
+//! The YCSB record semantics shared by the stores that keep a record as one value under its
+//! key (LMDB, LevelDB, WiredTiger, SQLite, and the memcached and etcd clients), written once so each adapter holds only
 //! its store's calls (design.md "The store contract"; RocksDB keeps its own copy because it
 //! also merges several databases).
 //!
@@ -49,6 +49,17 @@ pub trait RawKv: Send {
     /// Releases what the session holds; called once, at the end.
     fn close(&mut self) -> Result<(), RawError> {
         Ok(())
+    }
+    /// Pipelining, as `Session::pipeline_depth`, `queue` and `flush`; `flush` returns the
+    /// message of the batch's last error, if any.
+    fn pipeline_depth(&self) -> usize {
+        1
+    }
+    fn queue(&mut self, _op: super::Queued<'_>) -> bool {
+        false
+    }
+    fn flush(&mut self, _done: &mut dyn FnMut(Status, u64)) -> Option<String> {
+        None
     }
 }
 
@@ -167,6 +178,20 @@ impl<R: RawKv> Session for KvSession<R> {
 
     fn last_error(&mut self) -> Option<String> {
         self.last_error.take()
+    }
+
+    fn pipeline_depth(&self) -> usize {
+        self.raw.pipeline_depth()
+    }
+
+    fn queue(&mut self, op: super::Queued<'_>) -> bool {
+        self.raw.queue(op)
+    }
+
+    fn flush(&mut self, done: &mut dyn FnMut(Status, u64)) {
+        if let Some(m) = self.raw.flush(done) {
+            self.last_error = Some(m);
+        }
     }
 
     fn close(mut self: Box<Self>) -> Status {

@@ -6,9 +6,9 @@
 //! read filters on the client and an update reads, merges and sets, like the embedded stores.
 //! Memcached cannot scan: SCAN is reported N/A, never silently skipped.
 
-use super::kv::RawError;
+use super::kv::{KvSession, RawError, RawKv, ScanError, ScanSink};
 use super::net::{self, parse_usize, push_num, Conn};
-use super::record::{self, Record, RecordView};
+use super::record;
 use super::Queued;
 use super::*;
 use crate::error::UsageError;
@@ -189,15 +189,14 @@ impl Store for McStore {
         } else {
             None
         };
-        Ok(Box::new(McSession {
+        Ok(Box::new(KvSession::new(McSession {
             conns,
             next: 0,
             protocol: self.s.protocol,
             udp,
             timeout: self.s.timeout,
-            spans: Vec::new(),
-            merge: record::Merge::default(),
             encoded: Vec::new(),
+            spans: Vec::new(),
             last_error: None,
             pipeline: self.s.pipeline,
             batch: None,
@@ -205,7 +204,7 @@ impl Store for McStore {
             qbytes: Vec::new(),
             get_open: false,
             group: Vec::new(),
-        }))
+        })))
     }
 
     fn close(self: Box<Self>) -> anyhow::Result<()> {
@@ -219,9 +218,10 @@ struct McSession {
     protocol: Protocol,
     udp: Option<Udp>,
     timeout: Duration,
-    spans: Vec<record::Span>,
-    merge: record::Merge,
+    /// Inserts' encoding, and the fields of each multi-get value, in a pipelined batch.
     encoded: Vec<u8>,
+    spans: Vec<record::Span>,
+    /// The latest error of a pipelined batch (`flush` hands it on).
     last_error: Option<String>,
     pipeline: usize,
     /// A pipelined batch: its connection, the queued operations, their keys and field names
@@ -268,7 +268,7 @@ impl McSession {
         Ok(i)
     }
 
-    fn get(&mut self, key: &[u8]) -> Result<Got, RawError> {
+    fn fetch(&mut self, key: &[u8]) -> Result<Got, RawError> {
         if let Some(u) = self.udp.as_mut() {
             return Ok(match u.get(key)? {
                 Some(r) => Got::Udp(r),
@@ -314,10 +314,9 @@ impl McSession {
         }
     }
 
-    fn set(&mut self, key: &[u8]) -> Result<(), RawError> {
+    fn set(&mut self, key: &[u8], v: &[u8]) -> Result<(), RawError> {
         let i = self.conn()?;
         let c = &mut self.conns[i];
-        let v = &self.encoded;
         match self.protocol {
             Protocol::Text => {
                 c.wbuf.extend_from_slice(b"set ");
@@ -604,72 +603,29 @@ fn udp_malformed(b: &[u8]) -> RawError {
     )
 }
 
-impl Session for McSession {
-    fn read(&mut self, _table: &str, key: &[u8], fields: Fields) -> (Status, RecordView<'_>) {
-        let g = match self.get(key) {
-            Ok(g) => g,
-            Err(e) => return (self.fail(e), RecordView::EMPTY),
-        };
-        if let Got::Missing = g {
-            return (Status::NotFound, RecordView::EMPTY);
-        }
-        let mut spans = std::mem::take(&mut self.spans);
-        let r = record::index_encoded(self.value(&g), |n| fields.wants(n), &mut spans);
-        self.spans = spans;
-        match r {
-            Ok(()) => (Status::Ok, RecordView::new(self.value(&g), &self.spans)),
-            Err(e) => {
-                self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
-                (Status::error(ErrorKind::Corruption), RecordView::EMPTY)
-            }
+impl RawKv for McSession {
+    #[inline]
+    fn get(&mut self, key: &[u8]) -> Result<Option<&[u8]>, RawError> {
+        match self.fetch(key)? {
+            Got::Missing => Ok(None),
+            g => Ok(Some(self.value(&g))),
         }
     }
 
-    fn scan(&mut self, _: &str, _: &[u8], _: usize, _: Fields, out: &mut ScanOut) -> Status {
-        out.clear();
-        Status::error(ErrorKind::NotImplemented)
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), RawError> {
+        self.set(key, value)
     }
 
-    fn update(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
-        let g = match self.get(key) {
-            Ok(Got::Missing) => return Status::NotFound,
-            Ok(g) => g,
-            Err(e) => return self.fail(e),
-        };
-        let (mut merge, mut encoded) = (
-            std::mem::take(&mut self.merge),
-            std::mem::take(&mut self.encoded),
-        );
-        let r = merge.apply(self.value(&g), values, &mut encoded);
-        (self.merge, self.encoded) = (merge, encoded);
-        if let Err(e) = r {
-            self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
-            return Status::error(ErrorKind::Corruption);
-        }
-        match self.set(key) {
-            Ok(()) => Status::Ok,
-            Err(e) => self.fail(e),
-        }
+    fn delete(&mut self, key: &[u8]) -> Result<(), RawError> {
+        self.remove(key)
     }
 
-    fn insert(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
-        self.encoded.clear();
-        values.encode_into(&mut self.encoded);
-        match self.set(key) {
-            Ok(()) => Status::Ok,
-            Err(e) => self.fail(e),
-        }
-    }
-
-    fn delete(&mut self, _table: &str, key: &[u8]) -> Status {
-        match self.remove(key) {
-            Ok(()) => Status::Ok,
-            Err(e) => self.fail(e),
-        }
-    }
-
-    fn last_error(&mut self) -> Option<String> {
-        self.last_error.take()
+    fn scan(&mut self, _: &[u8], _: usize, _: &mut ScanSink<'_>) -> Result<(), ScanError> {
+        Err(ScanError::Store(RawError::new(
+            ErrorKind::NotImplemented,
+            false,
+            "memcached cannot scan",
+        )))
     }
 
     fn pipeline_depth(&self) -> usize {
@@ -733,16 +689,16 @@ impl Session for McSession {
         true
     }
 
-    fn flush(&mut self, done: &mut dyn FnMut(Status, u64)) {
+    fn flush(&mut self, done: &mut dyn FnMut(Status, u64)) -> Option<String> {
         let n = self.queued.len();
         let i = match self.batch.take() {
-            None => return,
+            None => return None,
             Some(Ok(i)) => i,
             Some(Err(e)) => {
                 let st = self.fail(e);
                 (0..n).for_each(|_| done(st, 0));
                 self.queued.clear();
-                return;
+                return self.last_error.take();
             }
         };
         if self.get_open {
@@ -765,6 +721,7 @@ impl Session for McSession {
         }
         self.queued = queued;
         self.queued.clear();
+        self.last_error.take()
     }
 }
 
