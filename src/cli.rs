@@ -96,8 +96,10 @@ pub struct CommonArgs {
     /// Store option, repeatable (e.g. --store-opt block_cache_mb=256).
     #[arg(long = "store-opt", value_name = "KEY=VALUE")]
     pub store_opt: Vec<String>,
-    /// Worker threads (YCSB threadcount).
-    #[arg(long, allow_negative_numbers = true)]
+    /// Worker threads (YCSB threadcount), each with its own session (connection). In open loop
+    /// (--rate) they are the pool serving the schedule: at most this many requests in flight
+    /// (default 16).
+    #[arg(long, visible_alias = "connections", allow_negative_numbers = true)]
     pub threads: Option<i64>,
     /// Records in the table (YCSB recordcount).
     #[arg(long, allow_negative_numbers = true)]
@@ -113,6 +115,14 @@ pub struct CommonArgs {
     /// counted (coordinated omission corrected) next to the plain service time.
     #[arg(long, value_name = "OPS_PER_S", allow_negative_numbers = true)]
     pub target: Option<f64>,
+    /// Open loop: offer this many operations per second on a schedule independent of replies,
+    /// served by --threads workers; latency is measured from each intended start (coordinated
+    /// omission corrected) and as service time. Run phases only.
+    #[arg(long, value_name = "OPS_PER_S", allow_negative_numbers = true)]
+    pub rate: Option<f64>,
+    /// Open-loop arrivals: poisson (exponential gaps, seeded; default) or fixed (every 1/rate).
+    #[arg(long, value_name = "KIND", value_parser = ["fixed", "poisson"])]
+    pub arrival: Option<String>,
     /// Time at the start of each run phase excluded from the summary (kept in intervals.csv).
     #[arg(long, value_name = "DURATION")]
     pub warmup: Option<String>,
@@ -187,6 +197,8 @@ fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: Commo
         ops: c.ops,
         duration: c.duration,
         target: c.target,
+        arrival: c.arrival,
+        rate: c.rate,
         warmup: c.warmup,
         seed: c.seed,
         data_dir: c.data_dir,

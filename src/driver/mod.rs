@@ -2,6 +2,7 @@
 //! loop that closes an interval every `--interval` (and exactly at the end of warm-up), writes
 //! it to the run directory at once, and shows progress. Design.md "Data flow".
 
+pub mod arrivals;
 pub mod datadir;
 mod progress;
 mod worker;
@@ -406,6 +407,10 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
                 }
             }
         }
+        if let Some(w) = ps.open_loop.as_ref().and_then(|o| o.warning.as_ref()) {
+            eprintln!("WARNING: phase {}: {w}", ps.name);
+            summary.warnings.push(format!("phase {}: {w}", ps.name));
+        }
         let outcome = ps.outcome.clone();
         if let Some(e) = &ps.error {
             eprintln!("error: phase {}: {e}", ps.name);
@@ -678,6 +683,8 @@ fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
         energy: None,
         pressure: None,
         antagonists: vec![],
+        all_ops: None,
+        open_loop: None,
     }
 }
 
@@ -774,12 +781,30 @@ fn run_phase(
         phase.threads
     };
     ps.threads = threads;
-    let paced = phase.target.is_some();
+    let paced = phase.target.is_some() || phase.open_loop.is_some();
     let mut collector = Collector::new(&metrics_for(load, &ops, workload.cfg.dataintegrity), paced);
     let mut sessions = Vec::with_capacity(threads);
     for _ in 0..threads {
         sessions.push((store.session()?, collector.worker()));
     }
+    let arrivals = phase
+        .open_loop
+        .as_ref()
+        .map(|o| arrivals::Arrivals::new(o, clock.now(), phase.operations));
+    let schedule_at = |now: u64| -> Option<report::rundir::ScheduleFigures> {
+        match (&phase.open_loop, phase.target, &arrivals) {
+            (Some(o), _, Some(a)) => Some(report::rundir::ScheduleFigures {
+                offered_ops_per_s: o.rate,
+                behind_ms: Some(a.behind_ns(now) as f64 / 1e6),
+            }),
+            (None, Some(t), _) => Some(report::rundir::ScheduleFigures {
+                offered_ops_per_s: t,
+                behind_ms: None,
+            }),
+            _ => None,
+        }
+    };
+    let mut max_behind_ms = 0f64;
     let shared = worker::Shared {
         workload: &workload,
         stop: AtomicBool::new(false),
@@ -791,6 +816,7 @@ fn run_phase(
         tick_ns: phase
             .target
             .map(|t| ((threads as f64) * 1e9 / t).max(1.0) as u64),
+        arrivals: arrivals.as_ref(),
         seed: plan.seed,
         clock: clock.clone(),
         counters: plan.counters,
@@ -839,7 +865,12 @@ fn run_phase(
             .enumerate()
             .map(|(i, (session, rec))| {
                 let sh = &shared;
-                let my_ops = split_ops(phase.operations, threads, i);
+                // Open loop: the shared schedule counts the phase's operations.
+                let my_ops = if phase.open_loop.is_some() {
+                    0
+                } else {
+                    split_ops(phase.operations, threads, i)
+                };
                 std::thread::Builder::new()
                     .name(format!("kvm-worker-{i}"))
                     .spawn_scoped(s, move || worker::run(sh, i, session, rec, my_ops))
@@ -893,7 +924,19 @@ fn run_phase(
                     (boundary_start - t0).as_secs_f64(),
                     (next_boundary - t0).as_secs_f64(),
                 );
-                rundir.append_interval(&phase.name, interval_no, a, b, in_warmup, &interval)?;
+                let sched = schedule_at(clock.now());
+                if let Some(behind) = sched.and_then(|f| f.behind_ms) {
+                    max_behind_ms = max_behind_ms.max(behind);
+                }
+                rundir.append_interval(
+                    &phase.name,
+                    interval_no,
+                    a,
+                    b,
+                    in_warmup,
+                    &interval,
+                    sched,
+                )?;
                 rundir.log_histograms(&phase.name, phase_wall_start, a, b, &interval)?;
                 total_done += interval.total_ops();
                 progress.interval(
@@ -947,6 +990,13 @@ fn run_phase(
             end.as_secs_f64(),
             in_warmup,
             &interval,
+            // The backlog when the phase ended, not after the workers were joined.
+            schedule_at(
+                arrivals
+                    .as_ref()
+                    .map(|a| a.start() + end.as_nanos() as u64)
+                    .unwrap_or(0),
+            ),
         )?;
         rundir.log_histograms(
             &phase.name,
@@ -999,6 +1049,16 @@ fn run_phase(
     ps.measured_seconds = (end - measured_from).as_secs_f64();
     ps.fill(&measured);
     ps.error_samples = samples;
+    if let (Some(o), Some(_)) = (&phase.open_loop, &arrivals) {
+        ps.open_loop = Some(open_loop_summary(
+            o,
+            threads,
+            &measured,
+            ps.measured_seconds,
+            max_behind_ms,
+            ps.telemetry.as_ref(),
+        ));
+    }
     if let Some(p) = ps.telemetry.as_ref().and_then(|t| t.power.as_ref()) {
         ps.energy = Some(report::Energy::derive(
             p,
@@ -1028,6 +1088,66 @@ fn run_phase(
         &plan.ycsb_percentiles,
     );
     Ok((ps, Some(ycsb)))
+}
+
+/// Offered against achieved load; a schedule kvmeter did not serve gets a loud warning that
+/// says what was busy.
+fn open_loop_summary(
+    o: &crate::spec::OpenLoop,
+    workers: usize,
+    measured: &Stats,
+    seconds: f64,
+    max_behind_ms: f64,
+    telemetry: Option<&crate::telemetry::PhaseTelemetry>,
+) -> report::OpenLoopSummary {
+    let done = ycsb_ops(measured);
+    let achieved = if seconds > 0.0 {
+        done as f64 / seconds
+    } else {
+        0.0
+    };
+    let ratio = achieved / o.rate;
+    // A Poisson process's count over the window has stddev √(rate·seconds): 3 sigma of
+    // slack, so a schedule that was served is not called short by chance.
+    let expected = o.rate * seconds;
+    let slack = match o.arrival {
+        crate::spec::Arrival::Fixed => 0.0,
+        crate::spec::Arrival::Poisson if expected > 0.0 => 3.0 / expected.sqrt(),
+        _ => 0.0,
+    };
+    let lag = measured
+        .lag
+        .as_deref()
+        .map(report::Latency::from_ns)
+        .unwrap_or_else(|| report::Latency::from_ns(&crate::measure::new_histogram()));
+    let short = ratio < 0.99 - slack;
+    let behind = max_behind_ms > 100.0;
+    let warning = (short || behind).then(|| {
+        let cpu = telemetry
+            .and_then(|t| t.process.as_ref())
+            .map(|p| format!("; kvmeter itself used {:.0} % of a CPU", p.cpu_pct))
+            .unwrap_or_default();
+        format!(
+            "the open-loop schedule was not served: achieved {:.0} of {:.0} offered ops/s ({:.1} %), the schedule fell up to {:.1} ms behind and sends were up to {:.1} ms late (p99 {:.3} ms); all {workers} workers were busy{cpu}. Latency from intended start includes this queueing, but the offered load was not delivered: lower --rate, or raise --threads if kvmeter (not the store) is the limit",
+            achieved,
+            o.rate,
+            ratio * 100.0,
+            max_behind_ms,
+            lag.max / 1000.0,
+            lag.p99 / 1000.0,
+        )
+    });
+    report::OpenLoopSummary {
+        arrival: o.arrival.name().into(),
+        offered_ops_per_s: o.rate,
+        achieved_ops_per_s: achieved,
+        achieved_ratio: ratio,
+        workers,
+        send_lag_us: lag,
+        max_behind_ms,
+        kept_up: !(short || behind),
+        warning,
+    }
 }
 
 /// The pressure step (w0..w25) in progress `t` after the phase started, if any.
@@ -1141,14 +1261,9 @@ fn p_seconds(ps: &PhaseSummary) -> f64 {
         .unwrap_or(ps.measured_seconds)
 }
 
-/// Operations the workers completed, as YCSB's `done` counts them: one per transaction (an
-/// RMW is one), failed ones included.
+/// Operations the workers completed, as YCSB's `done` counts them (`Stats::transactions`).
 fn ycsb_ops(s: &Stats) -> u64 {
-    let c = |m| s.get(m).map(|o| o.count()).unwrap_or(0);
-    let rmw = c(Metric::ReadModifyWrite);
-    // The inner read and update of each RMW are counted under READ and UPDATE too.
-    c(Metric::Read) + c(Metric::Update) + c(Metric::Insert) + c(Metric::Scan) + c(Metric::Delete)
-        - rmw
+    s.transactions()
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! One worker thread: choose op → store call → record, in a closed loop or on YCSB's per-thread
-//! schedule when paced (ycsb-workload-spec §8.3, §8.4).
+//! One worker thread: choose op → store call → record, in a closed loop, on YCSB's per-thread
+//! schedule when paced (ycsb-workload-spec §8.3, §8.4), or serving the phase's shared open-loop
+//! schedule (`arrivals.rs`).
 //!
 //! The hot path allocates nothing and takes no lock: the key, values, read result and scan
 //! result live in buffers owned by the worker and reused; recording is a histogram increment;
@@ -43,6 +44,8 @@ pub struct Shared<'a> {
     pub load: bool,
     /// Per-thread schedule spacing when paced (`--target`).
     pub tick_ns: Option<u64>,
+    /// The open-loop schedule the pool serves (`--rate`).
+    pub arrivals: Option<&'a super::arrivals::Arrivals>,
     pub seed: u64,
     pub clock: Clock,
     /// Open this worker's own counter groups (`--counters`).
@@ -71,6 +74,9 @@ struct Worker<'s, 'a> {
     samples: Vec<ErrorSample>,
     table: String,
     clock: Clock,
+    index: u64,
+    /// Open loop: how early to stop sleeping before an arrival is due (learned).
+    wake_early_ns: u64,
     /// Operations per round trip (`pipeline=N`); 1: each operation waits for its reply.
     depth: usize,
     /// The queued batch: metric, intended start, bytes written, key to acknowledge.
@@ -122,6 +128,8 @@ pub fn run(
         samples: Vec::new(),
         table: sh.workload.cfg.table.clone(),
         clock: sh.clock.clone(),
+        index: index as u64,
+        wake_early_ns: 50_000,
     };
     w.run(ops);
     let counted = groups.as_mut().map(|g| g.figures());
@@ -142,7 +150,39 @@ pub fn run(
 }
 
 impl Worker<'_, '_> {
+    /// Open loop: take the next arrival, wait until it is due, send it. A batch (pipelining)
+    /// gathers only arrivals that are already due and is sent before any wait.
+    fn serve(&mut self, arrivals: &super::arrivals::Arrivals) {
+        // Arrival gaps come from their own stream, so the operation sequence does not depend on
+        // the arrival process.
+        let mut gaps = Rng::for_worker(self.sh.seed ^ 0x0A11_1FA1_5EED, self.index);
+        while !self.sh.stop.load(Ordering::Relaxed) {
+            let Some(intended) = arrivals.take(&mut gaps) else {
+                break;
+            };
+            if intended > self.clock.now() {
+                self.flush_batch();
+                self.wait_until(intended);
+                if self.sh.stop.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+            self.rec
+                .record_lag(self.clock.now().saturating_sub(intended));
+            if self.depth > 1 {
+                self.pipelined(Some(intended));
+            } else {
+                self.transaction(Some(intended));
+            }
+            self.rec.tick();
+        }
+        self.flush_batch();
+    }
+
     fn run(&mut self, ops: u64) {
+        if let Some(a) = self.sh.arrivals {
+            return self.serve(a);
+        }
         if let Some(tick) = self.sh.tick_ns {
             // YCSB desyncs threads of at most 1000 ops/s by a random initial sleep (§8.4.1),
             // drawn as 64-bit here (quirk 17).
@@ -161,6 +201,8 @@ impl Worker<'_, '_> {
                     if self.sh.stop.load(Ordering::Relaxed) {
                         break;
                     }
+                    self.rec
+                        .record_lag(self.clock.now().saturating_sub(deadline));
                     Some(deadline)
                 }
                 None => None,
@@ -265,6 +307,25 @@ impl Worker<'_, '_> {
         }
         self.pending = pending;
         self.pending.clear();
+    }
+
+    /// Open loop: waits until `deadline` (clock ns) and wakes on time. A sleep wakes late by
+    /// the scheduler's wake-up latency (tens of µs in a VM), which would count as sender lag:
+    /// so the worker sleeps until its usual lateness before the deadline, then yields the CPU
+    /// in a loop until the deadline (yielding, not spinning, so a server on the same CPUs runs).
+    fn wait_until(&mut self, deadline: u64) {
+        let now = self.clock.now();
+        if deadline > now + self.wake_early_ns {
+            let target = deadline - self.wake_early_ns;
+            self.sleep_until(target);
+            // Learn this machine's wake-up lateness (moving average, at most 200 µs).
+            let late = self.clock.now().saturating_sub(target) as i64;
+            let e = self.wake_early_ns as i64;
+            self.wake_early_ns = (e + (late + 2_000 - e) / 8).clamp(0, 200_000) as u64;
+        }
+        while self.clock.now() < deadline && !self.sh.stop.load(Ordering::Relaxed) {
+            std::thread::yield_now();
+        }
     }
 
     /// Sleeps until `deadline` (clock ns), in slices short enough to notice a stop or an

@@ -156,6 +156,9 @@ impl OpStats {
 pub struct Stats {
     ops: [Option<Box<OpStats>>; METRICS],
     paced: bool,
+    /// Paced and open-loop runs: how late each operation was sent after its intended start
+    /// (the sender's lag; 0 when on time).
+    pub lag: Option<Box<Histogram<u64>>>,
 }
 
 impl Stats {
@@ -164,6 +167,7 @@ impl Stats {
         let mut s = Stats {
             ops: Default::default(),
             paced,
+            lag: paced.then(|| Box::new(new_histogram())),
         };
         for m in metrics {
             s.ops[*m as usize] = Some(Box::new(OpStats::new(paced)));
@@ -205,7 +209,21 @@ impl Stats {
         }
     }
 
+    /// Records how late an operation was sent after its intended start.
+    #[inline]
+    pub fn record_lag(&mut self, lag_ns: u64) {
+        if let Some(h) = &mut self.lag {
+            h.saturating_record(lag_ns);
+        }
+    }
+
     pub fn add(&mut self, o: &Stats) {
+        if let Some(theirs) = &o.lag {
+            self.lag
+                .get_or_insert_with(|| Box::new(new_histogram()))
+                .add(&**theirs)
+                .expect("same bounds");
+        }
         for (i, theirs) in o.ops.iter().enumerate() {
             if let Some(t) = theirs {
                 match &mut self.ops[i] {
@@ -220,6 +238,9 @@ impl Stats {
         for op in self.ops.iter_mut().flatten() {
             op.reset();
         }
+        if let Some(h) = &mut self.lag {
+            h.reset();
+        }
     }
 
     pub fn get(&self, m: Metric) -> Option<&OpStats> {
@@ -231,6 +252,18 @@ impl Stats {
         Metric::ALL
             .into_iter()
             .filter_map(|m| self.get(m).filter(|o| o.count() > 0).map(|o| (m, o)))
+    }
+
+    /// Operations as YCSB's `done` counts them, and as an open-loop schedule offers them: one
+    /// per transaction (an RMW is one, though its read and update are counted apart too).
+    pub fn transactions(&self) -> u64 {
+        let c = |m: Metric| self.get(m).map(|o| o.count()).unwrap_or(0);
+        c(Metric::Read)
+            + c(Metric::Update)
+            + c(Metric::Insert)
+            + c(Metric::Scan)
+            + c(Metric::Delete)
+            - c(Metric::ReadModifyWrite)
     }
 
     pub fn total_ops(&self) -> u64 {
@@ -269,6 +302,11 @@ impl WorkerRecorder {
         bytes: u64,
     ) {
         self.stats.record(m, status, service_ns, intended_ns, bytes);
+    }
+
+    #[inline]
+    pub fn record_lag(&mut self, lag_ns: u64) {
+        self.stats.record_lag(lag_ns);
     }
 
     /// Call once per operation: hands the interval over if the collector moved the epoch.

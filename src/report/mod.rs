@@ -130,6 +130,47 @@ pub struct PhaseSummary {
     pub pressure: Option<PressureResult>,
     /// Antagonists that ran during the phase (`--antagonist`), with the load they achieved.
     pub antagonists: Vec<serde_json::Value>,
+    /// All store calls together (READ, UPDATE, INSERT, SCAN, DELETE; N/A ones left out): the
+    /// latency an SLO over the whole mix is judged on (`kvmeter capacity`).
+    #[serde(default)]
+    pub all_ops: Option<AllOps>,
+    /// Open-loop phases (`--rate`): offered against achieved load and the sender's lag.
+    #[serde(default)]
+    pub open_loop: Option<OpenLoopSummary>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AllOps {
+    pub count: u64,
+    /// Service time of successful store calls.
+    pub latency_us: Latency,
+    /// From the intended start (paced and open-loop phases).
+    pub intended_latency_us: Option<Latency>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OpenLoopSummary {
+    /// fixed or poisson.
+    pub arrival: String,
+    /// The schedule's rate (Poisson: its mean rate).
+    pub offered_ops_per_s: f64,
+    /// Transactions completed per second in the measured window (an RMW counts once, as a
+    /// schedule arrival does).
+    pub achieved_ops_per_s: f64,
+    /// achieved / offered.
+    pub achieved_ratio: f64,
+    /// Workers serving the schedule: at most this many requests in flight.
+    pub workers: usize,
+    /// How late operations were sent after their intended start (0: on time).
+    pub send_lag_us: Latency,
+    /// The largest backlog at an interval boundary: how long the oldest due, unsent arrival
+    /// had been waiting.
+    pub max_behind_ms: f64,
+    /// Whether the schedule was served: achieved ≥ 99 % of offered (Poisson: less the
+    /// process's own 3-sigma spread) and never more than 100 ms behind.
+    pub kept_up: bool,
+    /// Why not, loudly (also in the summary's warnings and on stderr).
+    pub warning: Option<String>,
 }
 
 /// One step of the pressure scale.
@@ -247,6 +288,29 @@ impl PhaseSummary {
         }
         self.operations = ops;
         self.errors = errs;
+        let mut all: Option<(Histogram<u64>, Option<Histogram<u64>>, u64)> = None;
+        for (m, o) in stats.metrics() {
+            if !is_store_call(m) || self.not_applicable.iter().any(|n| n == m.name()) {
+                continue;
+            }
+            let (h, i, c) = all.get_or_insert_with(|| {
+                (
+                    crate::measure::new_histogram(),
+                    o.intended.as_ref().map(|_| crate::measure::new_histogram()),
+                    0,
+                )
+            });
+            h.add(&o.ok).expect("same bounds");
+            if let (Some(i), Some(oi)) = (i.as_mut(), o.intended.as_ref()) {
+                i.add(oi).expect("same bounds");
+            }
+            *c += o.count();
+        }
+        self.all_ops = all.map(|(h, i, count)| AllOps {
+            count,
+            latency_us: Latency::from_ns(&h),
+            intended_latency_us: i.as_ref().map(Latency::from_ns),
+        });
         self.throughput_ops_per_s = if secs > 0.0 { ops as f64 / secs } else { 0.0 };
         self.throughput_mb_per_s = if secs > 0.0 {
             bytes as f64 / secs / 1e6

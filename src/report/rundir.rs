@@ -14,7 +14,15 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub const INTERVALS_HEADER: &str = "phase,interval,start_s,end_s,warmup,metric,count,errors,ops_per_s,mb_per_s,avg_us,p50_us,p90_us,p99_us,p99_9_us,max_us,intended_p50_us,intended_p99_us,intended_max_us";
+pub const INTERVALS_HEADER: &str = "phase,interval,start_s,end_s,warmup,metric,count,errors,ops_per_s,mb_per_s,avg_us,p50_us,p90_us,p99_us,p99_9_us,max_us,intended_p50_us,intended_p99_us,intended_max_us,offered_ops_per_s,send_lag_p99_us,send_lag_max_us,behind_ms";
+
+/// The schedule's side of an interval (paced and open-loop phases): the offered rate and, in
+/// open loop, how far the schedule was behind at the interval's end.
+#[derive(Clone, Copy, Debug)]
+pub struct ScheduleFigures {
+    pub offered_ops_per_s: f64,
+    pub behind_ms: Option<f64>,
+}
 
 pub struct RunDir {
     root: PathBuf,
@@ -99,9 +107,24 @@ impl RunDir {
         end_s: f64,
         warmup: bool,
         stats: &Stats,
+        schedule: Option<ScheduleFigures>,
     ) -> anyhow::Result<()> {
         let secs = (end_s - start_s).max(1e-9);
         let us = |ns: u64| ns as f64 / 1000.0;
+        let sched = match schedule {
+            Some(f) => {
+                let (lp99, lmax) = match stats.lag.as_deref().filter(|h| !h.is_empty()) {
+                    Some(h) => (
+                        format!("{:.3}", us(percentile::value_at(h, 99.0))),
+                        format!("{:.3}", us(percentile::max(h))),
+                    ),
+                    None => (String::new(), String::new()),
+                };
+                let behind = f.behind_ms.map(|b| format!("{b:.3}")).unwrap_or_default();
+                format!("{:.1},{lp99},{lmax},{behind}", f.offered_ops_per_s)
+            }
+            None => ",,,".to_string(),
+        };
         for (m, o) in stats.metrics() {
             let h = &o.ok;
             let (ip50, ip99, imax) = match &o.intended {
@@ -114,7 +137,7 @@ impl RunDir {
             };
             writeln!(
                 self.intervals,
-                "{phase},{index},{start_s:.3},{end_s:.3},{},{},{},{},{:.1},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{ip50},{ip99},{imax}",
+                "{phase},{index},{start_s:.3},{end_s:.3},{},{},{},{},{:.1},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{ip50},{ip99},{imax},{sched}",
                 warmup as u8,
                 m.name(),
                 o.count(),
@@ -128,6 +151,18 @@ impl RunDir {
                 us(percentile::value_at(h, 99.9)),
                 us(percentile::max(h)),
             )?;
+        }
+        // Open loop: one SCHEDULE row per interval, written even when nothing completed (a
+        // stalled store), with the transactions completed and the backlog.
+        if let Some(f) = schedule.filter(|f| f.behind_ms.is_some()) {
+            let tx = stats.transactions();
+            writeln!(
+                self.intervals,
+                "{phase},{index},{start_s:.3},{end_s:.3},{},SCHEDULE,{tx},,{:.1},,,,,,,,,,,{sched}",
+                warmup as u8,
+                tx as f64 / secs,
+            )?;
+            let _ = f;
         }
         self.intervals.flush()?;
         Ok(())
@@ -157,7 +192,7 @@ impl RunDir {
                     )?;
                 }
             }
-            if let Some(i) = &o.intended {
+            if let Some(i) = o.intended.as_ref().filter(|h| !h.is_empty()) {
                 self.log_one(
                     phase,
                     &format!("Intended-{}", m.name()),

@@ -57,6 +57,24 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
                 .map(|e| format!(": {e}"))
                 .unwrap_or_default(),
         );
+        if let Some(o) = &p.open_loop {
+            let _ = writeln!(
+                out,
+                "  open loop ({}, {} workers): offered {} ops/s, achieved {} ({:.1} %); sends late by p99 {} µs, max {} µs; {}",
+                o.arrival,
+                o.workers,
+                group(o.offered_ops_per_s.round() as u64),
+                group(o.achieved_ops_per_s.round() as u64),
+                o.achieved_ratio * 100.0,
+                num(o.send_lag_us.p99),
+                num(o.send_lag_us.max),
+                if o.kept_up {
+                    "schedule kept".to_string()
+                } else {
+                    format!("{b}SCHEDULE NOT KEPT{r} (up to {:.1} ms behind; see the warning)", o.max_behind_ms)
+                }
+            );
+        }
         let _ = writeln!(
             out,
             "  {:<18} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  errors",

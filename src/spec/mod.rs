@@ -30,6 +30,9 @@ const HONOURED: &[&str] = &[
     "workload",
     "threadcount",
     "target",
+    // kvmeter's own: open-loop arrivals (`--arrival`, `--rate`), settable per phase in -P files.
+    "arrival",
+    "rate",
     "recordcount",
     "operationcount",
     "insertcount",
@@ -327,6 +330,9 @@ pub struct PhasePlan {
     pub duration: Option<Duration>,
     /// Total ops/s across threads (`--target`), paced per YCSB §8.4.
     pub target: Option<f64>,
+    /// Open loop (`--arrival`, `--rate`; run phases only): a schedule of intended starts
+    /// independent of replies, served by `threads` workers.
+    pub open_loop: Option<OpenLoop>,
     #[serde(serialize_with = "ser_secs")]
     pub warmup: Duration,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -395,6 +401,36 @@ pub struct Plan {
     pub warnings: Vec<String>,
 }
 
+/// How open-loop arrivals are spaced.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrival {
+    /// Every 1/rate seconds exactly.
+    Fixed,
+    /// Exponential gaps of mean 1/rate (a Poisson process), from the phase's seed.
+    Poisson,
+}
+
+impl Arrival {
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrival::Fixed => "fixed",
+            Arrival::Poisson => "poisson",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct OpenLoop {
+    pub arrival: Arrival,
+    /// Offered load, operations (transactions) per second over all workers.
+    pub rate: f64,
+}
+
+/// Workers serving an open-loop schedule when --threads is not given: up to this many
+/// requests in flight.
+pub const OPEN_LOOP_WORKERS: i64 = 16;
+
 /// What the command line said, before resolution.
 #[derive(Clone, Debug, Default)]
 pub struct Request {
@@ -409,6 +445,9 @@ pub struct Request {
     pub ops: Option<i64>,
     pub duration: Option<String>,
     pub target: Option<f64>,
+    /// Open loop: `--arrival fixed|poisson`, `--rate R`.
+    pub arrival: Option<String>,
+    pub rate: Option<f64>,
     pub warmup: Option<String>,
     pub seed: Option<u64>,
     pub data_dir: Option<PathBuf>,
@@ -710,6 +749,18 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
             "--duration 0: expected a positive duration such as 30s",
         ));
     }
+    if let Some(r) = req.rate {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(UsageError::new(format!(
+                "--rate {r}: expected a positive offered load in operations per second"
+            )));
+        }
+        if req.target.is_some() {
+            return Err(UsageError::new(
+                "--rate and --target: choose one (--rate is an open loop of intended starts served by a pool; --target is YCSB's per-thread pacing)",
+            ));
+        }
+    }
     if let Some(t) = req.target {
         if !(t.is_finite() && t > 0.0) {
             return Err(UsageError::new(format!(
@@ -769,6 +820,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
                 operations: 0,
                 duration: None,
                 target: None,
+                open_loop: None,
                 warmup: Duration::ZERO,
                 workload: None,
                 properties: BTreeMap::new(),
@@ -809,6 +861,12 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         }
         if let Some(v) = req.target {
             p.set("target", v.to_string(), "--target");
+        }
+        if let Some(v) = req.rate {
+            p.set("rate", v.to_string(), "--rate");
+        }
+        if let Some(v) = &req.arrival {
+            p.set("arrival", v.clone(), "--arrival");
         }
         if let Some(v) = p.get("workload") {
             if v.value != "site.ycsb.workloads.CoreWorkload"
@@ -874,6 +932,25 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
             );
         }
         let mut w = workload_config(&p, &mut warnings)?;
+        let open_loop = if kind == PhaseKind::Run {
+            open_loop(&p)?
+        } else {
+            None
+        };
+        if open_loop.is_some() && p.has("target") {
+            return Err(UsageError::new(format!(
+                "phase '{name}': both 'rate' ({}) and 'target' ({}) are set: choose one (rate: open loop; target: YCSB's per-thread pacing)",
+                p.get("rate").map(|v| v.source.as_str()).unwrap_or("?"),
+                p.get("target").map(|v| v.source.as_str()).unwrap_or("?")
+            )));
+        }
+        if open_loop.is_some() && !p.has("threadcount") {
+            p.set(
+                "threadcount",
+                OPEN_LOOP_WORKERS.to_string(),
+                "kvmeter default for open loop: workers serving the schedule",
+            );
+        }
         let threads = p.int("threadcount", 1)?;
         if !(1..=4096).contains(&threads) {
             return Err(p.bad("threadcount", "a whole number from 1 to 4096"));
@@ -948,7 +1025,8 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
             } else {
                 duration
             },
-            target,
+            target: if open_loop.is_some() { None } else { target },
+            open_loop,
             warmup,
             workload: Some(w),
             properties: p.0,
@@ -1013,6 +1091,39 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         phases,
         warnings,
     })
+}
+
+/// The open-loop settings of a run phase, from the `rate` and `arrival` properties.
+fn open_loop(p: &Props) -> Result<Option<OpenLoop>, UsageError> {
+    let arrival = match p
+        .get("arrival")
+        .map(|v| v.value.trim().to_ascii_lowercase())
+    {
+        None => None,
+        Some(a) if a == "fixed" => Some(Arrival::Fixed),
+        Some(a) if a == "poisson" => Some(Arrival::Poisson),
+        Some(_) => return Err(p.bad("arrival", "fixed or poisson")),
+    };
+    let Some(_) = p.get("rate") else {
+        if arrival.is_some() {
+            let src = &p.get("arrival").expect("checked").source;
+            return Err(UsageError::new(format!(
+                "{src}: 'arrival' needs an offered load: give --rate R (operations per second)"
+            )));
+        }
+        return Ok(None);
+    };
+    let rate = p.float("rate", 0.0)?;
+    if rate <= 0.0 {
+        return Err(p.bad("rate", "a positive offered load in operations per second"));
+    }
+    if rate > 1e9 {
+        return Err(p.bad("rate", "at most 1e9 operations per second"));
+    }
+    Ok(Some(OpenLoop {
+        arrival: arrival.unwrap_or(Arrival::Poisson),
+        rate,
+    }))
 }
 
 fn workload_config(p: &Props, warnings: &mut Vec<String>) -> Result<WorkloadConfig, UsageError> {
