@@ -28,6 +28,13 @@ pub enum Command {
     /// the same device step through w0..w25, for each block size; throughput per step and the
     /// normalized pressure.
     Pressure(PressureArgs),
+    /// The highest offered load (open loop) whose latency meets an SLO, by step search then
+    /// bisection; saves the latency-against-offered-load curve (papers/003).
+    Capacity(CapacityArgs),
+    /// Run the same experiment over parameter values (threads, connections, threads-per-cpu,
+    /// rate, value-size, store-opt.<key>, p.<property>), each point repeated, with mean,
+    /// stddev and a 95 % confidence interval per metric.
+    Sweep(SweepArgs),
     /// List the stores, whether each works here, and their options.
     Stores,
     /// Every measurement source (clock, CPU, disk, process, pressure, power, counters): does
@@ -60,6 +67,60 @@ pub struct RunArgs {
     /// Which phase: load (insert records), run (the operation mix) or both.
     #[arg(long, value_name = "PHASE", default_value = "both", value_parser = ["load", "run", "both"])]
     pub phase: String,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CapacityArgs {
+    /// YCSB workload property file (papers/003 measures GETs: workloadc).
+    #[arg(short = 'P', value_name = "FILE")]
+    pub workload: Vec<String>,
+    /// The SLO on latency from intended start over all store calls, repeatable (all must
+    /// hold): mean, p50, p90, p99 or p99.9 under a bound, e.g. p99<5ms. Default mean<1ms.
+    #[arg(long, value_name = "STAT<BOUND")]
+    pub slo: Vec<String>,
+    /// Also require the schedule to be served: achieved ≥ 99 % of offered.
+    #[arg(long)]
+    pub require_achieved: bool,
+    /// First offered load (ops/s).
+    #[arg(long, value_name = "OPS_PER_S", default_value_t = 1000.0)]
+    pub start_rate: f64,
+    /// Highest offered load to try (ops/s).
+    #[arg(long, value_name = "OPS_PER_S", default_value_t = 10_000_000.0)]
+    pub max_rate: f64,
+    /// Factor between rates while stepping up (before bisection).
+    #[arg(long, value_name = "F", default_value_t = 2.0)]
+    pub step_factor: f64,
+    /// Stop bisecting when (lowest failing − highest passing) / highest passing ≤ this.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.05)]
+    pub precision: f64,
+    /// Runs of a rate whose figure lands within 10 % of a bound (judged on the median).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub repeat: usize,
+    /// Most runs in all.
+    #[arg(long, value_name = "N", default_value_t = 30)]
+    pub max_points: usize,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// YCSB workload property file.
+    #[arg(short = 'P', value_name = "FILE")]
+    pub workload: Vec<String>,
+    /// Which phase each point runs: load, run (on a loaded --data-dir) or both.
+    #[arg(long, value_name = "PHASE", default_value = "both", value_parser = ["load", "run", "both"])]
+    pub phase: String,
+    /// A parameter and its values, repeatable (points are every combination): threads,
+    /// connections, threads-per-cpu, rate, target, records, ops, value-size, fieldlength,
+    /// store-opt.<key>, p.<property>. E.g. --param threads-per-cpu=1,2,4,8.
+    #[arg(long, value_name = "NAME=V1,V2,...")]
+    pub param: Vec<String>,
+    /// Runs per point.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub repeat: usize,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -220,7 +281,90 @@ fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: Commo
         random_ratio: None,
         block_sizes: None,
         step: None,
+        quiet: false,
     }
+}
+
+fn capacity(a: CapacityArgs) -> anyhow::Result<i32> {
+    use crate::error::UsageError;
+    use crate::experiment::capacity::{Settings, Term};
+    let out = a.common.out.clone();
+    let mut r = request("capacity", a.workload, Some("both".into()), a.common);
+    r.duration.get_or_insert_with(|| "10s".into());
+    r.warmup.get_or_insert_with(|| "2s".into());
+    let slo = if a.slo.is_empty() {
+        vec![Term::parse("mean<1ms")?]
+    } else {
+        a.slo
+            .iter()
+            .map(|t| Term::parse(t))
+            .collect::<Result<_, _>>()?
+    };
+    let positive = |flag: &str, v: f64| -> Result<f64, UsageError> {
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(UsageError::new(format!(
+                "{flag} {v}: expected a positive number"
+            )))
+        }
+    };
+    let start_rate = positive("--start-rate", a.start_rate)?;
+    let max_rate = positive("--max-rate", a.max_rate)?;
+    if max_rate < start_rate {
+        return Err(UsageError::new(format!(
+            "--max-rate {max_rate}: below --start-rate {start_rate}"
+        ))
+        .into());
+    }
+    if !(a.step_factor > 1.0 && a.step_factor.is_finite()) {
+        return Err(UsageError::new(format!(
+            "--step-factor {}: expected a number above 1 (e.g. 2)",
+            a.step_factor
+        ))
+        .into());
+    }
+    if !(a.precision > 0.0 && a.precision < 1.0) {
+        return Err(UsageError::new(format!(
+            "--precision {}: expected a share between 0 and 1 (e.g. 0.05)",
+            a.precision
+        ))
+        .into());
+    }
+    for (flag, v) in [("--repeat", a.repeat), ("--max-points", a.max_points)] {
+        if v == 0 {
+            return Err(UsageError::new(format!("{flag} 0: expected at least 1")).into());
+        }
+    }
+    crate::experiment::capacity::run(
+        &r,
+        out.as_deref(),
+        Settings {
+            slo,
+            require_achieved: a.require_achieved,
+            start_rate,
+            max_rate,
+            factor: a.step_factor,
+            precision: a.precision,
+            repeat: a.repeat,
+            max_points: a.max_points,
+        },
+    )
+}
+
+fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
+    use crate::experiment::sweep::Param;
+    let out = a.common.out.clone();
+    if a.repeat == 0 {
+        return Err(crate::error::UsageError::new("--repeat 0: expected at least 1").into());
+    }
+    let params = a
+        .param
+        .iter()
+        .map(|p| Param::parse(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let r = request("sweep", a.workload, Some(a.phase), a.common);
+    crate::experiment::sweep::run(&r, out.as_deref(), params, a.repeat)
 }
 
 /// Runs the command line; returns the process exit code.
@@ -254,6 +398,8 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Suite(c) => spec::build(&request("suite", vec![], None, c))
             .map_err(anyhow::Error::from)
             .and_then(crate::driver::execute),
+        Command::Capacity(a) => capacity(a),
+        Command::Sweep(a) => sweep(a),
         Command::Pressure(p) => {
             let mut r = request("pressure", p.workload, Some(p.phase), p.common);
             r.block_sizes = p.block_sizes;

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod doctor;
 pub mod driver;
 pub mod error;
+pub mod experiment;
 mod keys_hash;
 pub mod machine;
 pub mod measure;

@@ -107,15 +107,23 @@ struct Manifest<'a> {
     plan: &'a Plan,
 }
 
-/// Set by SIGINT/SIGTERM; a second SIGINT exits at once (130).
-fn install_signals() -> Arc<AtomicBool> {
-    let flag = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ =
-            signal_hook::flag::register_conditional_shutdown(sig, EXIT_INTERRUPTED, flag.clone());
-        let _ = signal_hook::flag::register(sig, flag.clone());
-    }
-    flag
+/// Set by SIGINT/SIGTERM; a second SIGINT exits at once (130). Installed once per process:
+/// `kvmeter sweep` and `capacity` run many plans, and a Ctrl-C ends them all.
+pub fn install_signals() -> Arc<AtomicBool> {
+    static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+    FLAG.get_or_init(|| {
+        let flag = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            let _ = signal_hook::flag::register_conditional_shutdown(
+                sig,
+                EXIT_INTERRUPTED,
+                flag.clone(),
+            );
+            let _ = signal_hook::flag::register(sig, flag.clone());
+        }
+        flag
+    })
+    .clone()
 }
 
 fn now_rfc3339() -> String {
@@ -205,14 +213,16 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
                 &log,
                 Duration::from_secs(30),
             )?;
-            eprintln!(
-                "server: started {} {} (pid {}) on {}; its output goes to {}",
-                spec.binary,
-                m.version,
-                m.pid,
-                m.addr,
-                log.display()
-            );
+            if !plan.quiet {
+                eprintln!(
+                    "server: started {} {} (pid {}) on {}; its output goes to {}",
+                    spec.binary,
+                    m.version,
+                    m.pid,
+                    m.addr,
+                    log.display()
+                );
+            }
             opts.set("addr", &m.addr);
             server_manifest = Some(ServerManifest {
                 managed: true,
@@ -311,17 +321,19 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     };
     let mut idle: Option<(f64, String)> = None;
     if let Some(t) = &telemetry {
-        for (what, why) in t.unavailable() {
+        for (what, why) in t.unavailable().iter().filter(|_| !plan.quiet) {
             eprintln!("telemetry: {what}: {why}");
         }
         if let Some(info) = t.power_info() {
-            eprintln!(
-                "power: {}{} ({}): {}",
-                if info.estimate { "ESTIMATE from " } else { "" },
-                info.source,
-                info.scope,
-                info.detail
-            );
+            if !plan.quiet {
+                eprintln!(
+                    "power: {}{} ({}): {}",
+                    if info.estimate { "ESTIMATE from " } else { "" },
+                    info.source,
+                    info.scope,
+                    info.detail
+                );
+            }
             // A calibration measured with the same source gives the idle baseline.
             if let Some(c) = calibration
                 .as_ref()
@@ -445,6 +457,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     }
     if let Some(mut m) = server.take() {
         match m.stop() {
+            Ok(_) if plan.quiet => {}
             Ok(how) => eprintln!("server: {} {how}", kind.name),
             Err(e) => eprintln!("server: stopping {} (pid {}): {e}", kind.name, m.pid),
         }
@@ -461,6 +474,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     rundir.write_json("manifest.json", &manifest)?;
 
     match plan.format {
+        _ if plan.quiet => {}
         Format::Table => {
             let bold = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             print!("{}", report::table::render(&summary.phases, bold));
@@ -473,7 +487,9 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         }
         Format::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
     }
-    eprintln!("results: {}", rundir.root().display());
+    if !plan.quiet {
+        eprintln!("results: {}", rundir.root().display());
+    }
     if exit == EXIT_INTERRUPTED {
         eprintln!("interrupted: completed phases and intervals are saved");
     }

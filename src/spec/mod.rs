@@ -399,6 +399,9 @@ pub struct Plan {
     pub ycsb_percentiles: Vec<f64>,
     pub phases: Vec<PhasePlan>,
     pub warnings: Vec<String>,
+    /// Print no final report (a point of `kvmeter sweep` or `capacity`, which print their own).
+    #[serde(skip)]
+    pub quiet: bool,
 }
 
 /// How open-loop arrivals are spaced.
@@ -470,6 +473,8 @@ pub struct Request {
     /// `kvmeter pressure`: block sizes in KiB ("4,512") and the step length.
     pub block_sizes: Option<String>,
     pub step: Option<String>,
+    /// No final report on stdout (points of sweep and capacity).
+    pub quiet: bool,
 }
 
 /// Pressure defaults: the paper's steps last 2 minutes and it sweeps 4..512 KiB; kvmeter's
@@ -1090,6 +1095,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         ycsb_percentiles,
         phases,
         warnings,
+        quiet: req.quiet,
     })
 }
 

@@ -1,0 +1,492 @@
+//! `kvmeter sweep`: runs the same experiment over parameter values — threads, connections,
+//! rate, value size, records, any `--store-opt` or YCSB property, or threads per CPU (papers/000
+//! Fig. 7 grows application threads per hardware thread 1:1..8:1; Fig. 8 sweeps RocksDB's block
+//! cache) — each point repeated, with mean, standard deviation and a 95 % confidence interval
+//! per metric (design.md "Measurement rules": repetitions give mean, stddev and a CI).
+
+use super::{run_point, write_atomic, Spread};
+use crate::error::{UsageError, EXIT_INTERRUPTED, EXIT_OK};
+use crate::report::{PhaseSummary, Summary};
+use crate::spec::Request;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One swept parameter and its values, as given (`--param threads=1,2,4`).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Param {
+    pub name: String,
+    pub values: Vec<String>,
+}
+
+pub const PARAMS_HELP: &str = "threads, connections, threads-per-cpu, rate, target, records, ops, value-size, fieldlength, store-opt.<key>, p.<property>";
+
+impl Param {
+    pub fn parse(text: &str) -> Result<Self, UsageError> {
+        let (name, list) = text.split_once('=').ok_or_else(|| {
+            UsageError::new(format!(
+                "--param '{text}': expected name=v1,v2,... (names: {PARAMS_HELP})"
+            ))
+        })?;
+        let values: Vec<String> = list
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect();
+        if values.is_empty() {
+            return Err(UsageError::new(format!(
+                "--param '{text}': no values; expected name=v1,v2,..."
+            )));
+        }
+        let p = Param {
+            name: name.trim().to_string(),
+            values,
+        };
+        // Each value is checked by applying it to an empty request.
+        for v in &p.values {
+            apply(&mut Request::default(), &p.name, v)?;
+        }
+        Ok(p)
+    }
+}
+
+fn whole(name: &str, v: &str) -> Result<i64, UsageError> {
+    v.parse::<i64>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| UsageError::new(format!("--param {name}={v}: expected a whole number ≥ 1")))
+}
+
+fn rate(name: &str, v: &str) -> Result<f64, UsageError> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .ok_or_else(|| {
+            UsageError::new(format!(
+                "--param {name}={v}: expected a positive rate in operations per second"
+            ))
+        })
+}
+
+/// Online CPUs, for threads-per-cpu.
+pub fn cpus() -> i64 {
+    std::thread::available_parallelism()
+        .map(|n| n.get() as i64)
+        .unwrap_or(1)
+}
+
+/// Sets one parameter's value on a request. Later settings win over the base command line's
+/// (`--store-opt` and `-p` are applied in order).
+pub fn apply(req: &mut Request, name: &str, v: &str) -> Result<(), UsageError> {
+    match name {
+        "threads" | "connections" => req.threads = Some(whole(name, v)?),
+        "threads-per-cpu" => req.threads = Some(whole(name, v)? * cpus()),
+        "rate" => req.rate = Some(rate(name, v)?),
+        "target" => req.target = Some(rate(name, v)?),
+        "records" => req.records = Some(whole(name, v)?),
+        "ops" => req.ops = Some(whole(name, v)?),
+        // One field of this many bytes per record, as memtier's -d and db_bench's --value_size.
+        "value-size" => {
+            whole(name, v)?;
+            req.props.push("fieldcount=1".into());
+            req.props.push(format!("fieldlength={v}"));
+        }
+        "fieldlength" => {
+            whole(name, v)?;
+            req.props.push(format!("fieldlength={v}"));
+        }
+        _ => {
+            if let Some(key) = name.strip_prefix("store-opt.").filter(|k| !k.is_empty()) {
+                req.store_opts.push(format!("{key}={v}"));
+            } else if let Some(key) = name.strip_prefix("p.").filter(|k| !k.is_empty()) {
+                req.props.push(format!("{key}={v}"));
+            } else {
+                return Err(UsageError::new(format!(
+                    "--param '{name}': unknown parameter; expected one of {PARAMS_HELP}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every combination of the parameters' values, first parameter slowest.
+pub fn points(params: &[Param]) -> Vec<Vec<(String, String)>> {
+    let mut out: Vec<Vec<(String, String)>> = vec![vec![]];
+    for p in params {
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                p.values.iter().map(move |v| {
+                    let mut x = prefix.clone();
+                    x.push((p.name.clone(), v.clone()));
+                    x
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// The figures of a phase the sweep aggregates (those the phase has).
+pub fn metrics_of(p: &PhaseSummary) -> Vec<(String, f64)> {
+    let mut m = vec![
+        ("throughput_ops_per_s".to_string(), p.throughput_ops_per_s),
+        ("throughput_mb_per_s".to_string(), p.throughput_mb_per_s),
+    ];
+    if let Some(a) = &p.all_ops {
+        let l = &a.latency_us;
+        m.extend([
+            ("latency_avg_us".to_string(), l.avg),
+            ("latency_p50_us".to_string(), l.p50),
+            ("latency_p99_us".to_string(), l.p99),
+            ("latency_p99_9_us".to_string(), l.p99_9),
+        ]);
+        if let Some(i) = &a.intended_latency_us {
+            m.extend([
+                ("intended_avg_us".to_string(), i.avg),
+                ("intended_p99_us".to_string(), i.p99),
+                ("intended_p99_9_us".to_string(), i.p99_9),
+            ]);
+        }
+    }
+    if let Some(o) = &p.open_loop {
+        m.push(("achieved_ops_per_s".to_string(), o.achieved_ops_per_s));
+    }
+    if let Some(e) = &p.energy {
+        let tag = if e.estimate { "_estimate" } else { "" };
+        m.push((format!("ops_per_joule{tag}"), e.ops_per_joule));
+    }
+    if let Some(c) = p
+        .telemetry
+        .as_ref()
+        .and_then(|t| t.process.as_ref())
+        .map(|p| p.cpu_pct)
+    {
+        m.push(("kvmeter_cpu_pct".to_string(), c));
+    }
+    m
+}
+
+#[derive(Serialize)]
+struct PointResult {
+    point: usize,
+    params: BTreeMap<String, String>,
+    runs: Vec<String>,
+    statuses: Vec<String>,
+    /// phase → metric → spread over the repetitions.
+    phases: BTreeMap<String, BTreeMap<String, Spread>>,
+}
+
+#[derive(Serialize)]
+struct SweepResult {
+    schema: &'static str,
+    status: String,
+    store: String,
+    params: Vec<Param>,
+    repeat: usize,
+    confidence: &'static str,
+    points: Vec<PointResult>,
+}
+
+/// Aggregates completed runs' summaries: phase → metric → spread.
+pub fn aggregate(summaries: &[Summary]) -> BTreeMap<String, BTreeMap<String, Spread>> {
+    let mut values: BTreeMap<String, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
+    for s in summaries {
+        for p in s.phases.iter().filter(|p| p.kind != "clear") {
+            for (k, v) in metrics_of(p) {
+                values
+                    .entry(p.name.clone())
+                    .or_default()
+                    .entry(k)
+                    .or_default()
+                    .push(v);
+            }
+        }
+    }
+    values
+        .into_iter()
+        .map(|(ph, m)| {
+            (
+                ph,
+                m.into_iter().map(|(k, v)| (k, Spread::of(&v))).collect(),
+            )
+        })
+        .collect()
+}
+
+fn label(params: &[(String, String)]) -> String {
+    params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn safe(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "=.,-_".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+pub fn run(
+    base: &Request,
+    out: Option<&Path>,
+    params: Vec<Param>,
+    repeat: usize,
+) -> anyhow::Result<i32> {
+    if params.is_empty() {
+        return Err(UsageError::new(format!(
+            "--param: give at least one, e.g. --param threads=1,2,4 (names: {PARAMS_HELP})"
+        ))
+        .into());
+    }
+    let pts = points(&params);
+    // Every point's plan is checked before anything runs or any directory exists.
+    for p in &pts {
+        let mut r = base.clone();
+        for (k, v) in p {
+            apply(&mut r, k, v)?;
+        }
+        crate::spec::build(&r)
+            .map_err(|e| UsageError::new(format!("sweep point {}: {}", label(p), e.0)))?;
+    }
+    let root = super::experiment_dir(out, "sweep", &base.store)?;
+    eprintln!(
+        "sweep: {} point{} × {repeat} run{} on {}; results in {}",
+        pts.len(),
+        if pts.len() == 1 { "" } else { "s" },
+        if repeat == 1 { "" } else { "s" },
+        base.store,
+        root.display()
+    );
+    let interrupted = crate::driver::install_signals();
+    let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+    let mut index = format!("point,repetition,{},status,run_dir\n", names.join(","));
+    let mut results: Vec<PointResult> = Vec::new();
+    let mut status = "completed".to_string();
+    'points: for (i, p) in pts.iter().enumerate() {
+        let mut summaries = Vec::new();
+        let mut pr = PointResult {
+            point: i + 1,
+            params: p.iter().cloned().collect(),
+            runs: vec![],
+            statuses: vec![],
+            phases: BTreeMap::new(),
+        };
+        for k in 1..=repeat {
+            let dir = root
+                .join("points")
+                .join(format!("{:02}-{}", i + 1, safe(&label(p))))
+                .join(format!("r{k}"));
+            let mut r = base.clone();
+            r.command = "sweep".into();
+            for (name, v) in p {
+                apply(&mut r, name, v)?;
+            }
+            // Repetitions of a seeded sweep get their own streams (seed + repetition − 1).
+            r.seed = base.seed.map(|s| s.wrapping_add(k as u64 - 1));
+            eprintln!(
+                "sweep: point {}/{} ({}), run {k}/{repeat}",
+                i + 1,
+                pts.len(),
+                label(p)
+            );
+            let (code, summary) = run_point(&r, &dir)?;
+            let _ = writeln!(
+                index,
+                "{},{k},{},{},{}",
+                i + 1,
+                p.iter()
+                    .map(|(_, v)| v.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                summary.status,
+                dir.display()
+            );
+            write_atomic(&root.join("index.csv"), index.as_bytes())?;
+            pr.runs.push(dir.display().to_string());
+            pr.statuses.push(summary.status.clone());
+            if code == EXIT_OK {
+                summaries.push(summary);
+            }
+            if code == EXIT_INTERRUPTED || interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+                status = "interrupted".into();
+                pr.phases = aggregate(&summaries);
+                results.push(pr);
+                break 'points;
+            }
+        }
+        pr.phases = aggregate(&summaries);
+        results.push(pr);
+        write_results(&root, base, &params, repeat, &status, &results)?;
+    }
+    write_results(&root, base, &params, repeat, &status, &results)?;
+    print!("{}", render(&results, &names));
+    eprintln!("results: {}", root.display());
+    let failed = results
+        .iter()
+        .any(|r| r.statuses.iter().any(|s| s == "failed"));
+    Ok(if status == "interrupted" {
+        EXIT_INTERRUPTED
+    } else if failed {
+        crate::error::EXIT_FAILED
+    } else {
+        EXIT_OK
+    })
+}
+
+fn write_results(
+    root: &Path,
+    base: &Request,
+    params: &[Param],
+    repeat: usize,
+    status: &str,
+    results: &[PointResult],
+) -> anyhow::Result<()> {
+    let r = SweepResult {
+        schema: "kvmeter-sweep/1",
+        status: status.into(),
+        store: base.store.clone(),
+        params: params.to_vec(),
+        repeat,
+        confidence: "95 % interval of the mean, Student's t with n − 1 degrees of freedom",
+        points: vec![],
+    };
+    // Serialized by hand around the borrowed points, so nothing is cloned.
+    let mut v = serde_json::to_value(&r)?;
+    v["points"] = serde_json::to_value(results)?;
+    write_atomic(
+        &root.join("sweep.json"),
+        (serde_json::to_string_pretty(&v)? + "\n").as_bytes(),
+    )?;
+    let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+    let mut csv = format!(
+        "point,{},phase,metric,n,mean,stddev,ci95_low,ci95_high\n",
+        names.join(",")
+    );
+    let opt = |x: Option<f64>| x.map(|v| format!("{v:.6}")).unwrap_or_default();
+    for pr in results {
+        let vals: Vec<&str> = names
+            .iter()
+            .map(|n| pr.params.get(*n).map(String::as_str).unwrap_or(""))
+            .collect();
+        for (ph, m) in &pr.phases {
+            for (k, s) in m {
+                let _ = writeln!(
+                    csv,
+                    "{},{},{ph},{k},{},{:.6},{},{},{}",
+                    pr.point,
+                    vals.join(","),
+                    s.n,
+                    s.mean,
+                    opt(s.stddev),
+                    opt(s.ci95_low),
+                    opt(s.ci95_high)
+                );
+            }
+        }
+    }
+    write_atomic(&root.join("sweep.csv"), csv.as_bytes())
+}
+
+/// A figure with 3 or more significant digits.
+fn sig(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else if x.abs() >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// Per point: each run phase's throughput and p99 (mean ± CI half-width).
+fn render(results: &[PointResult], names: &[&str]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  {:<4} {:<28} {:<8} {:>4} {:>22} {:>22}",
+        "pt",
+        names.join(","),
+        "phase",
+        "n",
+        "ops/s (95 % CI ±)",
+        "p99 µs (95 % CI ±)"
+    );
+    let pm = |s: Option<&Spread>| -> String {
+        match s {
+            Some(s) => match (s.ci95_low, s.ci95_high) {
+                (Some(l), Some(h)) => format!("{} ± {}", sig(s.mean), sig((h - l) / 2.0)),
+                _ => sig(s.mean),
+            },
+            None => "-".into(),
+        }
+    };
+    for r in results {
+        let vals: Vec<&str> = names
+            .iter()
+            .map(|n| r.params.get(*n).map(String::as_str).unwrap_or(""))
+            .collect();
+        for (ph, m) in r.phases.iter().filter(|(ph, _)| !ph.starts_with("load")) {
+            let _ = writeln!(
+                out,
+                "  {:<4} {:<28} {:<8} {:>4} {:>22} {:>22}",
+                r.point,
+                vals.join(","),
+                ph,
+                m.get("throughput_ops_per_s").map(|s| s.n).unwrap_or(0),
+                pm(m.get("throughput_ops_per_s")),
+                pm(m.get("latency_p99_us"))
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn points_are_the_cartesian_product_in_order() {
+        let a = Param::parse("threads=1,2").unwrap();
+        let b = Param::parse("store-opt.block_cache_mb=8,64,512").unwrap();
+        let p = points(&[a, b]);
+        assert_eq!(p.len(), 6);
+        assert_eq!(label(&p[0]), "threads=1,store-opt.block_cache_mb=8");
+        assert_eq!(label(&p[5]), "threads=2,store-opt.block_cache_mb=512");
+    }
+
+    #[test]
+    fn parameters_map_onto_the_request() {
+        let mut r = Request::default();
+        apply(&mut r, "threads-per-cpu", "4").unwrap();
+        assert_eq!(r.threads, Some(4 * cpus()));
+        apply(&mut r, "connections", "8").unwrap();
+        assert_eq!(r.threads, Some(8));
+        apply(&mut r, "value-size", "4096").unwrap();
+        assert_eq!(r.props, ["fieldcount=1", "fieldlength=4096"]);
+        apply(&mut r, "store-opt.block_cache_mb", "64").unwrap();
+        assert_eq!(r.store_opts, ["block_cache_mb=64"]);
+        apply(&mut r, "rate", "2500").unwrap();
+        assert_eq!(r.rate, Some(2500.0));
+        for (n, v) in [
+            ("threads", "0"),
+            ("rate", "-1"),
+            ("colour", "red"),
+            ("p.", "1"),
+        ] {
+            assert!(apply(&mut Request::default(), n, v).is_err(), "{n}={v}");
+        }
+        assert!(Param::parse("threads").is_err());
+        assert!(Param::parse("threads=").is_err());
+    }
+}
