@@ -132,6 +132,15 @@ fn now_rfc3339() -> String {
 
 /// Executes the plan; returns the exit code. Errors are setup failures (bad input: exit 2).
 pub fn execute(plan: Plan) -> anyhow::Result<i32> {
+    // Informational lines on stderr; the points of a sweep or capacity search (quiet plans)
+    // leave them out. Warnings and errors always print.
+    macro_rules! note {
+        ($($arg:tt)*) => {
+            if !plan.quiet {
+                eprintln!($($arg)*);
+            }
+        };
+    }
     let kind = store::find(&plan.store).expect("validated store");
     let mut opts = StoreOptions::parse(
         kind.name,
@@ -213,16 +222,14 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
                 &log,
                 Duration::from_secs(30),
             )?;
-            if !plan.quiet {
-                eprintln!(
-                    "server: started {} {} (pid {}) on {}; its output goes to {}",
-                    spec.binary,
-                    m.version,
-                    m.pid,
-                    m.addr,
-                    log.display()
-                );
-            }
+            note!(
+                "server: started {} {} (pid {}) on {}; its output goes to {}",
+                spec.binary,
+                m.version,
+                m.pid,
+                m.addr,
+                log.display()
+            );
             opts.set("addr", &m.addr);
             server_manifest = Some(ServerManifest {
                 managed: true,
@@ -321,19 +328,17 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     };
     let mut idle: Option<(f64, String)> = None;
     if let Some(t) = &telemetry {
-        for (what, why) in t.unavailable().iter().filter(|_| !plan.quiet) {
-            eprintln!("telemetry: {what}: {why}");
+        for (what, why) in t.unavailable() {
+            note!("telemetry: {what}: {why}");
         }
         if let Some(info) = t.power_info() {
-            if !plan.quiet {
-                eprintln!(
-                    "power: {}{} ({}): {}",
-                    if info.estimate { "ESTIMATE from " } else { "" },
-                    info.source,
-                    info.scope,
-                    info.detail
-                );
-            }
+            note!(
+                "power: {}{} ({}): {}",
+                if info.estimate { "ESTIMATE from " } else { "" },
+                info.source,
+                info.scope,
+                info.detail
+            );
             // A calibration measured with the same source gives the idle baseline.
             if let Some(c) = calibration
                 .as_ref()
@@ -457,8 +462,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     }
     if let Some(mut m) = server.take() {
         match m.stop() {
-            Ok(_) if plan.quiet => {}
-            Ok(how) => eprintln!("server: {} {how}", kind.name),
+            Ok(how) => note!("server: {} {how}", kind.name),
             Err(e) => eprintln!("server: stopping {} (pid {}): {e}", kind.name, m.pid),
         }
     }
@@ -487,9 +491,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         }
         Format::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
     }
-    if !plan.quiet {
-        eprintln!("results: {}", rundir.root().display());
-    }
+    note!("results: {}", rundir.root().display());
     if exit == EXIT_INTERRUPTED {
         eprintln!("interrupted: completed phases and intervals are saved");
     }
@@ -1100,7 +1102,7 @@ fn run_phase(
     let ycsb = report::ycsb::report(
         &measured,
         (ps.measured_seconds * 1000.0) as u64,
-        ycsb_ops(&measured),
+        measured.transactions(),
         &plan.ycsb_percentiles,
     );
     Ok((ps, Some(ycsb)))
@@ -1116,7 +1118,7 @@ fn open_loop_summary(
     max_behind_ms: f64,
     telemetry: Option<&crate::telemetry::PhaseTelemetry>,
 ) -> report::OpenLoopSummary {
-    let done = ycsb_ops(measured);
+    let done = measured.transactions();
     let achieved = if seconds > 0.0 {
         done as f64 / seconds
     } else {
@@ -1275,11 +1277,6 @@ fn p_seconds(ps: &PhaseSummary) -> f64 {
         .as_ref()
         .map(|t| t.seconds)
         .unwrap_or(ps.measured_seconds)
-}
-
-/// Operations the workers completed, as YCSB's `done` counts them (`Stats::transactions`).
-fn ycsb_ops(s: &Stats) -> u64 {
-    s.transactions()
 }
 
 #[cfg(test)]

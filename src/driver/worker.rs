@@ -160,15 +160,15 @@ impl Worker<'_, '_> {
             let Some(intended) = arrivals.take(&mut gaps) else {
                 break;
             };
-            if intended > self.clock.now() {
+            let mut now = self.clock.now();
+            if intended > now {
                 self.flush_batch();
-                self.wait_until(intended);
+                now = self.wait_until(intended);
                 if self.sh.stop.load(Ordering::Relaxed) {
                     break;
                 }
             }
-            self.rec
-                .record_lag(self.clock.now().saturating_sub(intended));
+            self.rec.record_lag(now.saturating_sub(intended));
             if self.depth > 1 {
                 self.pipelined(Some(intended));
             } else {
@@ -197,12 +197,11 @@ impl Worker<'_, '_> {
             let intended = match self.sh.tick_ns {
                 Some(tick) => {
                     let deadline = start.saturating_add(tick.saturating_mul(done));
-                    self.sleep_until(deadline);
+                    let now = self.sleep_until(deadline);
                     if self.sh.stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    self.rec
-                        .record_lag(self.clock.now().saturating_sub(deadline));
+                    self.rec.record_lag(now.saturating_sub(deadline));
                     Some(deadline)
                 }
                 None => None,
@@ -313,28 +312,31 @@ impl Worker<'_, '_> {
     /// the scheduler's wake-up latency (tens of µs in a VM), which would count as sender lag:
     /// so the worker sleeps until its usual lateness before the deadline, then yields the CPU
     /// in a loop until the deadline (yielding, not spinning, so a server on the same CPUs runs).
-    fn wait_until(&mut self, deadline: u64) {
-        let now = self.clock.now();
+    fn wait_until(&mut self, deadline: u64) -> u64 {
+        let mut now = self.clock.now();
         if deadline > now + self.wake_early_ns {
             let target = deadline - self.wake_early_ns;
-            self.sleep_until(target);
+            now = self.sleep_until(target);
             // Learn this machine's wake-up lateness (moving average, at most 200 µs).
-            let late = self.clock.now().saturating_sub(target) as i64;
+            let late = now.saturating_sub(target) as i64;
             let e = self.wake_early_ns as i64;
             self.wake_early_ns = (e + (late + 2_000 - e) / 8).clamp(0, 200_000) as u64;
         }
-        while self.clock.now() < deadline && !self.sh.stop.load(Ordering::Relaxed) {
+        while now < deadline && !self.sh.stop.load(Ordering::Relaxed) {
             std::thread::yield_now();
+            now = self.clock.now();
         }
+        now
     }
 
     /// Sleeps until `deadline` (clock ns), in slices short enough to notice a stop or an
     /// interval change.
-    fn sleep_until(&mut self, deadline: u64) {
+    /// Returns the clock at wake-up, so callers need not read it again.
+    fn sleep_until(&mut self, deadline: u64) -> u64 {
         loop {
             let now = self.clock.now();
             if now >= deadline || self.sh.stop.load(Ordering::Relaxed) {
-                return;
+                return now;
             }
             self.rec.tick();
             std::thread::sleep(Duration::from_nanos((deadline - now).min(20_000_000)));

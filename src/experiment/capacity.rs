@@ -16,7 +16,7 @@ use crate::report::Summary;
 use crate::spec::Request;
 use serde::Serialize;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// One term of the SLO: a statistic of the latency from intended start, under a bound.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -49,13 +49,14 @@ impl Term {
         })
     }
 
-    fn value(&self, l: &crate::report::Latency) -> f64 {
+    /// This statistic of a run (latency from intended start, µs).
+    fn of(&self, p: &Point) -> f64 {
         match self.stat.as_str() {
-            "mean" => l.avg,
-            "p50" => l.p50,
-            "p90" => l.p90,
-            "p99" => l.p99,
-            _ => l.p99_9,
+            "mean" => p.mean_us,
+            "p50" => p.p50_us,
+            "p90" => p.p90_us,
+            "p99" => p.p99_us,
+            _ => p.p99_9_us,
         }
     }
 
@@ -170,21 +171,6 @@ fn point_of(s: &Summary, rate: f64, repetition: usize, dir: &Path) -> anyhow::Re
     })
 }
 
-fn stat_of(p: &Point, t: &Term) -> f64 {
-    let l = crate::report::Latency {
-        count: 0,
-        min: 0.0,
-        avg: p.mean_us,
-        p50: p.p50_us,
-        p90: p.p90_us,
-        p99: p.p99_us,
-        p99_9: p.p99_9_us,
-        p99_99: 0.0,
-        max: 0.0,
-    };
-    t.value(&l)
-}
-
 /// Judges a rate on its runs: medians of each SLO statistic; achieved (if required) on the
 /// majority of runs keeping the schedule.
 pub fn judge(rate: f64, runs: &[Point], s: &Settings) -> Verdict {
@@ -192,7 +178,7 @@ pub fn judge(rate: f64, runs: &[Point], s: &Settings) -> Verdict {
         .slo
         .iter()
         .map(|t| {
-            let v: Vec<f64> = runs.iter().map(|p| stat_of(p, t)).collect();
+            let v: Vec<f64> = runs.iter().map(|p| t.of(p)).collect();
             (t.stat.clone(), median(&v))
         })
         .collect();
@@ -215,7 +201,7 @@ pub fn judge(rate: f64, runs: &[Point], s: &Settings) -> Verdict {
 /// Whether a run's figures are close enough to a bound (within 10 %) to be worth repeating.
 fn near_bound(p: &Point, s: &Settings) -> bool {
     s.slo.iter().any(|t| {
-        let v = stat_of(p, t);
+        let v = t.of(p);
         (v - t.bound_us).abs() <= 0.1 * t.bound_us
     })
 }
@@ -569,11 +555,6 @@ fn curve_svg(points: &[Point], slo: &[Term]) -> String {
     }
     s.push_str("</svg>\n");
     s
-}
-
-/// Where the points' run directories live (for docs and tests).
-pub fn points_dir(root: &Path) -> PathBuf {
-    root.join("points")
 }
 
 #[cfg(test)]

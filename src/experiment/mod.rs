@@ -9,7 +9,6 @@
 pub mod capacity;
 pub mod sweep;
 
-use crate::error::UsageError;
 use crate::report::Summary;
 use crate::spec::Request;
 use std::path::{Path, PathBuf};
@@ -25,44 +24,18 @@ pub fn run_point(req: &Request, out: &Path) -> anyhow::Result<(i32, Summary)> {
     Ok((code, serde_json::from_str(&text)?))
 }
 
-/// The experiment's directory: `--out`, or kvmeter-runs/<time>-<command>-<store>. Must be new
-/// or empty, as a run directory.
+/// The experiment's directory: `--out`, or kvmeter-runs/<time>-<command>-<store>; new or
+/// empty, as a run directory.
 pub fn experiment_dir(given: Option<&Path>, command: &str, store: &str) -> anyhow::Result<PathBuf> {
-    let root = given.map(Path::to_path_buf).unwrap_or_else(|| {
-        let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-            .to_string()
-            .replace(':', "")
-            .trim_end_matches('Z')
-            .to_string();
-        PathBuf::from("kvmeter-runs").join(format!("{stamp}-{command}-{store}"))
-    });
-    let bad = |why: String| UsageError::new(format!("--out {}: {why}", root.display()));
-    if root.exists() {
-        let mut entries = std::fs::read_dir(&root)
-            .map_err(|e| bad(format!("cannot read it: {e}; choose another --out")))?;
-        if entries.next().is_some() {
-            return Err(bad(
-                "exists and is not empty; kvmeter never overwrites results: choose a new --out"
-                    .into(),
-            )
-            .into());
-        }
-    }
-    std::fs::create_dir_all(root.join("points"))
-        .map_err(|e| bad(format!("cannot create it: {e}; choose a writable --out")))?;
+    let root = given
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| crate::spec::default_out(command, store));
+    crate::report::rundir::claim(&root)?;
+    std::fs::create_dir_all(root.join("points"))?;
     Ok(root)
 }
 
-/// Writes `bytes` to `path` atomically (write, fsync, rename), as the run directory does.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_data()?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
-}
+pub use crate::report::rundir::write_atomic;
 
 /// Mean, sample standard deviation and the 95 % confidence interval of the mean (Student's t
 /// with n − 1 degrees of freedom; none for a single value).

@@ -180,14 +180,14 @@ struct PointResult {
 }
 
 #[derive(Serialize)]
-struct SweepResult {
+struct SweepResult<'a> {
     schema: &'static str,
-    status: String,
-    store: String,
-    params: Vec<Param>,
+    status: &'a str,
+    store: &'a str,
+    params: &'a [Param],
     repeat: usize,
     confidence: &'static str,
-    points: Vec<PointResult>,
+    points: &'a [PointResult],
 }
 
 /// Aggregates completed runs' summaries: phase → metric → spread.
@@ -353,19 +353,16 @@ fn write_results(
 ) -> anyhow::Result<()> {
     let r = SweepResult {
         schema: "kvmeter-sweep/1",
-        status: status.into(),
-        store: base.store.clone(),
-        params: params.to_vec(),
+        status,
+        store: &base.store,
+        params,
         repeat,
         confidence: "95 % interval of the mean, Student's t with n − 1 degrees of freedom",
-        points: vec![],
+        points: results,
     };
-    // Serialized by hand around the borrowed points, so nothing is cloned.
-    let mut v = serde_json::to_value(&r)?;
-    v["points"] = serde_json::to_value(results)?;
     write_atomic(
         &root.join("sweep.json"),
-        (serde_json::to_string_pretty(&v)? + "\n").as_bytes(),
+        (serde_json::to_string_pretty(&r)? + "\n").as_bytes(),
     )?;
     let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
     let mut csv = format!(

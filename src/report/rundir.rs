@@ -38,21 +38,41 @@ fn epoch_secs(t: SystemTime) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Makes `root` a new, empty results directory (a run's, or an experiment's holding many runs):
+/// refuses one that exists with anything in it, since kvmeter never overwrites results.
+pub fn claim(root: &Path) -> Result<(), crate::error::UsageError> {
+    let bad =
+        |why: String| crate::error::UsageError::new(format!("--out {}: {why}", root.display()));
+    if root.exists() {
+        let mut entries = fs::read_dir(root)
+            .map_err(|e| bad(format!("cannot read it: {e}; choose another --out")))?;
+        if entries.next().is_some() {
+            return Err(bad(
+                "exists and is not empty; kvmeter never overwrites results: choose a new --out"
+                    .into(),
+            ));
+        }
+    }
+    fs::create_dir_all(root)
+        .map_err(|e| bad(format!("cannot create it: {e}; choose a writable --out")))
+}
+
+/// Replaces `path` with `bytes` atomically (write, fsync, rename), so it is always whole.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+    f.write_all(bytes)?;
+    f.sync_data()?;
+    fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
 impl RunDir {
     /// Creates the run directory; refuses one that exists with anything in it.
     pub fn create(root: &Path) -> Result<Self, crate::error::UsageError> {
         let bad =
             |why: String| crate::error::UsageError::new(format!("--out {}: {why}", root.display()));
-        if root.exists() {
-            let mut entries = fs::read_dir(root)
-                .map_err(|e| bad(format!("cannot read it: {e}; choose another --out")))?;
-            if entries.next().is_some() {
-                return Err(bad(
-                    "exists and is not empty; kvmeter never overwrites results: choose a new --out"
-                        .into(),
-                ));
-            }
-        }
+        claim(root)?;
         fs::create_dir_all(root.join("latency"))
             .map_err(|e| bad(format!("cannot create it: {e}; choose a writable --out")))?;
         let f = OpenOptions::new()
@@ -88,13 +108,7 @@ impl RunDir {
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir)?;
         }
-        let tmp = path.with_extension("tmp");
-        let mut f =
-            File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-        f.write_all(bytes)?;
-        f.sync_data()?;
-        fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
-        Ok(())
+        write_atomic(&path, bytes)
     }
 
     /// Appends one row per metric for a closed interval and flushes.
@@ -154,7 +168,7 @@ impl RunDir {
         }
         // Open loop: one SCHEDULE row per interval, written even when nothing completed (a
         // stalled store), with the transactions completed and the backlog.
-        if let Some(f) = schedule.filter(|f| f.behind_ms.is_some()) {
+        if schedule.is_some_and(|f| f.behind_ms.is_some()) {
             let tx = stats.transactions();
             writeln!(
                 self.intervals,
@@ -162,7 +176,6 @@ impl RunDir {
                 warmup as u8,
                 tx as f64 / secs,
             )?;
-            let _ = f;
         }
         self.intervals.flush()?;
         Ok(())

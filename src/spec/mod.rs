@@ -624,6 +624,16 @@ pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, UsageError> {
     })
 }
 
+/// Where results go without --out: kvmeter-runs/<time>-<command>-<store>.
+pub fn default_out(command: &str, store: &str) -> PathBuf {
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace(':', "")
+        .trim_end_matches('Z')
+        .to_string();
+    PathBuf::from("kvmeter-runs").join(format!("{stamp}-{command}-{store}"))
+}
+
 /// The seed when none is given: from the clock, recorded in the manifest so the run replays.
 fn fresh_seed() -> u64 {
     let t = std::time::SystemTime::now()
@@ -1030,7 +1040,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
             } else {
                 duration
             },
-            target: if open_loop.is_some() { None } else { target },
+            target,
             open_loop,
             warmup,
             workload: Some(w),
@@ -1039,14 +1049,10 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         });
     }
 
-    let out = req.out.clone().unwrap_or_else(|| {
-        let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-            .to_string()
-            .replace(':', "")
-            .trim_end_matches('Z')
-            .to_string();
-        PathBuf::from("kvmeter-runs").join(format!("{stamp}-{}-{}", req.command, req.store))
-    });
+    let out = req
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out(&req.command, &req.store));
     Ok(Plan {
         command: req.command.clone(),
         store: store_kind.name.to_string(),
