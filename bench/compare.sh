@@ -20,6 +20,8 @@
 #               server inherits the affinity; the peers' SERVER_CPUS/CLIENT_CPUS)
 #   mc-*        memcached GETs on loopback: kvmeter (workload C, one 1,000-byte field) against
 #               memcslap -t get (its own keys and value sizes); 1 connection per thread
+#   ab-old-*, ab-new-*  with AB_OLD=<an older kvmeter binary>: the ceiling (C and A) and the
+#               RocksDB t1 case run by that binary and by this build, interleaved (refactors)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PEERS=${PEERS:-$(cd ../shared/peers 2>/dev/null && pwd || echo /work/shared/peers)}
@@ -81,6 +83,14 @@ run_case() {
     tel-null-off) $K run -P workloadc --store null --phase run --ops "$CEILING_OPS" --telemetry-interval 0 --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     tel-rocks-on)  $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     tel-rocks-off) $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --telemetry-interval 0 --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    ab-old-*|ab-new-*)
+      local bin=$K rest=${name#ab-???-}; [[ $name == ab-old-* ]] && bin=$AB_OLD
+      case "$rest" in
+        ceiling-c) $bin run -P workloadc --store null --phase run --ops "$CEILING_OPS" --out "$d" >/dev/null 2>&1 ;;
+        ceiling-a) $bin run -P workloada --store null --phase run --ops "$CEILING_OPS" --out "$d" >/dev/null 2>&1 ;;
+        rocks-t1) $bin run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --threads 1 --out "$d" >/dev/null 2>&1 ;;
+      esac
+      kvmeter_tput "$d" run ;;
     rss-kvmeter-1M|rss-kvmeter-100M)
       local n=1000000; [[ $name == *100M ]] && n=100000000
       /usr/bin/time -f '%M' -o "$d.rss" $K run -P workloadc --store null --phase run --ops $n --out "$d" >/dev/null 2>&1
@@ -99,6 +109,9 @@ CASES=(ceiling-kvmeter-c ceiling-ycsb-c ceiling-kvmeter-a ceiling-ycsb-a
        mc-kvmeter-t1 mc-memcslap-t1 mc-kvmeter-t2 mc-memcslap-t2
        redis-kvmeter-pin0 redis-bench-pin0 mc-kvmeter-pin0 mc-memcslap-pin0
        redis-kvmeter-p16 redis-bench-p16)
+if [[ -n ${AB_OLD:-} ]]; then
+  CASES+=(ab-old-ceiling-c ab-new-ceiling-c ab-old-ceiling-a ab-new-ceiling-a ab-old-rocks-t1 ab-new-rocks-t1)
+fi
 {
   echo "# kvmeter $(git rev-parse --short HEAD) on $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ)"
   echo -e "case\trep\tvalue"

@@ -1,8 +1,8 @@
-//! Command-line parsing (clap) and dispatch. Flags map onto a `spec::Request`; everything else
+//! Command-line parsing (clap) and dispatch. Flags map onto a `plan::Request`; everything else
 //! lives in the library so tests can call it in-process.
 
 use crate::error::{EXIT_OK, EXIT_USAGE};
-use crate::spec::{self, Format, Request};
+use crate::plan::{self, Format, Request};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -208,7 +208,7 @@ pub struct CommonArgs {
     /// Latency clock: auto reads the TSC where the kernel's own clocksource is tsc (cheaper,
     /// same time base), else CLOCK_MONOTONIC; monotonic always uses CLOCK_MONOTONIC.
     #[arg(long, value_enum)]
-    pub clock: Option<crate::spec::ClockChoice>,
+    pub clock: Option<crate::plan::ClockChoice>,
     /// How often telemetry (CPU, disk, process, memory, pressure) is sampled; 0 turns it off.
     #[arg(long, value_name = "DURATION")]
     pub telemetry_interval: Option<String>,
@@ -286,70 +286,22 @@ fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: Commo
 }
 
 fn capacity(a: CapacityArgs) -> anyhow::Result<i32> {
-    use crate::error::UsageError;
-    use crate::experiment::capacity::{Settings, Term};
+    use crate::experiment::capacity::Settings;
     let out = a.common.out.clone();
+    let settings = Settings {
+        slo: Settings::parse_slo(&a.slo)?,
+        require_achieved: a.require_achieved,
+        start_rate: a.start_rate,
+        max_rate: a.max_rate,
+        factor: a.step_factor,
+        precision: a.precision,
+        repeat: a.repeat,
+        max_points: a.max_points,
+    };
     let mut r = request("capacity", a.workload, Some("both".into()), a.common);
     r.duration.get_or_insert_with(|| "10s".into());
     r.warmup.get_or_insert_with(|| "2s".into());
-    let slo = if a.slo.is_empty() {
-        vec![Term::parse("mean<1ms")?]
-    } else {
-        a.slo
-            .iter()
-            .map(|t| Term::parse(t))
-            .collect::<Result<_, _>>()?
-    };
-    let positive = |flag: &str, v: f64| -> Result<f64, UsageError> {
-        if v.is_finite() && v > 0.0 {
-            Ok(v)
-        } else {
-            Err(UsageError::new(format!(
-                "{flag} {v}: expected a positive number"
-            )))
-        }
-    };
-    let start_rate = positive("--start-rate", a.start_rate)?;
-    let max_rate = positive("--max-rate", a.max_rate)?;
-    if max_rate < start_rate {
-        return Err(UsageError::new(format!(
-            "--max-rate {max_rate}: below --start-rate {start_rate}"
-        ))
-        .into());
-    }
-    if !(a.step_factor > 1.0 && a.step_factor.is_finite()) {
-        return Err(UsageError::new(format!(
-            "--step-factor {}: expected a number above 1 (e.g. 2)",
-            a.step_factor
-        ))
-        .into());
-    }
-    if !(a.precision > 0.0 && a.precision < 1.0) {
-        return Err(UsageError::new(format!(
-            "--precision {}: expected a share between 0 and 1 (e.g. 0.05)",
-            a.precision
-        ))
-        .into());
-    }
-    for (flag, v) in [("--repeat", a.repeat), ("--max-points", a.max_points)] {
-        if v == 0 {
-            return Err(UsageError::new(format!("{flag} 0: expected at least 1")).into());
-        }
-    }
-    crate::experiment::capacity::run(
-        &r,
-        out.as_deref(),
-        Settings {
-            slo,
-            require_achieved: a.require_achieved,
-            start_rate,
-            max_rate,
-            factor: a.step_factor,
-            precision: a.precision,
-            repeat: a.repeat,
-            max_points: a.max_points,
-        },
-    )
+    crate::experiment::capacity::run(&r, out.as_deref(), settings)
 }
 
 fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
@@ -392,10 +344,10 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
             seconds,
             power,
         } => crate::calibrate::run(calibration, seconds, power),
-        Command::Run(r) => spec::build(&request("run", r.workload, Some(r.phase), r.common))
+        Command::Run(r) => plan::build(&request("run", r.workload, Some(r.phase), r.common))
             .map_err(anyhow::Error::from)
             .and_then(crate::driver::execute),
-        Command::Suite(c) => spec::build(&request("suite", vec![], None, c))
+        Command::Suite(c) => plan::build(&request("suite", vec![], None, c))
             .map_err(anyhow::Error::from)
             .and_then(crate::driver::execute),
         Command::Capacity(a) => capacity(a),
@@ -405,7 +357,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
             r.block_sizes = p.block_sizes;
             r.step = p.step;
             r.random_ratio = p.random_ratio;
-            spec::build(&r)
+            plan::build(&r)
                 .map_err(anyhow::Error::from)
                 .and_then(crate::driver::execute)
         }

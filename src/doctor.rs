@@ -54,52 +54,7 @@ pub fn report(data_dir: Option<&std::path::Path>) -> String {
                 .map_err(|_| format!("unavailable: /proc/pressure/{p} is missing (kernel without CONFIG_PSI, or booted with psi=0)")),
         );
     }
-    let info = |m: Box<dyn power::Meter>| format!("{} — {}", m.info().scope, m.info().detail);
-    line(
-        &mut out,
-        "power: rapl",
-        power::Rapl::discover(&root)
-            .map(|m| info(Box::new(m)))
-            .map_err(|e| format!("unavailable: {e}")),
-    );
-    line(
-        &mut out,
-        "power: perf",
-        power::PerfPower::open()
-            .map(|m| info(Box::new(m)))
-            .map_err(|e| format!("unavailable: {e}")),
-    );
-    line(
-        &mut out,
-        "power: ipmi",
-        match which("ipmitool") {
-            false => Err("unavailable: ipmitool is not installed (apt-get install ipmitool; needs a BMC with DCMI)".into()),
-            true => power::ipmi().map(|m| info(Box::new(m))).map_err(|e| format!("unavailable: {e}")),
-        },
-    );
-    line(
-        &mut out,
-        "power: redfish",
-        match (which("curl"), std::env::var_os("KVMETER_REDFISH_URL")) {
-            (false, _) => Err("unavailable: curl is not installed".into()),
-            (true, None) => Err("unavailable: set KVMETER_REDFISH_URL (and _USER, _PASSWORD) to the BMC's Power resource".into()),
-            (true, Some(_)) => power::redfish().map(|m| info(Box::new(m))).map_err(|e| format!("unavailable: {e}")),
-        },
-    );
-    line(
-        &mut out,
-        "power: cmd / file",
-        Ok("--power cmd:<program args> (prints watts) or file:<csv> (timestamp,watts)".into()),
-    );
-    let model = power::Model::default();
-    line(
-        &mut out,
-        "power: estimate",
-        Ok(format!(
-            "always; labelled 'estimate': {} W idle, {} W busy ({})",
-            model.idle_w, model.max_w, model.origin
-        )),
-    );
+    power_lines(&mut out, &root);
     let c = counters::Counters::open();
     for ev in counters::Event::ALL {
         line(
@@ -133,6 +88,56 @@ pub fn report(data_dir: Option<&std::path::Path>) -> String {
             .map_err(|e| format!("none: {e} (run 'kvmeter calibrate')")),
     );
     out
+}
+
+/// Each power source: usable here, or why not.
+fn power_lines(out: &mut String, root: &Root) {
+    let info = |m: Box<dyn power::Meter>| format!("{} — {}", m.info().scope, m.info().detail);
+    line(
+        out,
+        "power: rapl",
+        power::Rapl::discover(root)
+            .map(|m| info(Box::new(m)))
+            .map_err(|e| format!("unavailable: {e}")),
+    );
+    line(
+        out,
+        "power: perf",
+        power::PerfPower::open()
+            .map(|m| info(Box::new(m)))
+            .map_err(|e| format!("unavailable: {e}")),
+    );
+    line(
+        out,
+        "power: ipmi",
+        match which("ipmitool") {
+            false => Err("unavailable: ipmitool is not installed (apt-get install ipmitool; needs a BMC with DCMI)".into()),
+            true => power::ipmi().map(|m| info(Box::new(m))).map_err(|e| format!("unavailable: {e}")),
+        },
+    );
+    line(
+        out,
+        "power: redfish",
+        match (which("curl"), std::env::var_os("KVMETER_REDFISH_URL")) {
+            (false, _) => Err("unavailable: curl is not installed".into()),
+            (true, None) => Err("unavailable: set KVMETER_REDFISH_URL (and _USER, _PASSWORD) to the BMC's Power resource".into()),
+            (true, Some(_)) => power::redfish().map(|m| info(Box::new(m))).map_err(|e| format!("unavailable: {e}")),
+        },
+    );
+    line(
+        out,
+        "power: cmd / file",
+        Ok("--power cmd:<program args> (prints watts) or file:<csv> (timestamp,watts)".into()),
+    );
+    let model = power::Model::default();
+    line(
+        out,
+        "power: estimate",
+        Ok(format!(
+            "always; labelled 'estimate': {} W idle, {} W busy ({})",
+            model.idle_w, model.max_w, model.origin
+        )),
+    );
 }
 
 fn which(prog: &str) -> bool {

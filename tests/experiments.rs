@@ -191,3 +191,100 @@ fn sweep_rejects_a_bad_parameter_in_one_line() {
         assert!(!out.exists());
     }
 }
+
+/// Issue 11: a store option's value is checked with the plan, before `--out` exists — a bad
+/// value used to pass the pre-check and fail after `--out/points/` was created.
+#[test]
+fn bad_store_option_values_are_refused_before_anything_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("exp");
+    let cases: [&[&str]; 3] = [
+        &[
+            "sweep",
+            "--store",
+            "rocksdb",
+            "--param",
+            "store-opt.block_cache_mb=64,abc",
+        ],
+        &[
+            "capacity",
+            "--store",
+            "rocksdb",
+            "--store-opt",
+            "block_cache_mb=abc",
+        ],
+        &[
+            "run",
+            "--store",
+            "rocksdb",
+            "--store-opt",
+            "block_cache_mb=abc",
+        ],
+    ];
+    for args in cases {
+        let o = kvmeter()
+            .args(args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("--store-opt block_cache_mb=abc: expected a whole number"),
+            "{err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(!out.exists(), "{args:?} created {}", out.display());
+    }
+}
+
+/// Issue 11: a point where no operation completed is a result. One fixed arrival per second:
+/// the first is due at 0 s, inside the 0.5 s warm-up, and the next at 1 s, after the 0.9 s
+/// phase, so the measured window holds no operation. The search reports that capacity is
+/// below the lowest rate tried, with the (empty) point in its curve.
+#[test]
+fn capacity_reports_a_point_without_operations_as_a_miss() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cap");
+    let o = kvmeter()
+        .args([
+            "capacity",
+            "-P",
+            "workloadc",
+            "--store",
+            "null",
+            "--records",
+            "10",
+        ])
+        .args(["--arrival", "fixed", "--start-rate", "1", "--max-rate", "1"])
+        .args(["--duration", "900ms", "--warmup", "500ms", "--repeat", "1"])
+        .args(["--telemetry-interval", "0", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("no operation completed"), "{stderr}");
+    let c = json(&out.join("capacity.json"));
+    assert_eq!(c["status"], "completed");
+    assert!(c["capacity_ops_per_s"].is_null(), "{c}");
+    assert_eq!(f(&c["upper_bound_ops_per_s"]), 1.0);
+    assert!(
+        c["note"].as_str().unwrap().starts_with("below 1 ops/s"),
+        "{c}"
+    );
+    let points = c["points"].as_array().unwrap();
+    assert_eq!(points.len(), 1);
+    assert!(points[0]["mean_us"].is_null(), "{c}");
+    let run = phase(
+        &json(&std::path::Path::new(points[0]["run_dir"].as_str().unwrap()).join("summary.json")),
+        "run",
+    )
+    .clone();
+    assert_eq!(run["operations"], 0);
+    let csv = std::fs::read_to_string(out.join("capacity.csv")).unwrap();
+    let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+    assert_eq!(row[0], "1");
+    assert_eq!(&row[5..12], &["", "", "", "", "", "", ""], "{csv}");
+}

@@ -92,6 +92,35 @@ impl Sample {
     pub fn ops(&self) -> u64 {
         self.reads + self.writes
     }
+
+    /// The I/O of instances `range` between two samplings of all instances.
+    pub fn delta(after: &[Sample], before: &[Sample], range: std::ops::Range<usize>) -> Sample {
+        let mut d = Sample::default();
+        for i in range {
+            if let (Some(x), Some(y)) = (after.get(i), before.get(i)) {
+                d += x.minus(y);
+            }
+        }
+        d
+    }
+
+    /// Mean latency of an operation, µs (0 without operations).
+    pub fn avg_latency_us(&self) -> f64 {
+        if self.ops() > 0 {
+            self.latency_ns as f64 / self.ops() as f64 / 1000.0
+        } else {
+            0.0
+        }
+    }
+}
+
+impl std::ops::AddAssign for Sample {
+    fn add_assign(&mut self, o: Sample) {
+        self.reads += o.reads;
+        self.writes += o.writes;
+        self.bytes += o.bytes;
+        self.latency_ns += o.latency_ns;
+    }
 }
 
 struct Instance {

@@ -39,7 +39,7 @@ pub struct MemBw {
     pub target_gb_per_s: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct MemBwReport {
     pub threads: usize,
     pub target_gb_per_s: Option<f64>,
@@ -120,7 +120,7 @@ pub struct Cpu {
     pub duty: f64,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct CpuReport {
     pub threads: usize,
     pub duty: f64,

@@ -12,7 +12,7 @@
 //! gaps are independent with mean 1/rate, so the arrival times are a Poisson process. Each
 //! worker draws from its own stream seeded from the run's seed.
 
-use crate::spec::{Arrival, OpenLoop};
+use crate::plan::{Arrival, OpenLoop};
 use crate::workload::Rng;
 use std::sync::atomic::{AtomicU64, Ordering};
 

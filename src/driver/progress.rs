@@ -2,7 +2,7 @@
 //! (`--status-interval`, default 10 s). No colour is used, so `NO_COLOR` has nothing to remove.
 
 use crate::measure::{percentile, Metric, Stats};
-use crate::spec::PhasePlan;
+use crate::plan::PhasePlan;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};

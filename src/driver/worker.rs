@@ -9,28 +9,11 @@
 use crate::measure::clock::Clock;
 use crate::measure::{Metric, WorkerRecorder};
 use crate::report::ErrorSample;
-use crate::store::{ErrorKind, Queued, RecordView, ScanOut, Session, Status};
+use crate::store::{Queued, ScanOut, Session, Status};
 use crate::workload::{CoreWorkload, Op, OpBuffers, Rng};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// The data-integrity check of a read (spec §4.3), timed: `None` when the mode is off.
-#[inline]
-fn verify(
-    wl: &CoreWorkload,
-    clock: &Clock,
-    key: &[u8],
-    view: RecordView<'_>,
-    scratch: &mut Vec<u8>,
-) -> Option<(bool, u64)> {
-    if !wl.cfg.dataintegrity {
-        return None;
-    }
-    let t0 = clock.now();
-    let good = wl.verify(key, view, scratch);
-    Some((good, clock.now().saturating_sub(t0)))
-}
 
 /// Everything the workers of one phase share.
 pub struct Shared<'a> {
@@ -54,7 +37,7 @@ pub struct Shared<'a> {
 
 impl Shared<'_> {
     #[cold]
-    fn fail(&self, msg: String) {
+    pub(super) fn fail(&self, msg: String) {
         let mut f = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
         if f.is_none() {
             *f = Some(msg);
@@ -63,26 +46,26 @@ impl Shared<'_> {
     }
 }
 
-struct Worker<'s, 'a> {
-    sh: &'s Shared<'a>,
-    session: Box<dyn Session>,
-    rec: WorkerRecorder,
-    rng: Rng,
-    b: OpBuffers,
-    scan: ScanOut,
-    scratch: Vec<u8>,
-    samples: Vec<ErrorSample>,
-    table: String,
-    clock: Clock,
-    index: u64,
+pub(super) struct Worker<'s, 'a> {
+    pub(super) sh: &'s Shared<'a>,
+    pub(super) session: Box<dyn Session>,
+    pub(super) rec: WorkerRecorder,
+    pub(super) rng: Rng,
+    pub(super) bufs: OpBuffers,
+    pub(super) scan: ScanOut,
+    pub(super) scratch: Vec<u8>,
+    pub(super) samples: Vec<ErrorSample>,
+    pub(super) table: String,
+    pub(super) clock: Clock,
+    pub(super) index: u64,
     /// Open loop: how early to stop sleeping before an arrival is due (learned).
-    wake_early_ns: u64,
+    pub(super) wake_early_ns: u64,
     /// Operations per round trip (`pipeline=N`); 1: each operation waits for its reply.
-    depth: usize,
+    pub(super) depth: usize,
     /// The queued batch: metric, intended start, bytes written, key to acknowledge.
-    pending: Vec<(Metric, Option<u64>, u64, Option<i64>)>,
+    pub(super) pending: Vec<(Metric, Option<u64>, u64, Option<i64>)>,
     /// Each reply of a flushed batch: status, clock at its arrival, bytes returned.
-    replies: Vec<(Status, u64, u64)>,
+    pub(super) replies: Vec<(Status, u64, u64)>,
 }
 
 #[inline]
@@ -122,7 +105,7 @@ pub fn run(
         session,
         rec,
         rng: Rng::for_worker(sh.seed, index as u64),
-        b: OpBuffers::default(),
+        bufs: OpBuffers::default(),
         scan: ScanOut::default(),
         scratch: Vec::new(),
         samples: Vec::new(),
@@ -225,28 +208,28 @@ impl Worker<'_, '_> {
     fn pipelined(&mut self, intended: Option<u64>) {
         let wl = self.sh.workload;
         let op = if self.sh.load {
-            wl.next_load(&mut self.rng, &mut self.b);
+            wl.next_load(&mut self.rng, &mut self.bufs);
             Op::Insert
         } else {
-            wl.next_op(&mut self.rng, &mut self.b)
+            wl.next_op(&mut self.rng, &mut self.bufs)
         };
-        let written = self.b.values.data_bytes();
+        let written = self.bufs.values.data_bytes();
         let (metric, queued, written, ack) = match op {
             Op::Read => {
-                let f = wl.read_fields(&self.b);
-                (Metric::Read, Queued::Read(&self.b.key, f), 0, None)
+                let f = wl.read_fields(&self.bufs);
+                (Metric::Read, Queued::Read(&self.bufs.key, f), 0, None)
             }
             Op::Update => (
                 Metric::Update,
-                Queued::Update(&self.b.key, &self.b.values),
+                Queued::Update(&self.bufs.key, &self.bufs.values),
                 written,
                 None,
             ),
             Op::Insert => (
                 Metric::Insert,
-                Queued::Insert(&self.b.key, &self.b.values),
+                Queued::Insert(&self.bufs.key, &self.bufs.values),
                 written,
-                (!self.sh.load).then_some(self.b.keynum),
+                (!self.sh.load).then_some(self.bufs.keynum),
             ),
             Op::Scan | Op::ReadModifyWrite => {
                 self.flush_batch();
@@ -269,43 +252,6 @@ impl Worker<'_, '_> {
         if self.pending.len() >= self.depth {
             self.flush_batch();
         }
-    }
-
-    /// Sends the queued batch; each reply's latency runs from the send to its arrival.
-    fn flush_batch(&mut self) {
-        if self.pending.is_empty() {
-            return;
-        }
-        let t0 = self.clock.now();
-        let clock = &self.clock;
-        let replies = &mut self.replies;
-        replies.clear();
-        self.session
-            .flush(&mut |st, bytes| replies.push((st, clock.now(), bytes)));
-        let pending = std::mem::take(&mut self.pending);
-        for (k, &(metric, intended, written, ack)) in pending.iter().enumerate() {
-            let (st, t1, read) = self.replies.get(k).copied().unwrap_or((
-                Status::Error {
-                    kind: ErrorKind::Other,
-                    fatal: true,
-                },
-                self.clock.now(),
-                0,
-            ));
-            let bytes = if metric == Metric::Read {
-                read
-            } else {
-                written
-            };
-            self.record(metric, st, t0, t1, intended, bytes);
-            if let Some(key) = ack {
-                if let Err(e) = self.sh.workload.acknowledge(key) {
-                    self.sh.fail(e.to_string());
-                }
-            }
-        }
-        self.pending = pending;
-        self.pending.clear();
     }
 
     /// Open loop: waits until `deadline` (clock ns) and wakes on time. A sleep wakes late by
@@ -332,7 +278,7 @@ impl Worker<'_, '_> {
     /// Sleeps until `deadline` (clock ns), in slices short enough to notice a stop or an
     /// interval change.
     /// Returns the clock at wake-up, so callers need not read it again.
-    fn sleep_until(&mut self, deadline: u64) -> u64 {
+    pub(super) fn sleep_until(&mut self, deadline: u64) -> u64 {
         loop {
             let now = self.clock.now();
             if now >= deadline || self.sh.stop.load(Ordering::Relaxed) {
@@ -343,198 +289,8 @@ impl Worker<'_, '_> {
         }
     }
 
-    #[inline]
-    fn record(
-        &mut self,
-        m: Metric,
-        st: Status,
-        t_start: u64,
-        t_end: u64,
-        intended: Option<u64>,
-        bytes: u64,
-    ) {
-        let service = t_end.saturating_sub(t_start);
-        let from_intended = intended.map(|i| t_end.saturating_sub(i)).unwrap_or(service);
-        self.rec.record(m, st, service, from_intended, bytes);
-        if let Status::Error { kind, fatal } = st {
-            self.error(m, kind, fatal);
-        }
-    }
-
-    #[cold]
-    fn error(&mut self, m: Metric, kind: ErrorKind, fatal: bool) {
-        let msg = self.session.last_error();
-        if fatal {
-            self.sh.fail(format!(
-                "{} failed: {} error{}",
-                m.name(),
-                kind.name(),
-                msg.as_ref().map(|t| format!(": {t}")).unwrap_or_default()
-            ));
-        }
-        if !self
-            .samples
-            .iter()
-            .any(|s| s.metric == m.name() && s.kind == kind.name())
-        {
-            self.samples.push(ErrorSample {
-                metric: m.name().to_string(),
-                kind: kind.name().to_string(),
-                message: msg.unwrap_or_else(|| "(the store gave no message)".into()),
-            });
-        }
-    }
-
     fn load_one(&mut self, intended: Option<u64>) {
-        self.sh.workload.next_load(&mut self.rng, &mut self.b);
+        self.sh.workload.next_load(&mut self.rng, &mut self.bufs);
         self.load_prepared(intended);
-    }
-
-    /// Inserts the record `next_load` put in the buffers, with YCSB's retries.
-    fn load_prepared(&mut self, intended: Option<u64>) {
-        let limit = self.sh.workload.cfg.insertion_retry_limit;
-        let mut attempts = 0;
-        loop {
-            let t0 = self.clock.now();
-            let st = self
-                .session
-                .insert(&self.table, &self.b.key, &self.b.values);
-            let t1 = self.clock.now();
-            self.record(
-                Metric::Insert,
-                st,
-                t0,
-                t1,
-                intended,
-                self.b.values.data_bytes(),
-            );
-            if st.is_ok() || matches!(st, Status::Error { fatal: true, .. }) {
-                return;
-            }
-            attempts += 1;
-            if attempts > limit {
-                return; // counted; kvmeter keeps going (YCSB would stop this thread)
-            }
-            let secs = self.sh.workload.cfg.insertion_retry_interval as f64;
-            let pause = (secs * (0.8 + 0.4 * self.rng.next_f64()) * 1e9) as u64;
-            self.sleep_until(self.clock.now() + pause);
-            if self.sh.stop.load(Ordering::Relaxed) {
-                return;
-            }
-        }
-    }
-
-    /// Records a data-integrity check made while the read's view was alive.
-    #[inline]
-    fn record_verify(&mut self, check: Option<(bool, u64)>) {
-        if let Some((good, took)) = check {
-            let st = if good {
-                Status::Ok
-            } else {
-                Status::error(ErrorKind::UnexpectedState)
-            };
-            self.rec.record(Metric::Verify, st, took, took, 0);
-        }
-    }
-
-    #[inline]
-    fn transaction(&mut self, intended: Option<u64>) {
-        let op = self.sh.workload.next_op(&mut self.rng, &mut self.b);
-        self.execute(op, intended);
-    }
-
-    #[inline]
-    fn execute(&mut self, op: Op, intended: Option<u64>) {
-        let wl = self.sh.workload;
-        match op {
-            Op::Read => {
-                let fields = wl.read_fields(&self.b);
-                let t0 = self.clock.now();
-                let (st, view) = self.session.read(&self.table, &self.b.key, fields);
-                let t1 = self.clock.now();
-                // The view lives until the session's next call: use it now.
-                let bytes = view.data_bytes();
-                let check = verify(wl, &self.clock, &self.b.key, view, &mut self.scratch);
-                self.record(Metric::Read, st, t0, t1, intended, bytes);
-                self.record_verify(check);
-            }
-            Op::Update => {
-                let t0 = self.clock.now();
-                let st = self
-                    .session
-                    .update(&self.table, &self.b.key, &self.b.values);
-                let t1 = self.clock.now();
-                self.record(
-                    Metric::Update,
-                    st,
-                    t0,
-                    t1,
-                    intended,
-                    self.b.values.data_bytes(),
-                );
-            }
-            Op::Insert => {
-                let t0 = self.clock.now();
-                let st = self
-                    .session
-                    .insert(&self.table, &self.b.key, &self.b.values);
-                let t1 = self.clock.now();
-                self.record(
-                    Metric::Insert,
-                    st,
-                    t0,
-                    t1,
-                    intended,
-                    self.b.values.data_bytes(),
-                );
-                // Acknowledged whatever the status, as upstream does (§6.2 Insert).
-                if let Err(e) = wl.acknowledge(self.b.keynum) {
-                    self.sh.fail(e.to_string());
-                }
-            }
-            Op::Scan => {
-                let fields = wl.read_fields(&self.b);
-                let t0 = self.clock.now();
-                let st = self.session.scan(
-                    &self.table,
-                    &self.b.key,
-                    self.b.scan_len,
-                    fields,
-                    &mut self.scan,
-                );
-                let t1 = self.clock.now();
-                self.record(Metric::Scan, st, t0, t1, intended, self.scan.data_bytes());
-            }
-            Op::ReadModifyWrite => {
-                let fields = wl.read_fields(&self.b);
-                let t0 = self.clock.now();
-                let (st_r, view) = self.session.read(&self.table, &self.b.key, fields);
-                let t1 = self.clock.now();
-                // Verification happens between the two calls (the view ends with the next
-                // one) and is excluded from the RMW's time.
-                let bytes = view.data_bytes();
-                let check = verify(wl, &self.clock, &self.b.key, view, &mut self.scratch);
-                // The update runs even if the read failed, as upstream.
-                let t1b = self.clock.now();
-                let st_u = self
-                    .session
-                    .update(&self.table, &self.b.key, &self.b.values);
-                let t2 = self.clock.now();
-                let paused = t1b - t1;
-                // Both inner calls share one intended start (quirk 14).
-                let ist = intended.or(Some(t0)).map(|i| i + paused);
-                self.record(Metric::Read, st_r, t0, t1, intended.or(Some(t0)), bytes);
-                let written = self.b.values.data_bytes();
-                self.record(Metric::Update, st_u, t1b, t2, ist, written);
-                let st = if !st_r.is_ok() { st_r } else { st_u };
-                let service = t2.saturating_sub(t0) - paused;
-                let from_intended = intended
-                    .map(|i| t2.saturating_sub(i).saturating_sub(paused))
-                    .unwrap_or(service);
-                self.rec
-                    .record(Metric::ReadModifyWrite, st, service, from_intended, 0);
-                self.record_verify(check);
-            }
-        }
     }
 }

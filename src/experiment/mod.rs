@@ -9,8 +9,8 @@
 pub mod capacity;
 pub mod sweep;
 
+use crate::plan::Request;
 use crate::report::Summary;
-use crate::spec::Request;
 use std::path::{Path, PathBuf};
 
 /// Runs one point (a whole plan) into `out`; returns its exit code and summary.
@@ -18,7 +18,7 @@ pub fn run_point(req: &Request, out: &Path) -> anyhow::Result<(i32, Summary)> {
     let mut r = req.clone();
     r.out = Some(out.to_path_buf());
     r.quiet = true;
-    let plan = crate::spec::build(&r)?;
+    let plan = crate::plan::build(&r)?;
     let code = crate::driver::execute(plan)?;
     let text = std::fs::read_to_string(out.join("summary.json"))?;
     Ok((code, serde_json::from_str(&text)?))
@@ -29,7 +29,7 @@ pub fn run_point(req: &Request, out: &Path) -> anyhow::Result<(i32, Summary)> {
 pub fn experiment_dir(given: Option<&Path>, command: &str, store: &str) -> anyhow::Result<PathBuf> {
     let root = given
         .map(Path::to_path_buf)
-        .unwrap_or_else(|| crate::spec::default_out(command, store));
+        .unwrap_or_else(|| crate::plan::default_out(command, store));
     crate::report::rundir::claim(&root)?;
     std::fs::create_dir_all(root.join("points"))?;
     Ok(root)

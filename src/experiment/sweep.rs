@@ -6,8 +6,8 @@
 
 use super::{run_point, write_atomic, Spread};
 use crate::error::{UsageError, EXIT_INTERRUPTED, EXIT_OK};
+use crate::plan::Request;
 use crate::report::{PhaseSummary, Summary};
-use crate::spec::Request;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -194,7 +194,11 @@ struct SweepResult<'a> {
 pub fn aggregate(summaries: &[Summary]) -> BTreeMap<String, BTreeMap<String, Spread>> {
     let mut values: BTreeMap<String, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
     for s in summaries {
-        for p in s.phases.iter().filter(|p| p.kind != "clear") {
+        for p in s
+            .phases
+            .iter()
+            .filter(|p| p.kind != crate::plan::PhaseKind::Clear)
+        {
             for (k, v) in metrics_of(p) {
                 values
                     .entry(p.name.clone())
@@ -255,7 +259,7 @@ pub fn run(
         for (k, v) in p {
             apply(&mut r, k, v)?;
         }
-        crate::spec::build(&r)
+        crate::plan::build(&r)
             .map_err(|e| UsageError::new(format!("sweep point {}: {}", label(p), e.0)))?;
     }
     let root = super::experiment_dir(out, "sweep", &base.store)?;
@@ -313,7 +317,7 @@ pub fn run(
             );
             write_atomic(&root.join("index.csv"), index.as_bytes())?;
             pr.runs.push(dir.display().to_string());
-            pr.statuses.push(summary.status.clone());
+            pr.statuses.push(summary.status.name().to_string());
             if code == EXIT_OK {
                 summaries.push(summary);
             }

@@ -3,6 +3,8 @@
 //! views never recompute a measurement.
 
 pub mod javafmt;
+pub mod manifest;
+pub mod output;
 pub mod rundir;
 pub mod table;
 pub mod ycsb;
@@ -99,11 +101,10 @@ pub struct ErrorSample {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PhaseSummary {
     pub name: String,
-    pub kind: String,
+    pub kind: crate::plan::PhaseKind,
     pub workload_files: Vec<String>,
     pub threads: usize,
-    /// completed, interrupted or failed.
-    pub outcome: String,
+    pub outcome: Outcome,
     pub error: Option<String>,
     pub started_at: String,
     pub wall_seconds: f64,
@@ -129,7 +130,7 @@ pub struct PhaseSummary {
     /// The pressure scale at this phase's block size (`kvmeter pressure` only).
     pub pressure: Option<PressureResult>,
     /// Antagonists that ran during the phase (`--antagonist`), with the load they achieved.
-    pub antagonists: Vec<serde_json::Value>,
+    pub antagonists: Vec<AntagonistReport>,
     /// All store calls together (READ, UPDATE, INSERT, SCAN, DELETE; N/A ones left out): the
     /// latency an SLO over the whole mix is judged on (`kvmeter capacity`).
     #[serde(default)]
@@ -137,6 +138,95 @@ pub struct PhaseSummary {
     /// Open-loop phases (`--rate`): offered against achieved load and the sender's lag.
     #[serde(default)]
     pub open_loop: Option<OpenLoopSummary>,
+}
+
+/// How a phase ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Completed,
+    Interrupted,
+    Failed,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::Interrupted => "interrupted",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a run stands: `running` until it ends (a run directory left `running` was cut short
+/// by a crash or SIGKILL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Running,
+    Completed,
+    Interrupted,
+    Failed,
+}
+
+impl RunStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An `--antagonist` that ran during a phase, with the load it achieved.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum AntagonistReport {
+    Io(IoAntagonistReport),
+    Membw {
+        report: crate::antagonist::MemBwReport,
+    },
+    Cpu {
+        report: crate::antagonist::CpuReport,
+    },
+}
+
+/// Compact JSON with its keys in alphabetical order (through `serde_json::Value`), as the
+/// terminal table shows it.
+impl std::fmt::Display for AntagonistReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = serde_json::to_value(self).unwrap_or_default();
+        f.write_str(&v.to_string())
+    }
+}
+
+/// What a group of I/O antagonist instances achieved over a phase.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct IoAntagonistReport {
+    pub achieved_mb_per_s: f64,
+    pub achieved_read_iops: f64,
+    pub achieved_write_iops: f64,
+    pub avg_latency_us: f64,
+    pub block_size: usize,
+    pub error: Option<String>,
+    pub instances: usize,
+    pub random_ratio: f64,
+    pub write_ratio: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -324,8 +414,7 @@ impl PhaseSummary {
 pub struct Summary {
     pub schema: String,
     pub kvmeter_version: String,
-    /// running, completed, interrupted or failed.
-    pub status: String,
+    pub status: RunStatus,
     pub error: Option<String>,
     pub seed: u64,
     pub warnings: Vec<String>,

@@ -3,7 +3,7 @@
 //! at every interval; `manifest.json` and `summary.json` are replaced atomically (write, fsync,
 //! rename), so they are always whole.
 
-use crate::measure::{percentile, Metric, Stats};
+use crate::measure::{percentile, Stats};
 use anyhow::Context;
 use base64::Engine;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
@@ -303,11 +303,5 @@ impl RunDir {
         }
         f.sync_data()?;
         Ok(())
-    }
-
-    pub fn metric_log_path(&self, phase: &str, metric: Metric) -> PathBuf {
-        self.root
-            .join("latency")
-            .join(format!("{phase}.{}.hlog", metric.name()))
     }
 }

@@ -33,161 +33,18 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
         ("", "")
     };
     for p in phases {
-        if p.kind == "clear" {
+        if p.kind == crate::plan::PhaseKind::Clear {
             let _ = writeln!(out, "{b}{}{r}: store data cleared\n", p.name);
             continue;
         }
-        let _ = writeln!(
-            out,
-            "{b}{}{r}  {} thread{}, {:.1} s measured{}  {} ops/s  {:.2} MB/s  {}{}",
-            p.name,
-            p.threads,
-            if p.threads == 1 { "" } else { "s" },
-            p.measured_seconds,
-            if p.warmup_seconds > 0.0 {
-                format!(" after {:.1} s warm-up", p.warmup_seconds)
-            } else {
-                String::new()
-            },
-            group(p.throughput_ops_per_s.round() as u64),
-            p.throughput_mb_per_s,
-            p.outcome,
-            p.error
-                .as_ref()
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default(),
-        );
-        if let Some(o) = &p.open_loop {
-            let _ = writeln!(
-                out,
-                "  open loop ({}, {} workers): offered {} ops/s, achieved {} ({:.1} %); sends late by p99 {} µs, max {} µs; {}",
-                o.arrival,
-                o.workers,
-                group(o.offered_ops_per_s.round() as u64),
-                group(o.achieved_ops_per_s.round() as u64),
-                o.achieved_ratio * 100.0,
-                num(o.send_lag_us.p99),
-                num(o.send_lag_us.max),
-                if o.kept_up {
-                    "schedule kept".to_string()
-                } else {
-                    format!("{b}SCHEDULE NOT KEPT{r} (up to {:.1} ms behind; see the warning)", o.max_behind_ms)
-                }
-            );
-        }
-        let _ = writeln!(
-            out,
-            "  {:<18} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  errors",
-            "op (latency µs)",
-            "count",
-            "ops/s",
-            "avg",
-            "p50",
-            "p90",
-            "p99",
-            "p99.9",
-            "p99.99",
-            "max"
-        );
-        for (name, o) in &p.ops {
-            let l = &o.latency_us;
-            let errs: Vec<String> = o
-                .errors
-                .iter()
-                .map(|(k, v)| format!("{k}={}", group(*v)))
-                .collect();
-            let _ = writeln!(
-                out,
-                "  {:<18} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
-                name,
-                group(o.count),
-                // One close per worker: a rate would mean nothing.
-                if name == "CLEANUP" {
-                    "-".to_string()
-                } else {
-                    group(o.ops_per_s.round() as u64)
-                },
-                num(l.avg),
-                num(l.p50),
-                num(l.p90),
-                num(l.p99),
-                num(l.p99_9),
-                num(l.p99_99),
-                num(l.max),
-                if errs.is_empty() {
-                    "0".into()
-                } else {
-                    errs.join(" ")
-                }
-            );
-            if let Some(i) = o.intended_latency_us.as_ref().filter(|_| name != "CLEANUP") {
-                let _ = writeln!(
-                    out,
-                    "  {:<18} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-                    format!("  intended {}", name.to_lowercase()),
-                    "",
-                    "",
-                    num(i.avg),
-                    num(i.p50),
-                    num(i.p90),
-                    num(i.p99),
-                    num(i.p99_9),
-                    num(i.p99_99),
-                    num(i.max)
-                );
-            }
-        }
+        phase_line(&mut out, p, b, r);
+        open_loop_line(&mut out, p, b, r);
+        ops_table(&mut out, p);
         if let Some(t) = &p.telemetry {
             out.push_str(&telemetry_lines(t));
-            match &p.energy {
-                Some(e) => {
-                    let label = if e.estimate { "ESTIMATE " } else { "" };
-                    let _ = write!(
-                        out,
-                        "  power    {label}{:.1} W avg, {:.1} W peak, {:.1} J ({}, {}); {label}{} ops/J, {:.2} µJ/op",
-                        e.avg_w, e.peak_w, e.energy_j, e.source, e.scope,
-                        group(e.ops_per_joule.round() as u64), e.joules_per_op * 1e6
-                    );
-                    if let (Some(w), Some(opj)) = (e.idle_w, e.ops_per_joule_above_idle) {
-                        let _ = write!(
-                            out,
-                            "; above {w:.1} W idle: {} ops/J",
-                            group(opj.round() as u64)
-                        );
-                    }
-                    out.push('\n');
-                }
-                None => {
-                    let why = t
-                        .unavailable
-                        .get("power")
-                        .map(String::as_str)
-                        .unwrap_or("unavailable");
-                    let _ = writeln!(out, "  power    {why}");
-                }
-            }
+            energy_line(&mut out, p, t);
         }
-        if let Some(r) = &p.pressure {
-            let rho0 = r.steps.first().map(|s| s.ops_per_s).unwrap_or(0.0);
-            let _ = writeln!(
-                out,
-                "  pressure {} KiB blocks, {:.0} s steps: w0 {} ops/s; mean normalized pressure read-only (w1-w4) {:.1} %, with writes (w5-w25) {:.1} %",
-                r.block_size_kib, r.step_seconds, group(rho0.round() as u64),
-                r.read_only_mean_pressure * 100.0, r.write_mean_pressure * 100.0
-            );
-            let top: Vec<String> = r
-                .scale
-                .iter()
-                .take(5)
-                .filter_map(|w| r.steps.iter().find(|s| &s.step == w))
-                .map(|s| format!("{} {:.0} %", s.step, s.normalized_pressure * 100.0))
-                .collect();
-            let _ = writeln!(
-                out,
-                "           highest: {} (all steps in pressure.csv)",
-                top.join(", ")
-            );
-        }
+        pressure_lines(&mut out, p);
         for a in &p.antagonists {
             let _ = writeln!(out, "  antagonist {a}");
         }
@@ -204,6 +61,165 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
         let _ = writeln!(out);
     }
     out
+}
+
+/// The phase's headline: threads, window, throughput, outcome.
+fn phase_line(out: &mut String, p: &PhaseSummary, b: &str, r: &str) {
+    let _ = writeln!(
+        out,
+        "{b}{}{r}  {} thread{}, {:.1} s measured{}  {} ops/s  {:.2} MB/s  {}{}",
+        p.name,
+        p.threads,
+        if p.threads == 1 { "" } else { "s" },
+        p.measured_seconds,
+        if p.warmup_seconds > 0.0 {
+            format!(" after {:.1} s warm-up", p.warmup_seconds)
+        } else {
+            String::new()
+        },
+        group(p.throughput_ops_per_s.round() as u64),
+        p.throughput_mb_per_s,
+        p.outcome,
+        p.error
+            .as_ref()
+            .map(|e| format!(": {e}"))
+            .unwrap_or_default(),
+    );
+}
+
+/// Open loop: offered against achieved, and whether the schedule was kept.
+fn open_loop_line(out: &mut String, p: &PhaseSummary, b: &str, r: &str) {
+    if let Some(o) = &p.open_loop {
+        let _ = writeln!(
+            out,
+            "  open loop ({}, {} workers): offered {} ops/s, achieved {} ({:.1} %); sends late by p99 {} µs, max {} µs; {}",
+            o.arrival,
+            o.workers,
+            group(o.offered_ops_per_s.round() as u64),
+            group(o.achieved_ops_per_s.round() as u64),
+            o.achieved_ratio * 100.0,
+            num(o.send_lag_us.p99),
+            num(o.send_lag_us.max),
+            if o.kept_up {
+                "schedule kept".to_string()
+            } else {
+                format!("{b}SCHEDULE NOT KEPT{r} (up to {:.1} ms behind; see the warning)", o.max_behind_ms)
+            }
+        );
+    }
+}
+
+/// Latency per operation (service time, and from intended start when paced).
+fn ops_table(out: &mut String, p: &PhaseSummary) {
+    let _ = writeln!(
+        out,
+        "  {:<18} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  errors",
+        "op (latency µs)", "count", "ops/s", "avg", "p50", "p90", "p99", "p99.9", "p99.99", "max"
+    );
+    for (name, o) in &p.ops {
+        let l = &o.latency_us;
+        let errs: Vec<String> = o
+            .errors
+            .iter()
+            .map(|(k, v)| format!("{k}={}", group(*v)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {:<18} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
+            name,
+            group(o.count),
+            // One close per worker: a rate would mean nothing.
+            if name == "CLEANUP" {
+                "-".to_string()
+            } else {
+                group(o.ops_per_s.round() as u64)
+            },
+            num(l.avg),
+            num(l.p50),
+            num(l.p90),
+            num(l.p99),
+            num(l.p99_9),
+            num(l.p99_99),
+            num(l.max),
+            if errs.is_empty() {
+                "0".into()
+            } else {
+                errs.join(" ")
+            }
+        );
+        if let Some(i) = o.intended_latency_us.as_ref().filter(|_| name != "CLEANUP") {
+            let _ = writeln!(
+                out,
+                "  {:<18} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                format!("  intended {}", name.to_lowercase()),
+                "",
+                "",
+                num(i.avg),
+                num(i.p50),
+                num(i.p90),
+                num(i.p99),
+                num(i.p99_9),
+                num(i.p99_99),
+                num(i.max)
+            );
+        }
+    }
+}
+
+/// Power and energy per operation, labelled when estimated.
+fn energy_line(out: &mut String, p: &PhaseSummary, t: &crate::telemetry::PhaseTelemetry) {
+    match &p.energy {
+        Some(e) => {
+            let label = if e.estimate { "ESTIMATE " } else { "" };
+            let _ = write!(
+                out,
+                "  power    {label}{:.1} W avg, {:.1} W peak, {:.1} J ({}, {}); {label}{} ops/J, {:.2} µJ/op",
+                e.avg_w, e.peak_w, e.energy_j, e.source, e.scope,
+                group(e.ops_per_joule.round() as u64), e.joules_per_op * 1e6
+            );
+            if let (Some(w), Some(opj)) = (e.idle_w, e.ops_per_joule_above_idle) {
+                let _ = write!(
+                    out,
+                    "; above {w:.1} W idle: {} ops/J",
+                    group(opj.round() as u64)
+                );
+            }
+            out.push('\n');
+        }
+        None => {
+            let why = t
+                .unavailable
+                .get("power")
+                .map(String::as_str)
+                .unwrap_or("unavailable");
+            let _ = writeln!(out, "  power    {why}");
+        }
+    }
+}
+
+/// The pressure scale's headline and its highest steps.
+fn pressure_lines(out: &mut String, p: &PhaseSummary) {
+    if let Some(r) = &p.pressure {
+        let rho0 = r.steps.first().map(|s| s.ops_per_s).unwrap_or(0.0);
+        let _ = writeln!(
+            out,
+            "  pressure {} KiB blocks, {:.0} s steps: w0 {} ops/s; mean normalized pressure read-only (w1-w4) {:.1} %, with writes (w5-w25) {:.1} %",
+            r.block_size_kib, r.step_seconds, group(rho0.round() as u64),
+            r.read_only_mean_pressure * 100.0, r.write_mean_pressure * 100.0
+        );
+        let top: Vec<String> = r
+            .scale
+            .iter()
+            .take(5)
+            .filter_map(|w| r.steps.iter().find(|s| &s.step == w))
+            .map(|s| format!("{} {:.0} %", s.step, s.normalized_pressure * 100.0))
+            .collect();
+        let _ = writeln!(
+            out,
+            "           highest: {} (all steps in pressure.csv)",
+            top.join(", ")
+        );
+    }
 }
 
 fn telemetry_lines(t: &crate::telemetry::PhaseTelemetry) -> String {

@@ -8,8 +8,8 @@
 //! 3-significant-digit precision.
 
 use super::javafmt::double_to_string;
-use crate::keys_hash::java_string_hash;
 use crate::measure::{percentile, Metric, OpStats, Stats};
+use crate::workload::keys::java_string_hash;
 use hdrhistogram::Histogram;
 use std::fmt::Write;
 

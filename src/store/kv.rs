@@ -96,7 +96,7 @@ impl<R: RawKv> KvSession<R> {
 }
 
 #[cold]
-fn fail(last: &mut Option<String>, e: RawError) -> Status {
+pub(super) fn fail(last: &mut Option<String>, e: RawError) -> Status {
     *last = Some(e.message);
     Status::Error {
         kind: e.kind,
@@ -105,9 +105,24 @@ fn fail(last: &mut Option<String>, e: RawError) -> Status {
 }
 
 #[cold]
-fn undecodable(last: &mut Option<String>, e: record::DecodeError) -> Status {
+pub(super) fn undecodable(last: &mut Option<String>, e: record::DecodeError) -> Status {
     *last = Some(format!("stored record cannot be decoded: {}", e.0));
     Status::error(ErrorKind::Corruption)
+}
+
+/// A C library's (pointer, length) as a slice; length 0 gives an empty slice whatever the
+/// pointer (which may then be null).
+///
+/// # Safety
+/// For a non-zero `len`, `ptr` must be valid for reads of `len` bytes for all of `'a`.
+#[cfg(any(feature = "leveldb", feature = "wiredtiger"))]
+pub(super) unsafe fn raw_slice<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
+    if len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's promise.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
 }
 
 impl<R: RawKv> Session for KvSession<R> {

@@ -273,8 +273,8 @@ impl RawKv for LevelRaw {
             )
         };
         match rc {
-            0 if vl == 0 => Ok(Some(&[])),
-            0 => Ok(Some(unsafe { std::slice::from_raw_parts(v, vl) })),
+            // SAFETY: the value stays valid until the session's next call (the shim keeps it).
+            0 => Ok(Some(unsafe { super::kv::raw_slice(v, vl) })),
             1 => Ok(None),
             c => Err(self.error("read", c)),
         }
@@ -333,16 +333,8 @@ impl RawKv for LevelRaw {
             while n < count && kvm_ldb_iter_valid(it) != 0 {
                 let (mut k, mut kl, mut v, mut vl) = (ptr::null(), 0, ptr::null(), 0);
                 kvm_ldb_iter_entry(it, &mut k, &mut kl, &mut v, &mut vl);
-                let kb = if kl == 0 {
-                    &[][..]
-                } else {
-                    std::slice::from_raw_parts(k, kl)
-                };
-                let vb = if vl == 0 {
-                    &[][..]
-                } else {
-                    std::slice::from_raw_parts(v, vl)
-                };
+                let kb = super::kv::raw_slice(k, kl);
+                let vb = super::kv::raw_slice(v, vl);
                 if let Err(e) = sink(kb, vb) {
                     out = Err(ScanError::Decode(e));
                     break;

@@ -2,8 +2,9 @@
 //!
 //! A store is opened once per phase and hands each worker its own `Session` (thread-local
 //! state). Operations follow YCSB's `DB` interface and return a `Status`; an adapter contains
-//! store code only — all timing and counting happens in one wrapper in `measure`, so no adapter
-//! ever times itself (style.md, after YCSB's `DBWrapper`).
+//! store code only — all timing and counting happens in one wrapper, `driver/measured.rs`, so
+//! no adapter ever times itself (style.md, after YCSB's `DBWrapper`). The adapters are listed
+//! once, in `registry.rs`.
 
 pub mod etcd;
 pub mod kv;
@@ -18,6 +19,7 @@ pub mod null;
 mod options;
 pub mod record;
 pub mod redis;
+pub mod registry;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 #[cfg(feature = "sqlite")]
@@ -27,6 +29,7 @@ pub mod wiredtiger;
 
 pub use options::{OptSpec, StoreOptions};
 pub use record::{Record, RecordView};
+pub use registry::{find, names, not_built, registry};
 
 use std::path::Path;
 
@@ -266,52 +269,4 @@ pub fn probe_server(spec: &ServerSpec) -> Result<(), String> {
             spec.binary, spec.package
         )),
     }
-}
-
-pub fn registry() -> Vec<&'static StoreKind> {
-    vec![
-        #[cfg(feature = "rocksdb")]
-        &rocksdb::KIND,
-        #[cfg(feature = "wiredtiger")]
-        &wiredtiger::KIND,
-        #[cfg(feature = "lmdb")]
-        &lmdb::KIND,
-        #[cfg(feature = "leveldb")]
-        &leveldb::KIND,
-        #[cfg(feature = "sqlite")]
-        &sqlite::KIND,
-        &memcached::KIND,
-        &redis::KIND,
-        &etcd::KIND,
-        &null::KIND,
-    ]
-}
-
-pub fn find(name: &str) -> Option<&'static StoreKind> {
-    registry().into_iter().find(|k| k.name == name)
-}
-
-pub fn names() -> Vec<&'static str> {
-    registry().iter().map(|k| k.name).collect()
-}
-
-/// Stores this build leaves out, with the cargo feature that adds each.
-pub fn not_built() -> Vec<(&'static str, &'static str)> {
-    let mut v = vec![];
-    if !cfg!(feature = "rocksdb") {
-        v.push(("rocksdb", "rocksdb"));
-    }
-    if !cfg!(feature = "wiredtiger") {
-        v.push(("wiredtiger", "wiredtiger"));
-    }
-    if !cfg!(feature = "lmdb") {
-        v.push(("lmdb", "lmdb"));
-    }
-    if !cfg!(feature = "leveldb") {
-        v.push(("leveldb", "leveldb"));
-    }
-    if !cfg!(feature = "sqlite") {
-        v.push(("sqlite", "sqlite"));
-    }
-    v
 }

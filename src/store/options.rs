@@ -1,4 +1,5 @@
 //! `--store-opt key=value` parsing and validation against each adapter's declared options.
+//! The plan holds them typed and checked (`StoreKind::check`) before anything is created.
 
 use crate::error::UsageError;
 use std::collections::BTreeMap;
@@ -15,6 +16,13 @@ pub struct OptSpec {
 pub struct StoreOptions {
     store: String,
     values: BTreeMap<String, String>,
+}
+
+/// Serialized as the map of every option's value (manifest.json's plan).
+impl serde::Serialize for StoreOptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.values.serialize(s)
+    }
 }
 
 impl StoreOptions {

@@ -5,6 +5,7 @@
 //! keys over N independent DB instances by a hash of the key, the way papers/000 runs 4–16
 //! databases; a scan then merges the N ordered streams.
 
+use super::kv::{undecodable, RawError};
 use super::*;
 use crate::error::UsageError;
 use ::rocksdb::{
@@ -217,14 +218,7 @@ fn fail(last: &mut Option<String>, e: ::rocksdb::Error) -> Status {
         K::NotSupported => (ErrorKind::NotImplemented, false),
         _ => (ErrorKind::Other, false),
     };
-    *last = Some(e.into_string());
-    Status::Error { kind, fatal }
-}
-
-#[cold]
-fn undecodable(last: &mut Option<String>, e: record::DecodeError) -> Status {
-    *last = Some(format!("stored record cannot be decoded: {}", e.0));
-    Status::error(ErrorKind::Corruption)
+    super::kv::fail(last, RawError::new(kind, fatal, e.into_string()))
 }
 
 impl Session for RocksSession {

@@ -278,11 +278,7 @@ impl RawKv for WtRaw {
         match unsafe { kvm_wt_get(self.point, key.as_ptr(), key.len(), &mut v, &mut vl) } {
             0 => {
                 self.positioned = true;
-                Ok(Some(if vl == 0 {
-                    &[]
-                } else {
-                    unsafe { std::slice::from_raw_parts(v, vl) }
-                }))
+                Ok(Some(unsafe { super::kv::raw_slice(v, vl) }))
             }
             WT_NOTFOUND => {
                 unsafe { kvm_wt_reset(self.point) };
@@ -340,16 +336,8 @@ impl RawKv for WtRaw {
                 if rc != 0 {
                     break;
                 }
-                let kb = if kl == 0 {
-                    &[][..]
-                } else {
-                    std::slice::from_raw_parts(k, kl)
-                };
-                let vb = if vl == 0 {
-                    &[][..]
-                } else {
-                    std::slice::from_raw_parts(v, vl)
-                };
+                let kb = super::kv::raw_slice(k, kl);
+                let vb = super::kv::raw_slice(v, vl);
                 if let Err(e) = sink(kb, vb) {
                     out = Err(ScanError::Decode(e));
                     break;

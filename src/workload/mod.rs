@@ -2,95 +2,17 @@
 //! ycsb-workload-spec §2–§6 describes. It knows nothing of time or stores: the driver asks it
 //! for the next operation, which it writes into the worker's reusable `OpBuffers`.
 
+mod config;
 pub mod generators;
 pub mod keys;
 pub mod rng;
+
+pub use config::{Distribution, FieldLengthDistribution, WorkloadConfig};
 
 use crate::store::{Fields, Record, RecordView};
 use generators::*;
 pub use rng::Rng;
 use serde::Serialize;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Distribution {
-    Uniform,
-    Zipfian,
-    Latest,
-    Hotspot,
-    Sequential,
-    Exponential,
-}
-
-impl Distribution {
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "uniform" => Distribution::Uniform,
-            "zipfian" => Distribution::Zipfian,
-            "latest" => Distribution::Latest,
-            "hotspot" => Distribution::Hotspot,
-            "sequential" => Distribution::Sequential,
-            "exponential" => Distribution::Exponential,
-            _ => return None,
-        })
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FieldLengthDistribution {
-    Constant,
-    Uniform,
-    Zipfian,
-    Histogram,
-}
-
-/// Every core-workload property, typed and validated (spec §1.3), with YCSB's names.
-#[derive(Clone, Debug, Serialize)]
-pub struct WorkloadConfig {
-    pub table: String,
-    pub fieldcount: i64,
-    pub fieldnameprefix: String,
-    pub fieldlength: i32,
-    pub minfieldlength: i32,
-    pub fieldlengthdistribution: FieldLengthDistribution,
-    pub fieldlengthhistogram: String,
-    #[serde(skip)]
-    pub fieldlength_histogram: Option<HistogramLengths>,
-    pub readallfields: bool,
-    pub readallfieldsbyname: bool,
-    pub writeallfields: bool,
-    pub dataintegrity: bool,
-    pub readproportion: f64,
-    pub updateproportion: f64,
-    pub insertproportion: f64,
-    pub scanproportion: f64,
-    pub readmodifywriteproportion: f64,
-    pub requestdistribution: Distribution,
-    pub minscanlength: i32,
-    pub maxscanlength: i32,
-    /// `uniform` or `zipfian`.
-    pub scanlengthdistribution: String,
-    pub insertorder: String,
-    pub insertstart: i64,
-    pub insertcount: i64,
-    pub zeropadding: i32,
-    pub hotspotdatafraction: f64,
-    pub hotspotopnfraction: f64,
-    pub exponential_percentile: f64,
-    pub exponential_frac: f64,
-    pub recordcount: i64,
-    /// 0 = unlimited (stop by duration).
-    pub operationcount: i64,
-    pub insertion_retry_limit: i32,
-    pub insertion_retry_interval: i32,
-}
-
-impl WorkloadConfig {
-    pub fn ordered(&self) -> bool {
-        self.insertorder != "hashed"
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Op {
@@ -272,10 +194,6 @@ impl CoreWorkload {
             zeropadding: c.zeropadding.max(0) as usize,
             cfg,
         }
-    }
-
-    pub fn field_name(&self, i: usize) -> &[u8] {
-        &self.field_names[i]
     }
 
     /// Which operations this workload can issue.

@@ -7,13 +7,22 @@
 //! Memcached cannot scan: SCAN is reported N/A, never silently skipped.
 
 use super::kv::{KvSession, RawError, RawKv, ScanError, ScanSink};
-use super::net::{self, parse_usize, push_num, Conn};
+use super::net::{self, push_num, Conn};
 use super::record;
 use super::Queued;
 use super::*;
 use crate::error::UsageError;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::time::Duration;
+
+mod binary;
+mod pipeline;
+mod text;
+mod udp;
+
+use binary::*;
+use text::*;
+use udp::*;
 
 const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "addr", default: "", help: "host:port of a memcached you run; empty: kvmeter starts one on loopback (managed)" },
@@ -394,215 +403,6 @@ impl McSession {
     }
 }
 
-#[cold]
-fn unexpected(what: &str, l: &[u8]) -> RawError {
-    server_error(what, l)
-}
-
-#[cold]
-fn desync(c: &mut Conn, what: &str) -> RawError {
-    c.broken = true;
-    RawError::new(
-        ErrorKind::Other,
-        false,
-        format!("memcached {what}: malformed reply (connection reset)"),
-    )
-}
-
-#[cold]
-fn server_error(what: &str, l: &[u8]) -> RawError {
-    let text = String::from_utf8_lossy(l);
-    let kind = if text.contains("out of memory") {
-        ErrorKind::Busy
-    } else {
-        ErrorKind::Other
-    };
-    RawError::new(kind, false, format!("memcached {what}: {text}"))
-}
-
-/// "VALUE <key> <flags> <bytes> [<cas>]" → bytes.
-fn value_length(l: &[u8]) -> Option<usize> {
-    let mut parts = l.split(|&b| b == b' ');
-    if parts.next()? != b"VALUE" {
-        return None;
-    }
-    parts.next()?;
-    parts.next()?;
-    parse_usize(parts.next()?)
-}
-
-// The binary protocol (memcached's protocol_binary.h).
-const OP_GET: u8 = 0x00;
-const OP_SET: u8 = 0x01;
-const OP_DELETE: u8 = 0x04;
-
-fn bin_header(out: &mut Vec<u8>, op: u8, keylen: usize, extras: usize, value: usize) {
-    out.push(0x80);
-    out.push(op);
-    out.extend_from_slice(&(keylen as u16).to_be_bytes());
-    out.push(extras as u8);
-    out.push(0); // data type
-    out.extend_from_slice(&[0, 0]); // vbucket
-    out.extend_from_slice(&((keylen + extras + value) as u32).to_be_bytes());
-    out.extend_from_slice(&[0; 4]); // opaque
-    out.extend_from_slice(&[0; 8]); // cas
-}
-
-/// (status, extras length, key length, body range).
-fn bin_reply(c: &mut Conn) -> Result<(u16, usize, usize, std::ops::Range<usize>), RawError> {
-    let h = c.take(24)?;
-    let hb = c.bytes(h);
-    if hb[0] != 0x81 {
-        return Err(desync(c, "reply"));
-    }
-    let keylen = u16::from_be_bytes([hb[2], hb[3]]) as usize;
-    let extras = hb[4] as usize;
-    let status = u16::from_be_bytes([hb[6], hb[7]]);
-    let total = u32::from_be_bytes([hb[8], hb[9], hb[10], hb[11]]) as usize;
-    if extras + keylen > total {
-        return Err(desync(c, "reply"));
-    }
-    let body = c.take(total)?;
-    Ok((status, extras, keylen, body))
-}
-
-#[cold]
-fn bin_status(what: &str, status: u16, body: &[u8]) -> RawError {
-    let kind = match status {
-        0x82 => ErrorKind::Busy, // out of memory
-        0x85 => ErrorKind::Busy, // temporary failure
-        _ => ErrorKind::Other,
-    };
-    RawError::new(
-        kind,
-        false,
-        format!(
-            "memcached {what}: status 0x{status:04x} {}",
-            String::from_utf8_lossy(body)
-        ),
-    )
-}
-
-/// GETs over UDP: each request carries an 8-byte frame header (request id, sequence 0,
-/// 1 datagram, reserved); the reply's datagrams carry the same request id, their sequence
-/// number and the total count, and are put back in order here.
-struct Udp {
-    sock: UdpSocket,
-    request_id: u16,
-    /// The reassembled reply; a read's value is a range in it.
-    buf: Vec<u8>,
-    datagram: Vec<u8>,
-    /// Payload of each sequence number (start, length in `parts`), reused.
-    parts: Vec<u8>,
-    seen: Vec<(usize, usize)>,
-}
-
-impl Udp {
-    fn new(addr: SocketAddr, timeout: Duration) -> std::io::Result<Udp> {
-        let sock = UdpSocket::bind(if addr.is_ipv4() {
-            "0.0.0.0:0"
-        } else {
-            "[::]:0"
-        })?;
-        sock.connect(addr)?;
-        sock.set_read_timeout(Some(timeout))?;
-        Ok(Udp {
-            sock,
-            request_id: 0,
-            buf: Vec::with_capacity(4096),
-            datagram: vec![0; 65536],
-            parts: Vec::new(),
-            seen: Vec::new(),
-        })
-    }
-
-    /// The value's range in `buf`, or None when the key is missing.
-    fn get(&mut self, key: &[u8]) -> Result<Option<std::ops::Range<usize>>, RawError> {
-        self.request_id = self.request_id.wrapping_add(1);
-        let id = self.request_id;
-        self.buf.clear();
-        self.buf.extend_from_slice(&id.to_be_bytes());
-        self.buf.extend_from_slice(&[0, 0, 0, 1, 0, 0]);
-        self.buf.extend_from_slice(b"get ");
-        self.buf.extend_from_slice(key);
-        self.buf.extend_from_slice(b"\r\n");
-        self.sock
-            .send(&self.buf)
-            .map_err(|e| udp_error("send", e))?;
-        self.parts.clear();
-        self.seen.clear();
-        let mut total = usize::MAX;
-        let mut got = 0;
-        while got < total {
-            let n = self
-                .sock
-                .recv(&mut self.datagram)
-                .map_err(|e| udp_error("receive", e))?;
-            if n < 8 {
-                continue;
-            }
-            let d = &self.datagram[..n];
-            if u16::from_be_bytes([d[0], d[1]]) != id {
-                continue; // a late reply to an earlier, timed-out request
-            }
-            let seq = u16::from_be_bytes([d[2], d[3]]) as usize;
-            let count = u16::from_be_bytes([d[4], d[5]]) as usize;
-            if total == usize::MAX {
-                total = count.max(1);
-                self.seen.resize(total, (0, usize::MAX));
-            }
-            if seq >= total || self.seen[seq].1 != usize::MAX {
-                continue;
-            }
-            self.seen[seq] = (self.parts.len(), n - 8);
-            self.parts.extend_from_slice(&d[8..]);
-            got += 1;
-        }
-        self.buf.clear();
-        for &(start, len) in &self.seen {
-            self.buf.extend_from_slice(&self.parts[start..start + len]);
-        }
-        // "VALUE k f n\r\n<data>\r\nEND\r\n" or "END\r\n".
-        let b = &self.buf;
-        let nl = net::memchr(b'\n', b).ok_or_else(|| udp_malformed(b))?;
-        let line = &b[..nl.saturating_sub(1)];
-        if line == b"END" {
-            return Ok(None);
-        }
-        let n = value_length(line).ok_or_else(|| server_error("get (UDP)", line))?;
-        let start = nl + 1;
-        if b.len() < start + n + 7 || &b[start + n..start + n + 7] != b"\r\nEND\r\n" {
-            return Err(udp_malformed(b));
-        }
-        Ok(Some(start..start + n))
-    }
-}
-
-#[cold]
-fn udp_error(what: &str, e: std::io::Error) -> RawError {
-    match e.kind() {
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => RawError::new(
-            ErrorKind::Timeout,
-            false,
-            format!(
-                "memcached UDP {what}: no complete reply within the timeout (a lost datagram?)"
-            ),
-        ),
-        // ECONNREFUSED from an ICMP port-unreachable: nothing listens on UDP there.
-        _ => RawError::new(ErrorKind::Io, true, format!("memcached UDP {what}: {e}")),
-    }
-}
-
-#[cold]
-fn udp_malformed(b: &[u8]) -> RawError {
-    let head = String::from_utf8_lossy(&b[..b.len().min(60)]).into_owned();
-    RawError::new(
-        ErrorKind::Other,
-        false,
-        format!("memcached UDP get: malformed reply '{head}'"),
-    )
-}
-
 impl RawKv for McSession {
     #[inline]
     fn get(&mut self, key: &[u8]) -> Result<Option<&[u8]>, RawError> {
@@ -725,123 +525,10 @@ impl RawKv for McSession {
     }
 }
 
-impl McSession {
-    /// Reads a pipelined batch's replies in order; a run of reads is one multi-get whose
-    /// values come back in the order asked, missing keys left out, then END.
-    fn flush_replies(
-        &mut self,
-        i: usize,
-        queued: &[McQueued],
-        done: &mut dyn FnMut(Status, u64),
-        answered: &mut usize,
-    ) -> Result<(), RawError> {
-        let mut results = std::mem::take(&mut self.group);
-        let r = self.replies_into(i, queued, done, answered, &mut results);
-        self.group = results;
-        r
-    }
-
-    fn replies_into(
-        &mut self,
-        i: usize,
-        queued: &[McQueued],
-        done: &mut dyn FnMut(Status, u64),
-        answered: &mut usize,
-        results: &mut Vec<(Status, u64)>,
-    ) -> Result<(), RawError> {
-        let c = &mut self.conns[i];
-        c.send()?;
-        let mut k = 0;
-        while k < queued.len() {
-            match &queued[k] {
-                McQueued::Set => {
-                    let l = c.line()?;
-                    let st = match c.bytes(l.clone()) {
-                        b"STORED" => Status::Ok,
-                        other => {
-                            let e = server_error("set", other);
-                            self.last_error = Some(e.message.clone());
-                            Status::Error {
-                                kind: e.kind,
-                                fatal: false,
-                            }
-                        }
-                    };
-                    done(st, 0);
-                    *answered += 1;
-                    k += 1;
-                }
-                McQueued::Read(..) => {
-                    let end = queued[k..]
-                        .iter()
-                        .position(|q| matches!(q, McQueued::Set))
-                        .map(|p| k + p)
-                        .unwrap_or(queued.len());
-                    let group = &queued[k..end];
-                    let base = 0;
-                    results.clear();
-                    results.resize(group.len(), (Status::NotFound, 0));
-                    let mut next = 0; // values come in the order asked
-                    loop {
-                        let l = c.line()?;
-                        let line = c.bytes(l.clone());
-                        if line == b"END" {
-                            break;
-                        }
-                        let n = value_length(line).ok_or_else(|| unexpected("get", line))?;
-                        let key_end = line[6..].iter().position(|&b| b == b' ').map(|p| 6 + p);
-                        let key = key_end.map(|e| l.start + 6..l.start + e);
-                        let v = c.take(n)?;
-                        let crlf = c.line()?;
-                        if !c.bytes(crlf).is_empty() {
-                            return Err(desync(c, "get"));
-                        }
-                        let Some(key) = key else {
-                            return Err(desync(c, "get"));
-                        };
-                        let found = (next..group.len()).find(|&g| match &group[g] {
-                            McQueued::Read(kr, _) => {
-                                self.qbytes[kr.clone()] == *c.bytes(key.clone())
-                            }
-                            McQueued::Set => false,
-                        });
-                        let Some(g) = found else {
-                            return Err(desync(c, "get"));
-                        };
-                        next = g + 1;
-                        let McQueued::Read(_, field) = &group[g] else {
-                            unreachable!()
-                        };
-                        let want = field.as_ref().map(|f| &self.qbytes[f.clone()]);
-                        let r = record::index_encoded(
-                            c.bytes(v),
-                            |nm| want.is_none_or(|w| w == nm),
-                            &mut self.spans,
-                        );
-                        results[base + g] = match r {
-                            Ok(()) => (Status::Ok, self.spans.iter().map(|s| s.data_len()).sum()),
-                            Err(e) => {
-                                self.last_error =
-                                    Some(format!("stored record cannot be decoded: {}", e.0));
-                                (Status::error(ErrorKind::Corruption), 0)
-                            }
-                        };
-                    }
-                    for &(st, b) in results.iter() {
-                        done(st, b);
-                    }
-                    *answered += group.len();
-                    k = end;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::UdpSocket;
 
     /// A fake UDP server (the real one is in tests/conformance.rs): replies out of order,
     /// after a stale datagram of an earlier request, must come back whole.

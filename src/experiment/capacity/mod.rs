@@ -10,12 +10,14 @@
 //! answer. The result is the highest passing rate, with the lowest failing one as its upper
 //! bound: the capacity lies between them.
 
+mod curve;
+
 use super::{median, run_point, write_atomic};
 use crate::error::{UsageError, EXIT_INTERRUPTED, EXIT_OK};
+use crate::plan::Request;
 use crate::report::Summary;
-use crate::spec::Request;
+use curve::{csv_row, curve_svg, render, CSV_HEADER};
 use serde::Serialize;
-use std::fmt::Write as _;
 use std::path::Path;
 
 /// One term of the SLO: a statistic of the latency from intended start, under a bound.
@@ -66,7 +68,9 @@ impl Term {
 }
 
 fn fmt_num(x: f64) -> String {
-    if x >= 100.0 {
+    if !x.is_finite() {
+        "-".to_string()
+    } else if x >= 100.0 {
         format!("{x:.0}")
     } else {
         format!("{x:.3}")
@@ -85,6 +89,54 @@ pub struct Settings {
     pub precision: f64,
     pub repeat: usize,
     pub max_points: usize,
+}
+
+impl Settings {
+    /// `--slo` terms; none given means papers/003's mean < 1 ms.
+    pub fn parse_slo(terms: &[String]) -> Result<Vec<Term>, UsageError> {
+        if terms.is_empty() {
+            return Ok(vec![Term::parse("mean<1ms")?]);
+        }
+        terms.iter().map(|t| Term::parse(t)).collect()
+    }
+
+    /// Checks every setting, naming the flag of the first bad one.
+    pub fn check(&self) -> Result<(), UsageError> {
+        for (flag, v) in [
+            ("--start-rate", self.start_rate),
+            ("--max-rate", self.max_rate),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(UsageError::new(format!(
+                    "{flag} {v}: expected a positive number"
+                )));
+            }
+        }
+        if self.max_rate < self.start_rate {
+            return Err(UsageError::new(format!(
+                "--max-rate {}: below --start-rate {}",
+                self.max_rate, self.start_rate
+            )));
+        }
+        if !(self.factor > 1.0 && self.factor.is_finite()) {
+            return Err(UsageError::new(format!(
+                "--step-factor {}: expected a number above 1 (e.g. 2)",
+                self.factor
+            )));
+        }
+        if !(self.precision > 0.0 && self.precision < 1.0) {
+            return Err(UsageError::new(format!(
+                "--precision {}: expected a share between 0 and 1 (e.g. 0.05)",
+                self.precision
+            )));
+        }
+        for (flag, v) in [("--repeat", self.repeat), ("--max-points", self.max_points)] {
+            if v == 0 {
+                return Err(UsageError::new(format!("{flag} 0: expected at least 1")));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One run of the curve.
@@ -138,21 +190,19 @@ struct Result_ {
     points: Vec<Point>,
 }
 
+/// A run's point. A run in which no operation completed in the measured window (a rate so low
+/// that no arrival fell in it, or a store that answered nothing) is a point without latency
+/// figures: it misses the SLO, and the search goes on.
 fn point_of(s: &Summary, rate: f64, repetition: usize, dir: &Path) -> anyhow::Result<Point> {
     let run = s
         .phases
         .iter()
         .rev()
-        .find(|p| p.kind == "run")
+        .find(|p| p.kind == crate::plan::PhaseKind::Run)
         .ok_or_else(|| anyhow::anyhow!("{}: no run phase", dir.display()))?;
-    let all = run
-        .all_ops
-        .as_ref()
-        .ok_or_else(|| anyhow::anyhow!("{}: no operations completed", dir.display()))?;
-    let i = all
-        .intended_latency_us
-        .as_ref()
-        .ok_or_else(|| anyhow::anyhow!("{}: no intended-start latency", dir.display()))?;
+    let all = run.all_ops.as_ref();
+    let intended = all.and_then(|a| a.intended_latency_us.as_ref());
+    let none = f64::NAN;
     let ol = run.open_loop.as_ref();
     Ok(Point {
         offered_ops_per_s: rate,
@@ -160,13 +210,13 @@ fn point_of(s: &Summary, rate: f64, repetition: usize, dir: &Path) -> anyhow::Re
         achieved_ops_per_s: ol.map(|o| o.achieved_ops_per_s).unwrap_or(0.0),
         achieved_ratio: ol.map(|o| o.achieved_ratio).unwrap_or(0.0),
         kept_up: ol.map(|o| o.kept_up).unwrap_or(false),
-        mean_us: i.avg,
-        p50_us: i.p50,
-        p90_us: i.p90,
-        p99_us: i.p99,
-        p99_9_us: i.p99_9,
-        service_mean_us: all.latency_us.avg,
-        service_p99_us: all.latency_us.p99,
+        mean_us: intended.map_or(none, |i| i.avg),
+        p50_us: intended.map_or(none, |i| i.p50),
+        p90_us: intended.map_or(none, |i| i.p90),
+        p99_us: intended.map_or(none, |i| i.p99),
+        p99_9_us: intended.map_or(none, |i| i.p99_9),
+        service_mean_us: all.map_or(none, |a| a.latency_us.avg),
+        service_p99_us: all.map_or(none, |a| a.latency_us.p99),
         run_dir: dir.display().to_string(),
     })
 }
@@ -231,8 +281,6 @@ pub fn next_rate(lo: Option<f64>, hi: Option<f64>, last: f64, s: &Settings) -> O
     }
 }
 
-const CSV_HEADER: &str = "offered_ops_per_s,repetition,achieved_ops_per_s,achieved_ratio,kept_up,mean_us,p50_us,p90_us,p99_us,p99_9_us,service_mean_us,service_p99_us,run_dir";
-
 pub fn run(base: &Request, out: Option<&Path>, s: Settings) -> anyhow::Result<i32> {
     if base.rate.is_some() {
         return Err(UsageError::new(
@@ -246,20 +294,16 @@ pub fn run(base: &Request, out: Option<&Path>, s: Settings) -> anyhow::Result<i3
         )
         .into());
     }
+    s.check()?;
     // Checks the whole request once, at the first rate, before any directory exists.
     let mut probe = base.clone();
     probe.rate = Some(s.start_rate);
-    crate::spec::build(&probe)?;
+    crate::plan::build(&probe)?;
     let root = super::experiment_dir(out, "capacity", &base.store)?;
-    let slo_text = s
-        .slo
-        .iter()
-        .map(Term::label)
-        .collect::<Vec<_>>()
-        .join(" and ");
+    let mut search = Search::new(base, &s, root);
     eprintln!(
         "capacity: {} on {}{}; each point {} (+ load); results in {}",
-        slo_text,
+        search.slo_text,
         base.store,
         if s.require_achieved {
             ", achieved ≥ 99 % of offered"
@@ -267,81 +311,103 @@ pub fn run(base: &Request, out: Option<&Path>, s: Settings) -> anyhow::Result<i3
             ""
         },
         base.duration.as_deref().unwrap_or("10s"),
-        root.display()
+        search.root.display()
     );
-    let interrupted = crate::driver::install_signals();
-    let mut points: Vec<Point> = Vec::new();
-    let mut verdicts: Vec<Verdict> = Vec::new();
-    let (mut lo, mut hi): (Option<f64>, Option<f64>) = (None, None);
     let mut rate = s.start_rate;
-    let mut status = "completed".to_string();
-    let mut runs_done = 0usize;
-    let mut csv = String::from(CSV_HEADER) + "\n";
-    'search: loop {
+    while search.status == "completed" {
+        let Some(v) = search.try_rate(rate)? else {
+            break;
+        };
+        if v.pass {
+            search.lo = Some(search.lo.map_or(rate, |l: f64| l.max(rate)));
+        } else {
+            search.hi = Some(search.hi.map_or(rate, |h: f64| h.min(rate)));
+        }
+        search.verdicts.push(v);
+        match next_rate(search.lo, search.hi, rate, &s) {
+            Some(r) => rate = r,
+            None => break,
+        }
+    }
+    search.finish()
+}
+
+/// A capacity search in progress.
+struct Search<'a> {
+    base: &'a Request,
+    s: &'a Settings,
+    root: std::path::PathBuf,
+    slo_text: String,
+    interrupted: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    points: Vec<Point>,
+    verdicts: Vec<Verdict>,
+    /// The highest passing and the lowest failing rate so far.
+    lo: Option<f64>,
+    hi: Option<f64>,
+    /// "completed" while the search may go on; else why it stopped.
+    status: String,
+    runs_done: usize,
+    csv: String,
+}
+
+impl<'a> Search<'a> {
+    fn new(base: &'a Request, s: &'a Settings, root: std::path::PathBuf) -> Self {
+        Search {
+            base,
+            s,
+            root,
+            slo_text: s
+                .slo
+                .iter()
+                .map(Term::label)
+                .collect::<Vec<_>>()
+                .join(" and "),
+            interrupted: crate::driver::install_signals(),
+            points: Vec::new(),
+            verdicts: Vec::new(),
+            lo: None,
+            hi: None,
+            status: "completed".into(),
+            runs_done: 0,
+            csv: String::from(CSV_HEADER) + "\n",
+        }
+    }
+
+    /// Runs `rate` (repeated while its figures are near a bound) and judges it; `None` when
+    /// the search had to stop (interrupted, a failed run, --max-points).
+    fn try_rate(&mut self, rate: f64) -> anyhow::Result<Option<Verdict>> {
+        let s = self.s;
         let mut runs: Vec<Point> = Vec::new();
         for k in 1..=s.repeat {
-            if runs_done >= s.max_points {
-                status = "stopped: --max-points reached".into();
-                break 'search;
+            if self.runs_done >= s.max_points {
+                self.status = "stopped: --max-points reached".into();
+                return Ok(None);
             }
-            let dir =
-                root.join("points")
-                    .join(format!("{:02}-{}ops-r{k}", runs_done + 1, rate as u64));
-            let mut req = base.clone();
-            req.rate = Some(rate);
-            req.command = "capacity".into();
-            let (code, summary) = run_point(&req, &dir)?;
-            runs_done += 1;
-            if code == EXIT_INTERRUPTED || interrupted.load(std::sync::atomic::Ordering::Relaxed) {
-                status = "interrupted".into();
-                break 'search;
-            }
-            if code != EXIT_OK {
-                status = format!(
-                    "failed at {rate} ops/s: {}",
-                    summary
-                        .error
-                        .clone()
-                        .unwrap_or_else(|| "the run failed".into())
-                );
-                break 'search;
-            }
-            let p = point_of(&summary, rate, k, &dir)?;
-            let _ = writeln!(
-                csv,
-                "{},{},{:.1},{:.4},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{}",
-                rate,
-                k,
-                p.achieved_ops_per_s,
-                p.achieved_ratio,
-                p.kept_up,
-                p.mean_us,
-                p.p50_us,
-                p.p90_us,
-                p.p99_us,
-                p.p99_9_us,
-                p.service_mean_us,
-                p.service_p99_us,
-                p.run_dir
-            );
-            write_atomic(&root.join("capacity.csv"), csv.as_bytes())?;
-            let near = near_bound(&p, &s);
+            let Some(p) = self.run_once(rate, k)? else {
+                return Ok(None);
+            };
+            let near = near_bound(&p, s);
             runs.push(p.clone());
-            points.push(p);
+            self.points.push(p);
             if !near {
                 break;
             }
         }
-        let v = judge(rate, &runs, &s);
+        let v = judge(rate, &runs, s);
+        let empty = runs.iter().all(|p| !p.mean_us.is_finite());
         eprintln!(
             "capacity: {:>10} ops/s offered, {:>10.0} achieved: {} → {}{}",
             rate,
             v.achieved_ratio * rate,
-            v.figures
-                .iter()
-                .map(|(k, x)| format!("{k} {} µs", fmt_num(*x)))
-                .collect::<Vec<_>>()
-                .join(", "),
+            if empty {
+                "no operation completed in the measured window".to_string()
+            } else {
+                v.figures
+                    .iter()
+                    .map(|(k, x)| format!("{k} {} µs", fmt_num(*x)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
             if v.pass { "meets" } else { "misses" },
             if v.runs > 1 {
                 format!(" (median of {} runs)", v.runs)
@@ -349,212 +415,88 @@ pub fn run(base: &Request, out: Option<&Path>, s: Settings) -> anyhow::Result<i3
                 String::new()
             }
         );
-        if v.pass {
-            lo = Some(lo.map_or(rate, |l: f64| l.max(rate)));
-        } else {
-            hi = Some(hi.map_or(rate, |h: f64| h.min(rate)));
-        }
-        verdicts.push(v);
-        match next_rate(lo, hi, rate, &s) {
-            Some(r) => rate = r,
-            None => break,
-        }
+        Ok(Some(v))
     }
-    let note = match (lo, hi) {
-        (Some(l), Some(h)) => format!(
-            "capacity {} ops/s: the highest offered load that met {slo_text}; {} ops/s missed it, so the capacity lies between them (± {} ops/s)",
-            l, h, (h - l) / 2.0
-        ),
-        (Some(l), None) => format!(
-            "at least {l} ops/s: every rate up to --max-rate met {slo_text}; raise --max-rate to find the limit"
-        ),
-        (None, Some(h)) => format!("below {h} ops/s: even the lowest rate tried missed {slo_text}"),
-        (None, None) => "no point completed".into(),
-    };
-    let result = Result_ {
-        schema: "kvmeter-capacity/1",
-        status: status.clone(),
-        store: base.store.clone(),
-        slo: s.slo.clone(),
-        slo_text: slo_text.clone(),
-        require_achieved: s.require_achieved,
-        latency: "from intended start (coordinated omission corrected), all store calls together",
-        capacity_ops_per_s: lo,
-        upper_bound_ops_per_s: hi,
-        uncertainty_ops_per_s: lo.zip(hi).map(|(l, h)| (h - l) / 2.0),
-        note: note.clone(),
-        verdicts,
-        points: points.clone(),
-    };
-    write_atomic(
-        &root.join("capacity.json"),
-        (serde_json::to_string_pretty(&result)? + "\n").as_bytes(),
-    )?;
-    write_atomic(
-        &root.join("curve.svg"),
-        curve_svg(&points, &s.slo).as_bytes(),
-    )?;
-    print!("{}", render(&points, &note, &status));
-    eprintln!("results: {}", root.display());
-    Ok(match status.as_str() {
-        "completed" | "stopped: --max-points reached" => EXIT_OK,
-        "interrupted" => EXIT_INTERRUPTED,
-        _ => crate::error::EXIT_FAILED,
-    })
-}
 
-/// The curve as a table, sorted by offered load.
-fn render(points: &[Point], note: &str, status: &str) -> String {
-    let mut v: Vec<&Point> = points.iter().collect();
-    v.sort_by(|a, b| {
-        a.offered_ops_per_s
-            .partial_cmp(&b.offered_ops_per_s)
-            .unwrap()
-            .then(a.repetition.cmp(&b.repetition))
-    });
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "latency from intended start (µs) against offered load, all store calls"
-    );
-    let _ = writeln!(
-        out,
-        "  {:>12} {:>12} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}  service p99",
-        "offered/s", "achieved/s", "kept", "mean", "p50", "p90", "p99", "p99.9"
-    );
-    for p in v {
-        let _ = writeln!(
-            out,
-            "  {:>12} {:>12.0} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
-            p.offered_ops_per_s,
-            p.achieved_ops_per_s,
-            if p.kept_up { "yes" } else { "NO" },
-            fmt_num(p.mean_us),
-            fmt_num(p.p50_us),
-            fmt_num(p.p90_us),
-            fmt_num(p.p99_us),
-            fmt_num(p.p99_9_us),
-            fmt_num(p.service_p99_us)
-        );
-    }
-    if status != "completed" {
-        let _ = writeln!(out, "search {status}");
-    }
-    let _ = writeln!(out, "{note}");
-    out
-}
-
-/// Mean and p99 latency (log scale) against offered load, with the SLO bounds: a
-/// self-contained SVG.
-fn curve_svg(points: &[Point], slo: &[Term]) -> String {
-    let (w, h, ml, mr, mt, mb) = (720.0, 420.0, 70.0, 20.0, 30.0, 50.0);
-    let mut v: Vec<&Point> = points.iter().collect();
-    v.sort_by(|a, b| {
-        a.offered_ops_per_s
-            .partial_cmp(&b.offered_ops_per_s)
-            .unwrap()
-    });
-    let xmax = v.iter().map(|p| p.offered_ops_per_s).fold(1.0, f64::max) * 1.05;
-    let ys: Vec<f64> = v
-        .iter()
-        .flat_map(|p| [p.mean_us, p.p99_us])
-        .chain(slo.iter().map(|t| t.bound_us))
-        .filter(|y| *y > 0.0)
-        .collect();
-    let ymin = ys.iter().cloned().fold(f64::INFINITY, f64::min).max(0.1) / 1.5;
-    let ymax = ys.iter().cloned().fold(1.0, f64::max) * 1.5;
-    let (l0, l1) = (ymin.log10(), ymax.log10());
-    let x = |r: f64| ml + (w - ml - mr) * r / xmax;
-    let y = |us: f64| mt + (h - mt - mb) * (1.0 - (us.max(ymin).log10() - l0) / (l1 - l0));
-    let mut s = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
-<rect width="100%" height="100%" fill="white"/>
-<text x="{}" y="18" text-anchor="middle">latency from intended start against offered load</text>
-<line x1="{ml}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{ml}" y1="{mt}" x2="{ml}" y2="{}" stroke="black"/>
-<text x="{}" y="{}" text-anchor="middle">offered load (ops/s)</text>
-<text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">latency (µs, log)</text>
-"#,
-        w / 2.0,
-        h - mb,
-        w - mr,
-        h - mb,
-        h - mb,
-        (ml + w - mr) / 2.0,
-        h - 12.0,
-        h / 2.0,
-        h / 2.0
-    );
-    for i in 0..=4 {
-        let r = xmax * i as f64 / 4.0;
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{}" text-anchor="middle">{:.0}</text>"#,
-            x(r),
-            h - mb + 16.0,
-            r
-        );
-    }
-    let mut d = l0.ceil() as i32;
-    while (d as f64) <= l1 {
-        let us = 10f64.powi(d);
-        let _ = writeln!(
-            s,
-            r#"<line x1="{ml}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="lightgrey"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
-            y(us),
-            w - mr,
-            y(us),
-            ml - 4.0,
-            y(us) + 4.0,
-            fmt_num(us)
-        );
-        d += 1;
-    }
-    for t in slo {
-        let _ = writeln!(
-            s,
-            r#"<line x1="{ml}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="red" stroke-dasharray="6 4"/><text x="{}" y="{:.1}" fill="red" text-anchor="end">SLO {}</text>"#,
-            y(t.bound_us),
-            w - mr,
-            y(t.bound_us),
-            w - mr - 4.0,
-            y(t.bound_us) - 4.0,
-            t.label()
-        );
-    }
-    for (name, color, get) in [
-        (
-            "mean",
-            "steelblue",
-            (|p: &Point| p.mean_us) as fn(&Point) -> f64,
-        ),
-        ("p99", "darkorange", |p: &Point| p.p99_us),
-    ] {
-        let path: Vec<String> = v
-            .iter()
-            .map(|p| format!("{:.1},{:.1}", x(p.offered_ops_per_s), y(get(p))))
-            .collect();
-        let _ = writeln!(
-            s,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
-            path.join(" ")
-        );
-        for p in &v {
-            let _ = writeln!(
-                s,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#,
-                x(p.offered_ops_per_s),
-                y(get(p))
+    /// One run at `rate`, its point added to capacity.csv at once; `None` if the search stops.
+    fn run_once(&mut self, rate: f64, k: usize) -> anyhow::Result<Option<Point>> {
+        let dir = self.root.join("points").join(format!(
+            "{:02}-{}ops-r{k}",
+            self.runs_done + 1,
+            rate as u64
+        ));
+        let mut req = self.base.clone();
+        req.rate = Some(rate);
+        req.command = "capacity".into();
+        let (code, summary) = run_point(&req, &dir)?;
+        self.runs_done += 1;
+        if code == EXIT_INTERRUPTED || self.interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+            self.status = "interrupted".into();
+            return Ok(None);
+        }
+        if code != EXIT_OK {
+            self.status = format!(
+                "failed at {rate} ops/s: {}",
+                summary
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "the run failed".into())
             );
+            return Ok(None);
         }
-        let ly = if name == "mean" { 40.0 } else { 56.0 };
-        let _ = writeln!(
-            s,
-            r#"<text x="{}" y="{ly}" fill="{color}">{name}</text>"#,
-            ml + 10.0
-        );
+        let p = point_of(&summary, rate, k, &dir)?;
+        self.csv.push_str(&csv_row(&p));
+        self.csv.push('\n');
+        write_atomic(&self.root.join("capacity.csv"), self.csv.as_bytes())?;
+        Ok(Some(p))
     }
-    s.push_str("</svg>\n");
-    s
+
+    /// Writes capacity.json and curve.svg, prints the curve; returns the exit code.
+    fn finish(self) -> anyhow::Result<i32> {
+        let slo_text = &self.slo_text;
+        let note = match (self.lo, self.hi) {
+            (Some(l), Some(h)) => format!(
+                "capacity {} ops/s: the highest offered load that met {slo_text}; {} ops/s missed it, so the capacity lies between them (± {} ops/s)",
+                l, h, (h - l) / 2.0
+            ),
+            (Some(l), None) => format!(
+                "at least {l} ops/s: every rate up to --max-rate met {slo_text}; raise --max-rate to find the limit"
+            ),
+            (None, Some(h)) => format!("below {h} ops/s: even the lowest rate tried missed {slo_text}"),
+            (None, None) => "no point completed".into(),
+        };
+        let result = Result_ {
+            schema: "kvmeter-capacity/1",
+            status: self.status.clone(),
+            store: self.base.store.clone(),
+            slo: self.s.slo.clone(),
+            slo_text: slo_text.clone(),
+            require_achieved: self.s.require_achieved,
+            latency:
+                "from intended start (coordinated omission corrected), all store calls together",
+            capacity_ops_per_s: self.lo,
+            upper_bound_ops_per_s: self.hi,
+            uncertainty_ops_per_s: self.lo.zip(self.hi).map(|(l, h)| (h - l) / 2.0),
+            note: note.clone(),
+            verdicts: self.verdicts,
+            points: self.points.clone(),
+        };
+        write_atomic(
+            &self.root.join("capacity.json"),
+            (serde_json::to_string_pretty(&result)? + "\n").as_bytes(),
+        )?;
+        write_atomic(
+            &self.root.join("curve.svg"),
+            curve_svg(&self.points, &self.s.slo).as_bytes(),
+        )?;
+        print!("{}", render(&self.points, &note, &self.status));
+        eprintln!("results: {}", self.root.display());
+        Ok(match self.status.as_str() {
+            "completed" | "stopped: --max-points reached" => EXIT_OK,
+            "interrupted" => EXIT_INTERRUPTED,
+            _ => crate::error::EXIT_FAILED,
+        })
+    }
 }
 
 #[cfg(test)]

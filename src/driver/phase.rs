@@ -1,0 +1,537 @@
+//! One phase: open the store and one session per worker, start the workers and the phase's
+//! companions (pressure scale, antagonists), then an interval loop on the calling thread that
+//! closes an interval every `--interval` (and exactly at the end of warm-up), writes it to the
+//! run directory at once and shows progress; at the end, the phase's summary.
+//!
+//! `run` reads as start / interval loop / finish; the loop's state lives in `Intervals`.
+
+use super::arrivals::Arrivals;
+use super::companion::Companion;
+use super::datadir::DataDir;
+use super::progress::Progress;
+use super::{antagonists, metrics_for, now_rfc3339, open_loop, pressure, split_ops, worker};
+use crate::antagonist::io::IoAntagonists;
+use crate::measure::clock::Clock;
+use crate::measure::{Collector, Stats, WorkerRecorder};
+use crate::plan::{PhaseKind, PhasePlan, Plan};
+use crate::report::rundir::RunDir;
+use crate::report::{self, ErrorSample, Outcome, PhaseSummary};
+use crate::store::{Session, Store, StoreKind, StoreOptions};
+use crate::telemetry::counters::CounterFigures;
+use crate::telemetry::Telemetry;
+use crate::workload::{CoreWorkload, Op};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+/// What a phase needs from its run.
+pub(super) struct PhaseCtx<'a> {
+    pub plan: &'a Plan,
+    pub adapter: &'static StoreKind,
+    pub opts: &'a StoreOptions,
+    pub data: &'a DataDir,
+    pub rundir: &'a mut RunDir,
+    pub progress: &'a mut Progress,
+    pub clock: &'a Clock,
+    pub interrupted: &'a AtomicBool,
+    pub telemetry: Option<&'a Telemetry>,
+    pub idle: Option<&'a (f64, String)>,
+    pub io: Option<&'a IoAntagonists>,
+    pub peak_gbps: Option<f64>,
+    /// This phase's position, for progress lines.
+    pub index: usize,
+    pub phases: usize,
+}
+
+/// A phase that ended before it could run, with why.
+pub(super) fn failed(phase: &PhasePlan, error: String) -> PhaseSummary {
+    let mut ps = empty_summary(phase);
+    ps.outcome = Outcome::Failed;
+    ps.error = Some(error);
+    ps
+}
+
+fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
+    PhaseSummary {
+        name: phase.name.clone(),
+        kind: phase.kind,
+        workload_files: phase.workload_files.clone(),
+        threads: phase.threads,
+        outcome: Outcome::Completed,
+        error: None,
+        started_at: now_rfc3339(),
+        wall_seconds: 0.0,
+        warmup_seconds: phase.warmup.as_secs_f64(),
+        measured_seconds: 0.0,
+        target_ops_per_s: phase.target,
+        operations: 0,
+        errors: 0,
+        throughput_ops_per_s: 0.0,
+        throughput_mb_per_s: 0.0,
+        intervals: 0,
+        ops: Default::default(),
+        not_applicable: vec![],
+        error_samples: vec![],
+        telemetry: None,
+        energy: None,
+        pressure: None,
+        antagonists: vec![],
+        all_ops: None,
+        open_loop: None,
+    }
+}
+
+/// Runs one phase; returns its summary and, for load and run phases, YCSB's text report.
+pub(super) fn run(
+    ctx: &mut PhaseCtx,
+    phase: &PhasePlan,
+) -> anyhow::Result<(PhaseSummary, Option<String>)> {
+    let mut ps = empty_summary(phase);
+    let wall0 = Instant::now();
+    if phase.kind == PhaseKind::Clear {
+        match ctx.adapter.server {
+            Some(spec) => (spec.clear)(ctx.opts)?,
+            None => ctx.data.clear()?,
+        }
+        ps.wall_seconds = wall0.elapsed().as_secs_f64();
+        return Ok((ps, None));
+    }
+    // Start.
+    let Opened {
+        store,
+        workload,
+        collector,
+        sessions,
+        threads,
+    } = Opened::open(ctx, phase, &mut ps)?;
+    let load = phase.kind == PhaseKind::Load;
+    let arrivals = phase
+        .open_loop
+        .as_ref()
+        .map(|o| Arrivals::new(o, ctx.clock.now(), phase.operations));
+    let shared = worker::Shared {
+        workload: &workload,
+        stop: AtomicBool::new(false),
+        fatal: Mutex::new(None),
+        finished: AtomicUsize::new(0),
+        end_ns: AtomicU64::new(0),
+        t0: Instant::now(),
+        load,
+        tick_ns: phase
+            .target
+            .map(|t| ((threads as f64) * 1e9 / t).max(1.0) as u64),
+        arrivals: arrivals.as_ref(),
+        seed: ctx.plan.seed,
+        clock: ctx.clock.clone(),
+        counters: ctx.plan.counters,
+    };
+    if let Some(t) = ctx.telemetry {
+        t.begin(&phase.name);
+    }
+    let mut companions = start_companions(ctx, phase, &collector);
+    let wall_start = SystemTime::now();
+    ps.started_at = humantime::format_rfc3339_millis(wall_start).to_string();
+    let mut iv = Intervals::new(phase, &collector, shared.t0, wall_start, arrivals.as_ref());
+    // The interval loop, while the workers run.
+    let (samples, per_worker) = run_workers(
+        ctx,
+        &shared,
+        &collector,
+        &mut companions,
+        &mut iv,
+        sessions,
+        threads,
+    )?;
+    // Finish.
+    let end = Duration::from_nanos(shared.end_ns.load(Ordering::Relaxed));
+    let in_warmup = iv.close_last(ctx, &collector, &mut companions, end)?;
+    for c in companions {
+        c.finish(end, &mut ps, ctx.rundir)?;
+    }
+    ps.telemetry = ctx.telemetry.map(|t| t.end());
+    if let Some(t) = ps.telemetry.as_mut() {
+        t.counters_per_worker = per_worker;
+    }
+    let close_result = store.close();
+    ps.intervals = iv.index;
+    ps.wall_seconds = wall0.elapsed().as_secs_f64();
+    let measured_from = if in_warmup {
+        end
+    } else {
+        phase.warmup.min(end)
+    };
+    ps.measured_seconds = (end - measured_from).as_secs_f64();
+    ps.fill(&iv.measured);
+    ps.error_samples = samples;
+    if let (Some(o), Some(_)) = (&phase.open_loop, &arrivals) {
+        ps.open_loop = Some(open_loop::summary(
+            o,
+            threads,
+            &iv.measured,
+            ps.measured_seconds,
+            iv.max_behind_ms,
+            ps.telemetry.as_ref(),
+        ));
+    }
+    energy(&mut ps, ctx.idle);
+    let fatal = shared
+        .fatal
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    settle(&mut ps, fatal, close_result, iv.interrupted);
+    let ycsb = report::ycsb::report(
+        &iv.measured,
+        (ps.measured_seconds * 1000.0) as u64,
+        iv.measured.transactions(),
+        &ctx.plan.ycsb_percentiles,
+    );
+    Ok((ps, Some(ycsb)))
+}
+
+/// Starts one thread per session and runs the interval loop until they have all finished.
+fn run_workers(
+    ctx: &mut PhaseCtx,
+    shared: &worker::Shared,
+    collector: &Collector,
+    companions: &mut [Box<dyn Companion + '_>],
+    iv: &mut Intervals,
+    sessions: Vec<(Box<dyn Session>, WorkerRecorder)>,
+    threads: usize,
+) -> anyhow::Result<WorkerEnd> {
+    let phase = iv.phase;
+    std::thread::scope(|s| -> anyhow::Result<WorkerEnd> {
+        let handles: Vec<_> = sessions
+            .into_iter()
+            .enumerate()
+            .map(|(i, (session, rec))| {
+                // Open loop: the shared schedule counts the phase's operations.
+                let my_ops = if phase.open_loop.is_some() {
+                    0
+                } else {
+                    split_ops(phase.operations, threads, i)
+                };
+                std::thread::Builder::new()
+                    .name(format!("kvm-worker-{i}"))
+                    .spawn_scoped(s, move || worker::run(shared, i, session, rec, my_ops))
+                    .expect("spawn worker")
+            })
+            .collect();
+        iv.supervise(ctx, shared, collector, companions, threads)?;
+        let mut end = (Vec::new(), Vec::new());
+        for h in handles {
+            let (s, c) = h
+                .join()
+                .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?;
+            end.0.extend(s);
+            end.1.extend(c);
+        }
+        Ok(end)
+    })
+}
+
+/// The phase's outcome: a worker's fatal error first, then a failed close, then Ctrl-C.
+fn settle(
+    ps: &mut PhaseSummary,
+    fatal: Option<String>,
+    close_result: anyhow::Result<()>,
+    interrupted: bool,
+) {
+    if let Some(f) = fatal {
+        ps.outcome = Outcome::Failed;
+        ps.error = Some(f);
+    } else if let Err(e) = close_result {
+        ps.outcome = Outcome::Failed;
+        ps.error = Some(format!("{e:#}"));
+    } else if interrupted {
+        ps.outcome = Outcome::Interrupted;
+    }
+}
+
+/// Energy of the measured window, where telemetry had a power source.
+fn energy(ps: &mut PhaseSummary, idle: Option<&(f64, String)>) {
+    let Some(t) = ps.telemetry.as_ref() else {
+        return;
+    };
+    if let Some(p) = t.power.as_ref() {
+        // The energy window is telemetry's, which matches the measured window.
+        ps.energy = Some(report::Energy::derive(
+            p,
+            ps.operations,
+            t.seconds,
+            idle.cloned(),
+        ));
+    }
+}
+
+/// What the workers hand back: error samples and each worker's own counters.
+type WorkerEnd = (Vec<ErrorSample>, Vec<CounterFigures>);
+
+/// A load or run phase's store, workload and worker sessions, opened before the clock starts.
+struct Opened {
+    store: Box<dyn Store>,
+    workload: CoreWorkload,
+    collector: Collector,
+    sessions: Vec<(Box<dyn Session>, WorkerRecorder)>,
+    threads: usize,
+}
+
+impl Opened {
+    fn open(ctx: &PhaseCtx, phase: &PhasePlan, ps: &mut PhaseSummary) -> anyhow::Result<Self> {
+        let cfg = phase
+            .workload
+            .clone()
+            .expect("load/run phases have a workload");
+        let load = phase.kind == PhaseKind::Load;
+        let store = (ctx.adapter.open)(&ctx.data.store_dir()?, ctx.opts)?;
+        let workload = CoreWorkload::new(cfg);
+        let ops = if load {
+            vec![Op::Insert]
+        } else {
+            workload.ops()
+        };
+        let pipeline = ctx.opts.str("pipeline");
+        if workload.cfg.dataintegrity && !matches!(pipeline, "" | "1") {
+            eprintln!(
+                "warning: phase {}: dataintegrity=true checks every read's value, so pipeline={pipeline} is not used (each operation waits for its reply)",
+                phase.name,
+            );
+        }
+        if !ctx.adapter.capabilities.scan && ops.contains(&Op::Scan) {
+            ps.not_applicable.push("SCAN".into());
+        }
+        // Threads never outnumber operations (§8.2); the rate is computed after that clamp
+        // (quirk 16: YCSB computes it before and undershoots the target).
+        let threads = if phase.operations > 0 {
+            phase.threads.min(phase.operations as usize)
+        } else {
+            phase.threads
+        };
+        ps.threads = threads;
+        let paced = phase.target.is_some() || phase.open_loop.is_some();
+        let mut collector =
+            Collector::new(&metrics_for(load, &ops, workload.cfg.dataintegrity), paced);
+        let mut sessions = Vec::with_capacity(threads);
+        for _ in 0..threads {
+            sessions.push((store.session()?, collector.worker()));
+        }
+        Ok(Opened {
+            store,
+            workload,
+            collector,
+            sessions,
+            threads,
+        })
+    }
+}
+
+/// The pressure scale (run phases of `kvmeter pressure`) and the `--antagonist` loads (every
+/// run phase), in the order they finish.
+fn start_companions<'a>(
+    ctx: &PhaseCtx<'a>,
+    phase: &'a PhasePlan,
+    collector: &Collector,
+) -> Vec<Box<dyn Companion + 'a>> {
+    let mut out: Vec<Box<dyn Companion + 'a>> = vec![];
+    if phase.kind != PhaseKind::Run {
+        return out;
+    }
+    if let (Some(pp), Some(io)) = (&phase.pressure, ctx.io) {
+        out.push(Box::new(pressure::PressureScale::start(
+            pp,
+            io,
+            phase.warmup,
+            ctx.plan.random_ratio,
+            || collector.empty_stats(),
+        )));
+    }
+    out.push(Box::new(antagonists::RunningAntagonists::start(
+        ctx.plan,
+        ctx.io,
+        ctx.peak_gbps,
+    )));
+    out
+}
+
+/// The interval loop's state: the interval being filled, the measured window so far, and
+/// where the schedule stands.
+struct Intervals<'a> {
+    phase: &'a PhasePlan,
+    arrivals: Option<&'a Arrivals>,
+    t0: Instant,
+    wall_start: SystemTime,
+    measured: Stats,
+    interval: Stats,
+    /// Intervals written so far.
+    index: usize,
+    boundary_start: Instant,
+    total_done: u64,
+    max_behind_ms: f64,
+    /// Whether Ctrl-C stopped the workers.
+    interrupted: bool,
+}
+
+impl<'a> Intervals<'a> {
+    fn new(
+        phase: &'a PhasePlan,
+        collector: &Collector,
+        t0: Instant,
+        wall_start: SystemTime,
+        arrivals: Option<&'a Arrivals>,
+    ) -> Self {
+        Intervals {
+            phase,
+            arrivals,
+            t0,
+            wall_start,
+            measured: collector.empty_stats(),
+            interval: collector.empty_stats(),
+            index: 0,
+            boundary_start: t0,
+            total_done: 0,
+            max_behind_ms: 0.0,
+            interrupted: false,
+        }
+    }
+
+    /// Until every worker has finished: stops them at the deadline or on Ctrl-C, and closes
+    /// an interval at every boundary.
+    fn supervise(
+        &mut self,
+        ctx: &mut PhaseCtx,
+        shared: &worker::Shared,
+        collector: &Collector,
+        companions: &mut [Box<dyn Companion + '_>],
+        threads: usize,
+    ) -> anyhow::Result<()> {
+        let (t0, phase, interval) = (self.t0, self.phase, ctx.plan.interval);
+        let warmup_end = (!phase.warmup.is_zero()).then(|| t0 + phase.warmup);
+        let mut next_boundary = warmup_end.unwrap_or(t0 + interval);
+        let deadline = phase.duration.map(|d| t0 + d);
+        let grace = (interval / 10).clamp(Duration::from_millis(5), Duration::from_millis(100));
+        loop {
+            let now = Instant::now();
+            if shared.finished.load(Ordering::Acquire) == threads {
+                return Ok(());
+            }
+            if ctx.interrupted.load(Ordering::Relaxed) && !shared.stop.load(Ordering::Relaxed) {
+                self.interrupted = true;
+                shared.stop.store(true, Ordering::Relaxed);
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                shared.stop.store(true, Ordering::Relaxed);
+            }
+            if now >= next_boundary {
+                let ends_warmup = warmup_end == Some(next_boundary);
+                let in_warmup = warmup_end.is_some_and(|w| next_boundary <= w);
+                for c in companions.iter_mut() {
+                    c.boundary(next_boundary - t0);
+                }
+                if ends_warmup {
+                    // Telemetry's measured window starts with the operations'.
+                    if let Some(t) = ctx.telemetry {
+                        t.restart_window();
+                    }
+                }
+                collector.close_interval(&mut self.interval, grace);
+                let sched = open_loop::schedule_figures(phase, self.arrivals, ctx.clock.now());
+                self.write(ctx, companions, next_boundary - t0, in_warmup, sched)?;
+                self.boundary_start = next_boundary;
+                next_boundary += interval;
+                continue;
+            }
+            let mut wake = next_boundary.min(now + Duration::from_millis(10));
+            if let Some(d) = deadline {
+                wake = wake.min(d.max(now));
+            }
+            std::thread::sleep(wake.saturating_duration_since(now));
+        }
+    }
+
+    /// Writes the interval that ends `end` after the start (intervals.csv, HDR logs,
+    /// progress), adds it to the measured window after warm-up, and starts the next one.
+    fn write(
+        &mut self,
+        ctx: &mut PhaseCtx,
+        companions: &mut [Box<dyn Companion + '_>],
+        end: Duration,
+        in_warmup: bool,
+        sched: Option<report::rundir::ScheduleFigures>,
+    ) -> anyhow::Result<()> {
+        let name = &self.phase.name;
+        let from = self.boundary_start - self.t0;
+        let (a, b) = (from.as_secs_f64(), end.as_secs_f64());
+        if let Some(behind) = sched.and_then(|f| f.behind_ms) {
+            self.max_behind_ms = self.max_behind_ms.max(behind);
+        }
+        ctx.rundir
+            .append_interval(name, self.index, a, b, in_warmup, &self.interval, sched)?;
+        ctx.rundir
+            .log_histograms(name, self.wall_start, a, b, &self.interval)?;
+        self.total_done += self.interval.total_ops();
+        ctx.progress.interval(
+            ctx.index,
+            ctx.phases,
+            self.phase,
+            &self.interval,
+            b - a,
+            self.total_done,
+            self.t0.elapsed(),
+        );
+        if !in_warmup {
+            self.measure(companions, from);
+        }
+        self.interval.reset();
+        self.index += 1;
+        Ok(())
+    }
+
+    fn measure(&mut self, companions: &mut [Box<dyn Companion + '_>], from: Duration) {
+        self.measured.add(&self.interval);
+        for c in companions.iter_mut() {
+            c.measured(from, &self.interval);
+        }
+    }
+
+    /// The last, partial interval (written when it holds operations, or when it is the only
+    /// one). Returns whether the phase ended inside its warm-up.
+    fn close_last(
+        &mut self,
+        ctx: &mut PhaseCtx,
+        collector: &Collector,
+        companions: &mut [Box<dyn Companion + '_>],
+        end: Duration,
+    ) -> anyhow::Result<bool> {
+        collector.drain(&mut self.interval);
+        let warmup = self.phase.warmup;
+        let in_warmup = !warmup.is_zero() && end <= warmup;
+        if self.interval.total_ops() > 0 || self.index == 0 {
+            let name = &self.phase.name;
+            let from = (self.boundary_start - self.t0).as_secs_f64();
+            // The backlog when the phase ended, not after the workers were joined.
+            let at = self
+                .arrivals
+                .map(|a| a.start() + end.as_nanos() as u64)
+                .unwrap_or(0);
+            let sched = open_loop::schedule_figures(self.phase, self.arrivals, at);
+            let to = end.as_secs_f64();
+            ctx.rundir.append_interval(
+                name,
+                self.index,
+                from,
+                to,
+                in_warmup,
+                &self.interval,
+                sched,
+            )?;
+            ctx.rundir
+                .log_histograms(name, self.wall_start, from, to, &self.interval)?;
+            self.index += 1;
+        }
+        if !in_warmup {
+            let from = self.boundary_start - self.t0;
+            self.measure(companions, from);
+        }
+        Ok(in_warmup)
+    }
+}

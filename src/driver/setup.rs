@@ -1,0 +1,284 @@
+//! `Run::prepare`: everything a run needs before its first phase, in the order that keeps
+//! the promise "nothing is created before the input is accepted": checks first (calibration,
+//! a user's server answering), then the data directory, antagonist files, the run directory,
+//! a managed server, the manifest and telemetry.
+
+use super::{note, now_rfc3339, DataDir, Run};
+use crate::calibrate::Calibration;
+use crate::error::UsageError;
+use crate::machine;
+use crate::measure::clock::Clock;
+use crate::plan::{Antagonist, ClockChoice, PhaseKind, Plan};
+use crate::report::manifest::{
+    shown_options, DataManifest, Manifest, Measurement, ServerManifest, StoreManifest,
+};
+use crate::report::rundir::RunDir;
+use crate::report::{self, RunStatus, Summary};
+use crate::store::managed::Managed;
+use crate::store::{self, StoreKind, StoreOptions};
+use crate::telemetry::Telemetry;
+use std::time::Duration;
+
+impl<'p> Run<'p> {
+    pub(super) fn prepare(plan: &'p Plan) -> anyhow::Result<Self> {
+        let adapter = store::find(&plan.store).expect("validated store");
+        let mut opts = plan.store_options.clone();
+        for w in &plan.warnings {
+            eprintln!("warning: {w}");
+        }
+        // Input checks first: nothing is created before the input is accepted.
+        let machine_facts = machine::machine();
+        let (calibration, calibration_note) = load_calibration(plan, &machine_facts)?;
+        let peak_gbps = peak_bandwidth(calibration.as_ref());
+        let needs_peak = plan
+            .antagonists
+            .iter()
+            .any(|a| matches!(a, Antagonist::Membw { share: Some(_), .. }));
+        if needs_peak && peak_gbps.is_none() {
+            return Err(UsageError::new(format!(
+                "--antagonist membw:share=… needs the calibrated memory bandwidth; run 'kvmeter calibrate' first ({calibration_note})"
+            ))
+            .into());
+        }
+        let user_server = check_user_server(adapter, &opts)?;
+        let data = DataDir::prepare(plan.data_dir.as_deref())?;
+        // Antagonist files are laid out (and free space checked) before the run directory
+        // exists, so a refusal leaves nothing behind.
+        let io = super::antagonists::prepare_io(plan, &data)?;
+        let rundir = RunDir::create(&plan.out)?;
+        let (server, server_manifest) = match user_server {
+            Some(m) => (None, Some(m)),
+            None => start_server(plan, adapter, &mut opts, &data, &rundir)?,
+        };
+        warn_if_nothing_loaded(plan, adapter, &data);
+        let (clock, clock_description) = Clock::auto(plan.clock == ClockChoice::Auto);
+        let interrupted = super::install_signals();
+        let manifest = Manifest {
+            schema: report::MANIFEST_SCHEMA,
+            kvmeter_version: env!("CARGO_PKG_VERSION"),
+            git_revision: env!("KVMETER_GIT_REV"),
+            command_line: std::env::args().collect(),
+            started_at: now_rfc3339(),
+            finished_at: None,
+            status: RunStatus::Running,
+            seed: plan.seed,
+            store: StoreManifest {
+                name: adapter.name.into(),
+                version: (adapter.version)(),
+                options: shown_options(opts.resolved()),
+                capabilities: adapter.capabilities,
+                server: server_manifest,
+            },
+            data_dir: DataManifest {
+                path: data.root().display().to_string(),
+                temporary: data.is_temporary(),
+                reused: data.reused,
+                placement: machine::placement(data.root()),
+            },
+            machine: machine_facts,
+            calibration: calibration.clone(),
+            calibration_note,
+            measurement: Measurement::new(clock_description, plan.interval.as_secs_f64()),
+            plan,
+        };
+        rundir.write_json("manifest.json", &manifest)?;
+        let device = manifest
+            .data_dir
+            .placement
+            .block_device
+            .clone()
+            .unwrap_or_else(|| manifest.data_dir.placement.device.clone());
+        let telemetry =
+            match plan.telemetry_config(server.as_ref().map(|m| m.pid), calibration.as_ref()) {
+                Some(cfg) => Some(Telemetry::start(cfg, Some(&device), rundir.root())?),
+                None => None,
+            };
+        let idle = telemetry
+            .as_ref()
+            .and_then(|t| idle_power(plan, t, calibration.as_ref()));
+        Ok(Run {
+            plan,
+            adapter,
+            opts,
+            data,
+            rundir,
+            server,
+            manifest,
+            telemetry,
+            idle,
+            io,
+            peak_gbps,
+            clock,
+            interrupted,
+            progress: super::Progress::new(plan.status_interval),
+            summary: Summary {
+                schema: report::SUMMARY_SCHEMA.into(),
+                kvmeter_version: env!("CARGO_PKG_VERSION").into(),
+                status: RunStatus::Running,
+                error: None,
+                seed: plan.seed,
+                warnings: plan.warnings.clone(),
+                phases: vec![],
+            },
+            ycsb_texts: Vec::new(),
+        })
+    }
+}
+
+/// The calibration this run uses: `--calibration` (which must load), else the default file
+/// when it exists and matches this machine. Returns it with a note saying which, or why none.
+fn load_calibration(
+    plan: &Plan,
+    machine_facts: &machine::Machine,
+) -> Result<(Option<Calibration>, String), UsageError> {
+    let path = plan
+        .calibration
+        .clone()
+        .unwrap_or_else(crate::calibrate::default_path);
+    match crate::calibrate::load(&path, machine_facts) {
+        Ok(c) => Ok((Some(c), format!("loaded {}", path.display()))),
+        Err(why) if plan.calibration.is_some() => {
+            Err(UsageError::new(format!("--calibration: {why}")))
+        }
+        Err(why) => Ok((None, format!("none: {why}"))),
+    }
+}
+
+/// The calibrated memory bandwidth with all threads (for `membw:share=`).
+fn peak_bandwidth(c: Option<&Calibration>) -> Option<f64> {
+    c?.memory_bandwidth
+        .iter()
+        .map(|b| b.gb_per_s)
+        .reduce(f64::max)
+}
+
+/// A user's own server (`--store-opt addr=`) must answer before anything is created.
+fn check_user_server(
+    adapter: &StoreKind,
+    opts: &StoreOptions,
+) -> Result<Option<ServerManifest>, UsageError> {
+    let Some(spec) = adapter.server else {
+        return Ok(None);
+    };
+    let addr = opts.str("addr");
+    if addr.is_empty() {
+        return Ok(None);
+    }
+    let version = (spec.ping)(opts, addr).map_err(|why| {
+        UsageError::new(format!(
+            "--store-opt addr={addr}: no {} answers there: {why} (is it running? leave addr out and kvmeter starts one)",
+            adapter.name
+        ))
+    })?;
+    Ok(Some(ServerManifest {
+        managed: false,
+        addr: addr.to_string(),
+        version,
+        pid: None,
+        command: vec![],
+        log: None,
+    }))
+}
+
+/// Starts the server of a server store on loopback (its output in the run directory's
+/// server.log) and points the options at it.
+fn start_server(
+    plan: &Plan,
+    adapter: &StoreKind,
+    opts: &mut StoreOptions,
+    data: &DataDir,
+    rundir: &RunDir,
+) -> anyhow::Result<(Option<Managed>, Option<ServerManifest>)> {
+    let Some(spec) = adapter.server else {
+        return Ok((None, None));
+    };
+    let log = rundir.root().join("server.log");
+    let m = Managed::start(
+        adapter.name,
+        spec,
+        opts,
+        &data.store_dir()?,
+        &log,
+        Duration::from_secs(30),
+    )?;
+    note(
+        plan,
+        format_args!(
+            "server: started {} {} (pid {}) on {}; its output goes to {}",
+            spec.binary,
+            m.version,
+            m.pid,
+            m.addr,
+            log.display()
+        ),
+    );
+    opts.set("addr", &m.addr);
+    let manifest = ServerManifest {
+        managed: true,
+        addr: m.addr.clone(),
+        version: m.version.clone(),
+        pid: Some(m.pid),
+        command: m.command.clone(),
+        log: Some("server.log".into()),
+    };
+    Ok((Some(m), Some(manifest)))
+}
+
+fn warn_if_nothing_loaded(plan: &Plan, adapter: &StoreKind, data: &DataDir) {
+    let starts_with_run = plan.phases.first().map(|p| p.kind) == Some(PhaseKind::Run);
+    if starts_with_run
+        && !data.has_store_data()
+        && adapter.capabilities.persistent
+        && adapter.server.is_none()
+    {
+        eprintln!(
+            "warning: the data directory holds no data and the plan has no load phase: reads will return NOT_FOUND (run --phase load first, with the same --data-dir)"
+        );
+    }
+}
+
+/// Says which telemetry sources are missing and which power source is used, and finds the
+/// idle power the "above idle" figures subtract: `--idle-baseline` measured now, else a
+/// calibration made with the same source.
+fn idle_power(
+    plan: &Plan,
+    t: &Telemetry,
+    calibration: Option<&Calibration>,
+) -> Option<(f64, String)> {
+    for (what, why) in t.unavailable() {
+        note(plan, format_args!("telemetry: {what}: {why}"));
+    }
+    let info = t.power_info()?;
+    note(
+        plan,
+        format_args!(
+            "power: {}{} ({}): {}",
+            if info.estimate { "ESTIMATE from " } else { "" },
+            info.source,
+            info.scope,
+            info.detail
+        ),
+    );
+    let mut idle = calibration
+        .filter(|c| c.power_source.starts_with(&info.source))
+        .and_then(|c| {
+            let w = c.idle_w?;
+            Some((
+                w,
+                format!("calibration of {} ({})", c.created_at, c.power_source),
+            ))
+        });
+    if let Some(d) = plan.idle_baseline {
+        eprintln!(
+            "power: measuring idle power for {:.1} s before the first phase",
+            d.as_secs_f64()
+        );
+        if let Some(w) = t.idle_watts(d) {
+            idle = Some((
+                w,
+                format!("--idle-baseline {:.1} s, {}", d.as_secs_f64(), info.source),
+            ));
+        }
+    }
+    idle
+}

@@ -1,0 +1,194 @@
+//! The plan model: what `build` produces and the driver executes — every phase fully
+//! resolved, every default explicit. Serialized whole into manifest.json.
+
+use crate::store::StoreOptions;
+use crate::workload::WorkloadConfig;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use super::antagonist::Antagonist;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PhaseKind {
+    Load,
+    Run,
+    /// Deletes the store's data (the suite's "clear the database").
+    Clear,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    Table,
+    Ycsb,
+    Json,
+}
+
+/// `--clock`: `auto` reads the TSC where the kernel keeps time with it, else the monotonic
+/// clock; `monotonic` always uses `CLOCK_MONOTONIC`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ClockChoice {
+    #[default]
+    Auto,
+    Monotonic,
+}
+
+/// A pressure-scale phase: the schedule of papers/004 at one block size.
+#[derive(Clone, Debug, Serialize)]
+pub struct PressurePhase {
+    pub block_size: usize,
+    #[serde(serialize_with = "ser_secs")]
+    pub step: Duration,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PhasePlan {
+    pub name: String,
+    pub kind: PhaseKind,
+    /// The `-P` files, as given.
+    pub workload_files: Vec<String>,
+    pub threads: usize,
+    /// Operations for the whole phase, all threads together; 0 = until `duration`.
+    pub operations: u64,
+    #[serde(serialize_with = "ser_opt_secs")]
+    pub duration: Option<Duration>,
+    /// Total ops/s across threads (`--target`), paced per YCSB §8.4.
+    pub target: Option<f64>,
+    /// Open loop (`--arrival`, `--rate`; run phases only): a schedule of intended starts
+    /// independent of replies, served by `threads` workers.
+    pub open_loop: Option<OpenLoop>,
+    #[serde(serialize_with = "ser_secs")]
+    pub warmup: Duration,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pressure: Option<PressurePhase>,
+    /// Every property as resolved, with where its value came from.
+    pub properties: BTreeMap<String, PropValue>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PropValue {
+    pub value: String,
+    pub source: String,
+}
+
+pub(super) fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+pub(super) fn ser_opt_secs<S: serde::Serializer>(
+    d: &Option<Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Plan {
+    pub command: String,
+    pub store: String,
+    /// Every option of the store, defaults filled in, values checked by the adapter.
+    pub store_options: StoreOptions,
+    /// `None`: a fresh temporary directory, removed at the end.
+    pub data_dir: Option<PathBuf>,
+    pub out: PathBuf,
+    pub seed: u64,
+    #[serde(serialize_with = "ser_secs")]
+    pub interval: Duration,
+    #[serde(serialize_with = "ser_secs")]
+    pub status_interval: Duration,
+    pub format: Format,
+    pub clock: ClockChoice,
+    /// Telemetry sampling interval; zero turns telemetry off.
+    #[serde(serialize_with = "ser_secs")]
+    pub telemetry_interval: Duration,
+    /// Block device to watch (`--disk`), else the one under the data directory.
+    pub disk: Option<String>,
+    pub power: crate::telemetry::power::Choice,
+    pub power_model: crate::telemetry::power::Model,
+    /// Count hardware and software events (`--counters`).
+    pub counters: bool,
+    /// The calibration file runs load (`--calibration`, else the default path if present).
+    pub calibration: Option<PathBuf>,
+    /// Whether `--power-model` was given (it then wins over a calibration's model).
+    pub power_model_given: bool,
+    pub antagonists: Vec<Antagonist>,
+    /// Where antagonist files go (default: inside the data directory, on the same device).
+    pub io_dir: Option<PathBuf>,
+    pub io_file_size: u64,
+    pub random_ratio: f64,
+    /// Measure idle power this long before the first phase (`--idle-baseline`).
+    #[serde(serialize_with = "ser_opt_secs")]
+    pub idle_baseline: Option<Duration>,
+    /// Percentiles printed in `--format ycsb` (YCSB's `hdrhistogram.percentiles`).
+    pub ycsb_percentiles: Vec<f64>,
+    pub phases: Vec<PhasePlan>,
+    pub warnings: Vec<String>,
+    /// Print no final report (a point of `kvmeter sweep` or `capacity`, which print their own).
+    #[serde(skip)]
+    pub quiet: bool,
+}
+
+/// How open-loop arrivals are spaced.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrival {
+    /// Every 1/rate seconds exactly.
+    Fixed,
+    /// Exponential gaps of mean 1/rate (a Poisson process), from the phase's seed.
+    Poisson,
+}
+
+impl Arrival {
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrival::Fixed => "fixed",
+            Arrival::Poisson => "poisson",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct OpenLoop {
+    pub arrival: Arrival,
+    /// Offered load, operations (transactions) per second over all workers.
+    pub rate: f64,
+}
+
+/// Workers serving an open-loop schedule when --threads is not given: up to this many
+/// requests in flight.
+pub const OPEN_LOOP_WORKERS: i64 = 16;
+
+impl Plan {
+    /// What telemetry samples in this run (`None`: turned off with --telemetry-interval 0).
+    /// A calibrated power model replaces the default one; `--power-model` wins over both.
+    pub fn telemetry_config(
+        &self,
+        server_pid: Option<u32>,
+        calibration: Option<&crate::calibrate::Calibration>,
+    ) -> Option<crate::telemetry::Config> {
+        if self.telemetry_interval.is_zero() {
+            return None;
+        }
+        Some(crate::telemetry::Config {
+            interval: self.telemetry_interval,
+            disk: self.disk.clone(),
+            pid: std::process::id(),
+            server_pid,
+            root: crate::telemetry::procfs::Root::system(),
+            power: self.power.clone(),
+            model: match calibration.and_then(|c| c.model.clone()) {
+                Some(m) if !self.power_model_given => m,
+                _ => self.power_model.clone(),
+            },
+            counters: self.counters,
+        })
+    }
+}

@@ -1,0 +1,48 @@
+//! What the command line said, before resolution: the low-level form `build` validates into a
+//! `Plan` (ripgrep's LowArgs → HiArgs). The rest of the program never sees it.
+
+use super::{ClockChoice, Format};
+use std::path::PathBuf;
+
+/// What the command line said, before resolution.
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    pub command: String,
+    pub workload_files: Vec<String>,
+    pub props: Vec<String>,
+    pub store: String,
+    pub store_opts: Vec<String>,
+    pub phase: Option<String>,
+    pub threads: Option<i64>,
+    pub records: Option<i64>,
+    pub ops: Option<i64>,
+    pub duration: Option<String>,
+    pub target: Option<f64>,
+    /// Open loop: `--arrival fixed|poisson`, `--rate R`.
+    pub arrival: Option<String>,
+    pub rate: Option<f64>,
+    pub warmup: Option<String>,
+    pub seed: Option<u64>,
+    pub data_dir: Option<PathBuf>,
+    pub out: Option<PathBuf>,
+    pub format: Option<Format>,
+    pub interval: Option<String>,
+    pub status_interval: Option<String>,
+    pub clock: Option<ClockChoice>,
+    pub telemetry_interval: Option<String>,
+    pub disk: Option<String>,
+    pub power: Option<String>,
+    pub power_model: Option<String>,
+    pub idle_baseline: Option<String>,
+    pub counters: bool,
+    pub calibration: Option<PathBuf>,
+    pub antagonists: Vec<String>,
+    pub io_dir: Option<PathBuf>,
+    pub io_file_size: Option<String>,
+    pub random_ratio: Option<f64>,
+    /// `kvmeter pressure`: block sizes in KiB ("4,512") and the step length.
+    pub block_sizes: Option<String>,
+    pub step: Option<String>,
+    /// No final report on stdout (points of sweep and capacity).
+    pub quiet: bool,
+}

@@ -1,0 +1,219 @@
+//! The Redis server side: settings from `--store-opt` (checked before anything starts), the
+//! arguments of a managed redis-server, connecting (AUTH, TLS), the readiness ping and FLUSHDB.
+
+use super::super::kv::RawError;
+use super::super::net::{self, Conn};
+use super::super::{ErrorKind, StoreOptions};
+use super::resp::*;
+use crate::error::UsageError;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+#[derive(Clone)]
+pub(super) struct Settings {
+    pub(super) addr: Option<SocketAddr>,
+    pub(super) password: String,
+    pub(super) user: String,
+    pub(super) db: usize,
+    pub(super) connections: usize,
+    pub(super) timeout: Duration,
+    pub(super) index: bool,
+    pub(super) pipeline: usize,
+    pub(super) tls: Option<net::Tls>,
+}
+
+pub(super) fn password(o: &StoreOptions) -> String {
+    match o.str("password") {
+        "" => std::env::var("REDISCLI_AUTH").unwrap_or_default(),
+        p => p.to_string(),
+    }
+}
+
+pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
+    o.choice("persistence", &["none", "rdb", "aof", "aof-always"])?;
+    o.u64("maxmemory_mb")?;
+    let io = o.positive("io_threads")?;
+    if io > 128 {
+        return Err(UsageError::new(format!(
+            "--store-opt io_threads={io}: expected 1 to 128"
+        )));
+    }
+    let addr = match o.str("addr") {
+        "" => None,
+        a => Some(net::resolve(a).map_err(|e| UsageError::new(format!("--store-opt addr={e}")))?),
+    };
+    let tls = if o.bool("tls")? {
+        if o.str("tls_ca").is_empty() {
+            return Err(UsageError::new(
+                "--store-opt tls=true needs tls_ca=FILE (PEM CA certificates that sign the server's certificate)",
+            ));
+        }
+        let (cert, key) = (o.str("tls_cert"), o.str("tls_key"));
+        if cert.is_empty() != key.is_empty() {
+            return Err(UsageError::new(
+                "--store-opt tls_cert and tls_key go together: give both or neither",
+            ));
+        }
+        if o.str("addr").is_empty() && cert.is_empty() {
+            return Err(UsageError::new(
+                "--store-opt tls=true with a managed server needs tls_cert=FILE and tls_key=FILE (the server's certificate and key)",
+            ));
+        }
+        let name = match o.str("tls_server_name") {
+            "" => o
+                .str("addr")
+                .rsplit_once(':')
+                .map(|(h, _)| h)
+                .unwrap_or("127.0.0.1")
+                .trim_matches(['[', ']'])
+                .to_string(),
+            n => n.to_string(),
+        };
+        let name = if name.is_empty() {
+            "127.0.0.1".to_string()
+        } else {
+            name
+        };
+        // A managed server does not ask for a client certificate; a user's server may.
+        let client = (!o.str("addr").is_empty() && !cert.is_empty()).then_some((cert, key));
+        Some(
+            net::Tls::new(o.str("tls_ca"), client, &name)
+                .map_err(|e| UsageError::new(format!("--store-opt {e}")))?,
+        )
+    } else {
+        None
+    };
+    Ok(Settings {
+        addr,
+        password: password(o),
+        user: o.str("user").to_string(),
+        db: o.u64("db")? as usize,
+        connections: o.positive("connections")? as usize,
+        timeout: Duration::from_millis(o.positive("timeout_ms")?),
+        index: o.bool("scan_index")?,
+        pipeline: match o.positive("pipeline")? {
+            n @ 1..=10_000 => n as usize,
+            n => {
+                return Err(UsageError::new(format!(
+                    "--store-opt pipeline={n}: expected 1 to 10000"
+                )))
+            }
+        },
+        tls,
+    })
+}
+
+pub(super) fn server_args(o: &StoreOptions, ports: &[u16], dir: &Path) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--port",
+        &ports[0].to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--daemonize",
+        "no",
+        "--protected-mode",
+        "no",
+        "--logfile",
+        "",
+        "--dir",
+        &dir.display().to_string(),
+        "--io-threads",
+        o.str("io_threads"),
+        "--maxmemory",
+        &format!("{}mb", o.str("maxmemory_mb")),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (save, aof, fsync) = match o.str("persistence") {
+        "rdb" => ("60 1", "no", "everysec"),
+        "aof" => ("", "yes", "everysec"),
+        "aof-always" => ("", "yes", "always"),
+        _ => ("", "no", "everysec"),
+    };
+    a.extend([
+        "--save".into(),
+        save.into(),
+        "--appendonly".into(),
+        aof.into(),
+        "--appendfsync".into(),
+        fsync.into(),
+    ]);
+    if o.bool("tls").unwrap_or(false) {
+        // TLS only: the plain port is closed; clients are not asked for certificates.
+        let port = a.iter().position(|x| x == "--port").expect("--port") + 1;
+        a[port] = "0".into();
+        a.extend(
+            [
+                "--tls-port",
+                &ports[0].to_string(),
+                "--tls-cert-file",
+                o.str("tls_cert"),
+                "--tls-key-file",
+                o.str("tls_key"),
+                "--tls-ca-cert-file",
+                o.str("tls_ca"),
+                "--tls-auth-clients",
+                "no",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+    }
+    let p = password(o);
+    if !p.is_empty() {
+        a.extend(["--requirepass".into(), p]);
+    }
+    a
+}
+
+pub(super) fn connect(s: &Settings, addr: SocketAddr) -> Result<Conn, RawError> {
+    let mut c = Conn::connect_with(addr, s.timeout, s.tls.as_ref()).map_err(|e| {
+        let tls = if s.tls.is_some() { " (TLS)" } else { "" };
+        RawError::new(
+            ErrorKind::Io,
+            true,
+            format!("cannot connect to Redis at {addr}{tls}: {e}"),
+        )
+    })?;
+    if !s.password.is_empty() {
+        let mut args: Vec<&[u8]> = vec![b"AUTH"];
+        if !s.user.is_empty() {
+            args.push(s.user.as_bytes());
+        }
+        args.push(s.password.as_bytes());
+        simple(&mut c, &args).map_err(|e| {
+            RawError::new(ErrorKind::Other, true, format!("Redis AUTH: {}", e.message))
+        })?;
+    }
+    if s.db != 0 {
+        let db = s.db.to_string();
+        simple(&mut c, &[b"SELECT", db.as_bytes()])?;
+    }
+    Ok(c)
+}
+
+pub(super) fn ping(o: &StoreOptions, addr: &str) -> Result<String, String> {
+    let s = settings(o).map_err(|e| e.to_string())?;
+    let addr = net::resolve(addr)?;
+    let mut c = connect(&s, addr).map_err(|e| e.message)?;
+    let info = simple(&mut c, &[b"INFO", b"server"]).map_err(|e| e.message)?;
+    if info.contains("loading:1") {
+        return Err("Redis is loading its data set".into());
+    }
+    Ok(info
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .unwrap_or("unknown")
+        .trim()
+        .to_string())
+}
+
+pub(super) fn clear(o: &StoreOptions) -> anyhow::Result<()> {
+    let s = settings(o)?;
+    let addr = net::resolve(o.str("addr")).map_err(|e| anyhow::anyhow!(e))?;
+    let mut c = connect(&s, addr).map_err(|e| anyhow::anyhow!(e.message))?;
+    simple(&mut c, &[b"FLUSHDB"]).map_err(|e| anyhow::anyhow!(e.message))?;
+    Ok(())
+}
