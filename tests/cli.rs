@@ -1079,3 +1079,75 @@ fn membw_share_needs_a_calibration_and_uses_it() {
     let got = a["achieved_gb_per_s"].as_f64().unwrap();
     assert!((got - target).abs() < 0.35 * target, "{a}");
 }
+
+/// A disk that fills mid-run ends the run with exit 1 and what was written so far; it used to
+/// leave the workers running with no interval loop to stop them (a hang that ignored SIGTERM).
+/// Needs root to mount a 64 KiB tmpfs; CI runs as root.
+#[test]
+fn a_full_disk_ends_the_run_and_keeps_what_was_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&mnt)
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !mounted {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    let out = mnt.join("run");
+    let mut child = std::process::Command::new(bin())
+        .args([
+            "run",
+            "-P",
+            "workloada",
+            "--store",
+            "null",
+            "--duration",
+            "20s",
+        ])
+        .args(["--interval", "100ms", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > Duration::from_secs(15) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    use std::io::Read;
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    let leftovers: Vec<String> = std::fs::read_dir(&out)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".tmp"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let summary = std::fs::read_to_string(out.join("summary.json"));
+    let _ = std::process::Command::new("umount").arg(&mnt).status();
+    let status = status.expect("kvmeter did not end within 15 s after the disk filled");
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // The load phase completed before the disk filled, and its summary is readable.
+    let s: serde_json::Value = serde_json::from_str(&summary.unwrap()).unwrap();
+    assert_eq!(s["phases"][0]["name"], "load");
+    assert_eq!(s["phases"][0]["outcome"], "completed");
+    assert_eq!(s["phases"][0]["operations"], 1000);
+}

@@ -145,9 +145,13 @@ pub(super) fn run(
     // Finish.
     let end = Duration::from_nanos(shared.end_ns.load(Ordering::Relaxed));
     let in_warmup = iv.close_last(ctx, &collector, &mut companions, end)?;
+    // Every companion stops, even when one before it failed to write its results.
+    let mut finished = Ok(());
     for c in companions {
-        c.finish(end, &mut ps, ctx.rundir)?;
+        let r = c.finish(end, &mut ps, ctx.rundir);
+        finished = finished.and(r);
     }
+    finished?;
     ps.telemetry = ctx.telemetry.map(|t| t.end());
     if let Some(t) = ps.telemetry.as_mut() {
         t.counters_per_worker = per_worker;
@@ -217,7 +221,12 @@ fn run_workers(
                     .expect("spawn worker")
             })
             .collect();
-        iv.supervise(ctx, shared, collector, companions, threads)?;
+        let supervised = iv.supervise(ctx, shared, collector, companions, threads);
+        if supervised.is_err() {
+            // An interval could not be written (a full disk): stop the workers, or the scope
+            // would wait for them forever.
+            shared.stop.store(true, Ordering::Relaxed);
+        }
         let mut end = (Vec::new(), Vec::new());
         for h in handles {
             let (s, c) = h
@@ -226,6 +235,7 @@ fn run_workers(
             end.0.extend(s);
             end.1.extend(c);
         }
+        supervised?;
         Ok(end)
     })
 }

@@ -60,10 +60,17 @@ pub fn claim(root: &Path) -> Result<(), crate::error::UsageError> {
 /// Replaces `path` with `bytes` atomically (write, fsync, rename), so it is always whole.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let tmp = path.with_extension("tmp");
-    let mut f = File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-    f.write_all(bytes)?;
-    f.sync_data()?;
-    fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    let written = File::create(&tmp)
+        .and_then(|mut f| {
+            f.write_all(bytes)?;
+            f.sync_data()
+        })
+        .and_then(|()| fs::rename(&tmp, path));
+    if let Err(e) = written {
+        // A full disk must not leave a half-written temporary next to the last good file.
+        let _ = fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("cannot write {}", path.display()));
+    }
     Ok(())
 }
 
