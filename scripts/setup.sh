@@ -2,7 +2,8 @@
 # Installs the system packages kvmeter's build and tests need, only if they are missing:
 # a C++ compiler and libclang (the bundled RocksDB is compiled from source and bindgen needs
 # libclang), the libraries of the embedded stores that link Debian's builds (WiredTiger,
-# LevelDB), and the servers kvmeter starts itself (memcached, redis-server, etcd).
+# LevelDB), the servers kvmeter starts itself (memcached, redis-server, etcd), and the
+# headless browser the report tests open report.html in (chromium).
 # Debian/Ubuntu only; runs apt-get as root, or through sudo.
 set -euo pipefail
 
@@ -16,7 +17,8 @@ elif ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang.so* >/dev/null 2>
 fi
 # Stores: Debian package → a file it installs.
 for pair in libwiredtiger-dev:/usr/include/wiredtiger.h libleveldb-dev:/usr/include/leveldb/db.h \
-            memcached:/usr/bin/memcached redis-server:/usr/bin/redis-server etcd-server:/usr/bin/etcd; do
+            memcached:/usr/bin/memcached redis-server:/usr/bin/redis-server etcd-server:/usr/bin/etcd \
+            chromium:/usr/bin/chromium; do
   pkg=${pair%%:*}; file=${pair#*:}
   [ -e "$file" ] || need+=("$pkg")
 done

@@ -35,6 +35,24 @@ pub enum Command {
     /// rate, value-size, store-opt.<key>, p.<property>), each point repeated, with mean,
     /// stddev and a 95 % confidence interval per metric.
     Sweep(SweepArgs),
+    /// Write report.html (and figures/*.svg) for a run or experiment directory: one offline
+    /// file with the papers' figures. Runs and experiments write it themselves at the end; this
+    /// makes it again, or for a directory from an older or interrupted run.
+    Report {
+        /// The run or experiment directory.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// A cost model (TOML, docs/report.md): nodes, energy, TCO, $ per billion operations
+        /// and the break-even price per machine; printed, saved as cost.json and shown in the
+        /// report.
+        #[arg(long, value_name = "FILE")]
+        cost: Option<PathBuf>,
+    },
+    /// Compare a baseline (A) with a candidate (B) without running anything: each one run or a
+    /// set of repeated runs. Checks like with like (manifests), then per phase and metric the
+    /// medians, ratio B/A with its 95 % interval, a test (Mann-Whitney with 4+ runs a side),
+    /// Holm's correction, and better/worse only when significant and outside the noise band.
+    Compare(CompareArgs),
     /// List the stores, whether each works here, and their options.
     Stores,
     /// Every measurement source (clock, CPU, disk, process, pressure, power, counters): does
@@ -123,6 +141,76 @@ pub struct SweepArgs {
     pub repeat: usize,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Baseline runs: run directories, or directories holding run directories.
+    #[arg(value_name = "A", required = true)]
+    pub a: Vec<PathBuf>,
+    /// Candidate runs, the same way.
+    #[arg(long = "vs", value_name = "B", required = true, num_args = 1..)]
+    pub b: Vec<PathBuf>,
+    /// Changes within this share are "no difference" even when significant.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.02)]
+    pub noise: f64,
+    /// Compare only these metrics (repeatable): ops_per_s, p50_us, p99_us, p99_9_us,
+    /// error_rate, ops_per_joule, cpu_s_per_op.
+    #[arg(long = "metric", value_name = "NAME")]
+    pub metric: Vec<String>,
+    /// Refuse (exit 2) when the manifests differ in anything (store, options, workload,
+    /// threads, machine, clock); without it the differences are warnings.
+    #[arg(long)]
+    pub require_match: bool,
+    /// Exit 1 when any row is worse (for CI).
+    #[arg(long)]
+    pub fail_on_regression: bool,
+    /// Where compare.json and compare.html go (default: kvmeter-runs/<time>-compare-runs).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+fn compare(a: CompareArgs) -> anyhow::Result<i32> {
+    use crate::error::UsageError;
+    use crate::report::compare;
+    if !(0.0..1.0).contains(&a.noise) {
+        return Err(UsageError::new(format!(
+            "--noise {}: expected a share from 0 to 1 (e.g. 0.02)",
+            a.noise
+        ))
+        .into());
+    }
+    let runs_a = compare::collect(&a.a, "A")?;
+    let runs_b = compare::collect(&a.b, "--vs")?;
+    let c = compare::compare(&runs_a, &runs_b, a.noise, &a.metric)?;
+    if a.require_match && !c.mismatches.is_empty() {
+        return Err(UsageError::new(format!(
+            "--require-match: the runs differ in {} field(s), first {}",
+            c.mismatches.len(),
+            c.mismatches[0]
+        ))
+        .into());
+    }
+    let out = a
+        .out
+        .unwrap_or_else(|| crate::plan::default_out("compare", "runs"));
+    crate::report::rundir::claim(&out)?;
+    std::fs::create_dir_all(&out)?;
+    for m in &c.mismatches {
+        eprintln!("warning: not like with like: {m}");
+    }
+    crate::report::rundir::write_atomic(
+        &out.join("compare.json"),
+        (serde_json::to_string_pretty(&c)? + "\n").as_bytes(),
+    )?;
+    crate::report::rundir::write_atomic(&out.join("compare.html"), c.html().as_bytes())?;
+    print!("{}", c.render());
+    eprintln!("results: {}", out.display());
+    Ok(if a.fail_on_regression && c.regressed() {
+        crate::error::EXIT_FAILED
+    } else {
+        EXIT_OK
+    })
 }
 
 #[derive(Args, Debug)]
@@ -331,6 +419,17 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
         }
     };
     let result = match cli.command {
+        Command::Report { dir, cost } => {
+            crate::report::html::write_with_cost(&dir, cost.as_deref()).map(|w| {
+                println!(
+                    "{} ({} figures, {:.0} KiB)",
+                    w.path.display(),
+                    w.figures,
+                    w.bytes as f64 / 1024.0
+                );
+                EXIT_OK
+            })
+        }
         Command::Stores => {
             print!("{}", stores_report());
             Ok(EXIT_OK)
@@ -351,6 +450,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
             .map_err(anyhow::Error::from)
             .and_then(crate::driver::execute),
         Command::Capacity(a) => capacity(a),
+        Command::Compare(a) => compare(a),
         Command::Sweep(a) => sweep(a),
         Command::Pressure(p) => {
             let mut r = request("pressure", p.workload, Some(p.phase), p.common);

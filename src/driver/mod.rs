@@ -210,6 +210,10 @@ impl Run<'_> {
         self.manifest.status = self.summary.status;
         self.manifest.finished_at = Some(now_rfc3339());
         self.rundir.write_json("manifest.json", &self.manifest)?;
+        // The report is a view of the files just written; failing to make it fails nothing.
+        if let Err(e) = crate::report::html::write(self.rundir.root()) {
+            eprintln!("warning: report.html was not written: {e:#}");
+        }
         if !plan.quiet {
             let text = crate::report::output::render(plan.format, &self.summary, &self.ycsb_texts)?;
             print!("{text}");

@@ -333,6 +333,9 @@ pub fn run(
         write_results(&root, base, &params, repeat, &status, &results)?;
     }
     write_results(&root, base, &params, repeat, &status, &results)?;
+    if let Err(e) = crate::report::html::write(&root) {
+        eprintln!("warning: report.html was not written: {e:#}");
+    }
     print!("{}", render(&results, &names));
     eprintln!("results: {}", root.display());
     let failed = results

@@ -2,10 +2,16 @@
 //! report, JSON. Every figure here is computed from the measured histograms and counters; the
 //! views never recompute a measurement.
 
+pub mod chart;
+pub mod compare;
+pub mod cost;
+pub mod html;
 pub mod javafmt;
 pub mod manifest;
 pub mod output;
+pub mod rundata;
 pub mod rundir;
+pub mod stats;
 pub mod table;
 pub mod ycsb;
 

@@ -135,8 +135,19 @@ impl Sources {
 
     pub(super) fn snapshot(&self) -> Snapshot {
         let r = &self.root;
+        // The meter first and the clock right after it: power is energy over the time between
+        // two snapshots, so both must be read at (nearly) the same instant. Reading /proc in
+        // between took milliseconds under load, enough to push an estimate past its model's
+        // maximum.
+        let energy_j = self
+            .meter
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+            .and_then(|m| m.joules().ok());
         Snapshot {
             at: Some(Instant::now()),
+            energy_j,
             cpu: r.read("proc/stat").ok().and_then(|t| parse_stat(&t)),
             disk: self.disk.as_ref().and_then(|d| {
                 r.read("proc/diskstats")
@@ -153,12 +164,6 @@ impl Sources {
                     .map(|t| parse_pressure(&t))
                     .unwrap_or((None, None))
             }),
-            energy_j: self
-                .meter
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .as_mut()
-                .and_then(|m| m.joules().ok()),
             counters: self
                 .counters
                 .as_ref()

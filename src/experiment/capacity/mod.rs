@@ -489,6 +489,9 @@ impl<'a> Search<'a> {
             &self.root.join("curve.svg"),
             curve_svg(&self.points, &self.s.slo).as_bytes(),
         )?;
+        if let Err(e) = crate::report::html::write(&self.root) {
+            eprintln!("warning: report.html was not written: {e:#}");
+        }
         print!("{}", render(&self.points, &note, &self.status));
         eprintln!("results: {}", self.root.display());
         Ok(match self.status.as_str() {

@@ -1,0 +1,618 @@
+//! The report of one run directory: the run's facts (from the manifest), the phase table and
+//! warnings, per phase the throughput and latency over time (warm-up shaded), the full
+//! latency distribution from the HDR logs (percentile spectrum, x = 1/(1−q) on a log scale as
+//! HdrHistogram's plotter draws it; intended start next to service time when paced), counters,
+//! the pressure scale; then telemetry over time and energy per phase (papers/000 Fig. 1).
+
+use super::{downsample, Cell, Page};
+use crate::report::chart::{short, BarChart, LineChart, Scale, Series};
+use crate::report::rundata::RunData;
+use crate::report::PhaseSummary;
+use hdrhistogram::Histogram;
+use serde_json::Value;
+use std::path::Path;
+
+pub(super) fn page(dir: &Path) -> anyhow::Result<(Page, Option<Value>)> {
+    let d = RunData::load(dir)?;
+    let m = d.manifest.clone().unwrap_or(Value::Null);
+    let title = format!(
+        "kvmeter {} on {}",
+        m["plan"]["command"].as_str().unwrap_or("run"),
+        m["store"]["name"].as_str().unwrap_or("?")
+    );
+    let mut p = Page::new(&title);
+    if let Some(why) = &d.partial {
+        p.note("partial", &format!("Partial run: {why}."));
+    }
+    facts(&mut p, &m);
+    if let Some(s) = &d.summary {
+        for w in &s.warnings {
+            p.note("warn", w);
+        }
+        if let Some(e) = &s.error {
+            p.note("partial", &format!("Error: {e}"));
+        }
+    }
+    phase_table(&mut p, &d);
+    for name in d.phase_names() {
+        phase_section(&mut p, &d, &name);
+    }
+    telemetry(&mut p, &d);
+    energy(&mut p, &d);
+    let data = d
+        .summary
+        .as_ref()
+        .and_then(|s| serde_json::to_value(s).ok());
+    Ok((p, data))
+}
+
+fn facts(p: &mut Page, m: &Value) {
+    if m.is_null() {
+        return;
+    }
+    p.h2("Run");
+    let s = |v: &Value| match v {
+        Value::String(t) => t.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    };
+    let options: Vec<String> = m["store"]["options"]
+        .as_object()
+        .map(|o| o.iter().map(|(k, v)| format!("{k}={}", s(v))).collect())
+        .unwrap_or_default();
+    let mach = &m["machine"];
+    let rows = vec![
+        ("status", s(&m["status"])),
+        (
+            "store",
+            format!("{} {}", s(&m["store"]["name"]), s(&m["store"]["version"])),
+        ),
+        ("store options", options.join(", ")),
+        (
+            "server",
+            if m["store"]["server"].is_null() {
+                "-".into()
+            } else {
+                format!(
+                    "{} {} at {} ({})",
+                    s(&m["store"]["server"]["version"]),
+                    if m["store"]["server"]["managed"] == true {
+                        "managed"
+                    } else {
+                        "user's"
+                    },
+                    s(&m["store"]["server"]["addr"]),
+                    s(&m["store"]["server"]["pid"])
+                )
+            },
+        ),
+        (
+            "machine",
+            format!(
+                "{}: {}, {} CPUs (affinity {}), {} GiB, {}, {}",
+                s(&mach["hostname"]),
+                s(&mach["cpu_model"]),
+                s(&mach["logical_cpus"]),
+                s(&mach["cpu_affinity"]),
+                mach["memory_bytes"]
+                    .as_f64()
+                    .map(|b| format!("{:.1}", b / 1073741824.0))
+                    .unwrap_or_default(),
+                s(&mach["kernel"]),
+                s(&mach["virtualization"])
+            ),
+        ),
+        (
+            "data directory",
+            format!(
+                "{} ({} on {})",
+                s(&m["data_dir"]["path"]),
+                s(&m["data_dir"]["placement"]["filesystem"]),
+                s(&m["data_dir"]["placement"]["device"])
+            ),
+        ),
+        ("clock", s(&m["measurement"]["clock"])),
+        ("seed", s(&m["seed"])),
+        (
+            "started, finished",
+            format!("{}, {}", s(&m["started_at"]), s(&m["finished_at"])),
+        ),
+        (
+            "kvmeter",
+            format!("{} ({})", s(&m["kvmeter_version"]), s(&m["git_revision"])),
+        ),
+        (
+            "command line",
+            m["command_line"]
+                .as_array()
+                .map(|a| a.iter().map(s).collect::<Vec<_>>().join(" "))
+                .unwrap_or_default(),
+        ),
+    ];
+    let rows: Vec<Vec<Cell>> = rows
+        .into_iter()
+        .map(|(k, v)| vec![Cell::text(k), Cell::text(v)])
+        .collect();
+    p.table("run", &["", ""], &rows);
+}
+
+fn phase_table(p: &mut Page, d: &RunData) {
+    let Some(s) = &d.summary else {
+        return;
+    };
+    p.h2("Phases");
+    let rows: Vec<Vec<Cell>> = s
+        .phases
+        .iter()
+        .map(|ph| {
+            let k = |f: &str| format!("{}.{f}", ph.name);
+            vec![
+                Cell::text(ph.name.clone()),
+                Cell::text(format!("{:?}", ph.kind).to_lowercase()),
+                Cell::text(ph.outcome.name()),
+                Cell::num(&k("threads"), ph.threads as f64, ph.threads.to_string()),
+                Cell::num(
+                    &k("measured_seconds"),
+                    ph.measured_seconds,
+                    format!("{:.1}", ph.measured_seconds),
+                ),
+                Cell::num(
+                    &k("operations"),
+                    ph.operations as f64,
+                    ph.operations.to_string(),
+                ),
+                Cell::num(
+                    &k("throughput_ops_per_s"),
+                    ph.throughput_ops_per_s,
+                    format!("{:.0}", ph.throughput_ops_per_s),
+                ),
+                Cell::num(
+                    &k("throughput_mb_per_s"),
+                    ph.throughput_mb_per_s,
+                    format!("{:.2}", ph.throughput_mb_per_s),
+                ),
+                Cell::num(&k("errors"), ph.errors as f64, ph.errors.to_string()),
+            ]
+        })
+        .collect();
+    p.table(
+        "phases",
+        &[
+            "phase",
+            "kind",
+            "outcome",
+            "threads",
+            "measured s",
+            "operations",
+            "ops/s",
+            "MB/s",
+            "errors",
+        ],
+        &rows,
+    );
+}
+
+fn phase_section(p: &mut Page, d: &RunData, name: &str) {
+    let ph = d.phase(name);
+    let metrics = d.metrics(name);
+    if metrics.is_empty() && ph.is_none_or(|x| x.ops.is_empty()) {
+        return;
+    }
+    p.h2(&format!("Phase {name}"));
+    if let Some(ph) = ph {
+        ops_table(p, ph);
+        if let Some(o) = &ph.open_loop {
+            let line = format!(
+                "Open loop ({}): offered {:.0} ops/s, achieved {:.0} ({:.1} %), {} workers; {}",
+                o.arrival,
+                o.offered_ops_per_s,
+                o.achieved_ops_per_s,
+                o.achieved_ratio * 100.0,
+                o.workers,
+                if o.kept_up {
+                    "schedule kept"
+                } else {
+                    "SCHEDULE NOT KEPT"
+                }
+            );
+            p.note(if o.kept_up { "na" } else { "warn" }, &line);
+        }
+    }
+    let warmup = ph.map(|x| x.warmup_seconds).unwrap_or(0.0);
+    over_time(p, d, name, &metrics, warmup);
+    spectrum(p, d, name, &metrics, warmup);
+    if let Some(ph) = ph {
+        counters(p, ph);
+        pressure(p, ph);
+    }
+}
+
+fn ops_table(p: &mut Page, ph: &PhaseSummary) {
+    let mut rows = vec![];
+    for (op, o) in &ph.ops {
+        let k = |f: &str| format!("{}.{op}.{f}", ph.name);
+        let l = &o.latency_us;
+        let lat = |f: &str, v: f64| Cell::num(&k(&format!("latency_us.{f}")), v, short(v));
+        rows.push(vec![
+            Cell::text(op.clone()),
+            Cell::num(&k("count"), o.count as f64, o.count.to_string()),
+            Cell::num(&k("ops_per_s"), o.ops_per_s, format!("{:.0}", o.ops_per_s)),
+            lat("avg", l.avg),
+            lat("p50", l.p50),
+            lat("p99", l.p99),
+            lat("p99_9", l.p99_9),
+            lat("max", l.max),
+            Cell::num(
+                &k("errors"),
+                (o.count - o.ok) as f64,
+                (o.count - o.ok).to_string(),
+            ),
+        ]);
+    }
+    p.table(
+        &format!("ops-{}", ph.name),
+        &[
+            "operation",
+            "count",
+            "ops/s",
+            "avg µs",
+            "p50 µs",
+            "p99 µs",
+            "p99.9 µs",
+            "max µs",
+            "errors",
+        ],
+        &rows,
+    );
+}
+
+fn mid(a: f64, b: f64) -> f64 {
+    (a + b) / 2.0
+}
+
+fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: f64) {
+    if metrics.is_empty() {
+        return;
+    }
+    let mut t = LineChart::new(
+        &format!("{name}-throughput"),
+        &format!("{name}: throughput per interval"),
+        "time since the phase started (s)",
+        "operations/s",
+    );
+    if warmup > 0.0 {
+        t.shaded.push((0.0, warmup, "warm-up".into()));
+    }
+    for m in metrics {
+        let pts = d
+            .series(name, m)
+            .iter()
+            .map(|r| (mid(r.start_s, r.end_s), r.ops_per_s))
+            .collect();
+        t.series.push(Series::new(m, downsample(pts)));
+    }
+    p.figure(&t.id.clone(), t.svg(), "Operations completed per second in each interval; warm-up shaded (excluded from the summary).");
+    for m in metrics {
+        let rows = d.series(name, m);
+        let mut l = LineChart::new(
+            &format!("{name}-{}-latency", m.to_lowercase()),
+            &format!("{name}: {m} latency per interval"),
+            "time since the phase started (s)",
+            "latency (µs, log)",
+        );
+        l.y_scale = Scale::Log10;
+        l.y_from_zero = false;
+        if warmup > 0.0 {
+            l.shaded.push((0.0, warmup, "warm-up".into()));
+        }
+        type Get = fn(&crate::report::rundata::IntervalRow) -> f64;
+        let parts: [(&str, Get); 3] = [
+            ("p50", |r| r.p50_us),
+            ("p99", |r| r.p99_us),
+            ("p99.9", |r| r.p99_9_us),
+        ];
+        for (label, get) in parts {
+            let pts = rows
+                .iter()
+                .filter(|r| r.count > 0)
+                .map(|r| (mid(r.start_s, r.end_s), get(r)))
+                .collect();
+            l.series.push(Series::new(label, downsample(pts)));
+        }
+        if rows.iter().any(|r| r.intended_p99_us.is_some()) {
+            let pts = rows
+                .iter()
+                .filter_map(|r| Some((mid(r.start_s, r.end_s), r.intended_p99_us?)))
+                .collect();
+            let mut s = Series::new("p99 from intended start", downsample(pts));
+            s.dashed = true;
+            l.series.push(s);
+        }
+        p.figure(
+            &l.id.clone(),
+            l.svg(),
+            "Service time of successful operations per interval (HdrHistogram percentiles).",
+        );
+    }
+}
+
+/// (1/(1−q), value µs) along the distribution, as HdrHistogram's percentile plot.
+pub(crate) fn spectrum_points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    let mut out = vec![];
+    for v in h.iter_quantiles(5) {
+        let q = v.quantile_iterated_to();
+        if q >= 1.0 {
+            break;
+        }
+        out.push((1.0 / (1.0 - q), v.value_iterated_to() as f64 / 1000.0));
+    }
+    out
+}
+
+fn spectrum(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: f64) {
+    let mut c = LineChart::new(
+        &format!("{name}-spectrum"),
+        &format!("{name}: latency by percentile (measured window)"),
+        "percentile",
+        "latency (µs)",
+    );
+    c.x_scale = Scale::Percentile;
+    for m in metrics {
+        if let Some(h) = d.histogram(name, m, warmup) {
+            c.series.push(Series::new(m, spectrum_points(&h)));
+        }
+        if let Some(h) = d.histogram(name, &format!("Intended-{m}"), warmup) {
+            let mut s = Series::new(&format!("{m} from intended start"), spectrum_points(&h));
+            s.dashed = true;
+            c.series.push(s);
+        }
+    }
+    if !c.series.is_empty() {
+        p.figure(&c.id.clone(), c.svg(), "The whole latency distribution from the HDR logs, warm-up excluded; dashed: from each operation's intended start (coordinated omission corrected).");
+    }
+}
+
+fn counters(p: &mut Page, ph: &PhaseSummary) {
+    let Some(t) = &ph.telemetry else {
+        return;
+    };
+    let unavailable: Vec<(&String, &String)> = t
+        .unavailable
+        .iter()
+        .filter(|(k, _)| k.starts_with("counters."))
+        .collect();
+    match &t.counters {
+        Some(c) => {
+            let k = |f: &str| format!("{}.counters.{f}", ph.name);
+            let cell = |f: &str, v: Option<f64>| match v {
+                Some(x) => Cell::num(&k(f), x, format!("{x:.3}")),
+                None => Cell::text("unavailable"),
+            };
+            p.table(
+                &format!("counters-{}", ph.name),
+                &["scope", "IPC", "branch miss ratio", "LLC miss ratio"],
+                &[vec![
+                    Cell::text(c.scope.clone()),
+                    cell("ipc", c.ipc),
+                    cell("branch_miss_ratio", c.branch_miss_ratio),
+                    cell("llc_miss_ratio", c.llc_miss_ratio),
+                ]],
+            );
+        }
+        None if unavailable.is_empty() => {}
+        None => {}
+    }
+    for (k, why) in unavailable {
+        p.note(
+            "na",
+            &format!("{}: {why}", k.trim_start_matches("counters.")),
+        );
+    }
+}
+
+fn pressure(p: &mut Page, ph: &PhaseSummary) {
+    let Some(r) = &ph.pressure else {
+        return;
+    };
+    let bars = r
+        .steps
+        .iter()
+        .map(|s| {
+            (
+                s.step.clone(),
+                s.normalized_pressure,
+                format!("{:.0} ops/s", s.ops_per_s),
+            )
+        })
+        .collect();
+    let b = BarChart {
+        id: format!("{}-pressure-scale", ph.name),
+        title: format!(
+            "{}: normalized pressure by step, sorted ({} KiB blocks)",
+            ph.name, r.block_size_kib
+        ),
+        y_label: "normalized pressure (ρ(w0) − ρ(w)) / ρ(w0)".into(),
+        bars,
+        sorted: true,
+    };
+    p.figure(
+        &b.id.clone(),
+        b.svg(),
+        "The pressure scale (papers/004): steps sorted by how much they slowed the store.",
+    );
+    let mut c = LineChart::new(
+        &format!("{}-pressure-steps", ph.name),
+        &format!("{}: throughput per step", ph.name),
+        "step (w0..w25)",
+        "operations/s",
+    );
+    let mut s = Series::new(
+        "ops/s",
+        r.steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i as f64, s.ops_per_s))
+            .collect(),
+    );
+    s.markers = true;
+    c.series.push(s);
+    p.figure(
+        &c.id.clone(),
+        c.svg(),
+        "The store's throughput in each step of the antagonists' schedule.",
+    );
+}
+
+/// Telemetry series over time, one figure per group, phase starts marked.
+fn telemetry(p: &mut Page, d: &RunData) {
+    let t = &d.telemetry;
+    let Some(time) = t.column("time_s") else {
+        return;
+    };
+    if time.is_empty() {
+        return;
+    }
+    p.h2("Telemetry");
+    let phases = t.text("phase").unwrap_or_default();
+    let mut starts = vec![];
+    for (i, ph) in phases.iter().enumerate() {
+        if !ph.is_empty() && (i == 0 || phases[i - 1] != *ph) {
+            if let Some(Some(x)) = time.get(i) {
+                starts.push((*x, ph.to_string()));
+            }
+        }
+    }
+    let power_src = t
+        .text("power_source")
+        .and_then(|v| v.into_iter().find(|s| !s.is_empty()).map(str::to_string))
+        .unwrap_or_default();
+    let power_label = if power_src == "estimate" {
+        "power (W) — ESTIMATE, not measured".to_string()
+    } else {
+        format!("power (W, {power_src})")
+    };
+    type Group<'a> = (&'a str, &'a str, &'a str, &'a [(&'a str, &'a str)]);
+    let groups: [Group; 6] = [
+        (
+            "cpu",
+            "CPU over time",
+            "% (machine: of all CPUs; processes: of one CPU)",
+            &[
+                ("cpu_busy_pct", "machine busy"),
+                ("proc_cpu_pct", "kvmeter process"),
+                ("server_cpu_pct", "server process"),
+            ],
+        ),
+        (
+            "disk-mb",
+            "disk throughput",
+            "MB/s",
+            &[
+                ("disk_read_mb_per_s", "read"),
+                ("disk_write_mb_per_s", "write"),
+            ],
+        ),
+        (
+            "disk-iops",
+            "disk IOPS",
+            "operations/s",
+            &[("disk_read_iops", "read"), ("disk_write_iops", "write")],
+        ),
+        (
+            "disk-util",
+            "disk utilization and queue",
+            "% busy / requests",
+            &[
+                ("disk_util_pct", "util %"),
+                ("disk_queue_depth", "queue depth"),
+            ],
+        ),
+        (
+            "memory",
+            "memory",
+            "MB",
+            &[
+                ("mem_used_mb", "used"),
+                ("mem_dirty_mb", "dirty"),
+                ("proc_rss_mb", "kvmeter RSS"),
+                ("server_rss_mb", "server RSS"),
+            ],
+        ),
+        ("power", "power", &power_label, &[("power_w", "power")]),
+    ];
+    for (id, title, unit, cols) in groups {
+        let mut c = LineChart::new(
+            &format!("telemetry-{id}"),
+            title,
+            "time since the run started (s)",
+            unit,
+        );
+        c.vlines = starts.clone();
+        for (col, label) in cols.iter() {
+            let Some(v) = t.column(col) else { continue };
+            let pts: Vec<(f64, f64)> = time
+                .iter()
+                .zip(v)
+                .filter_map(|(x, y)| Some(((*x)?, y?)))
+                .collect();
+            if !pts.is_empty() {
+                c.series.push(Series::new(label, downsample(pts)));
+            }
+        }
+        if c.series.is_empty() {
+            p.note("na", &format!("{title}: unavailable on this machine (see manifest and telemetry 'unavailable')"));
+            continue;
+        }
+        p.figure(
+            &c.id.clone(),
+            c.svg(),
+            &format!(
+                "{title}, sampled every --telemetry-interval; dashed lines mark phase starts."
+            ),
+        );
+    }
+}
+
+/// Energy and operations per joule per phase (papers/000 Fig. 1), labelled when estimated.
+fn energy(p: &mut Page, d: &RunData) {
+    let Some(s) = &d.summary else {
+        return;
+    };
+    let with: Vec<&PhaseSummary> = s.phases.iter().filter(|p| p.energy.is_some()).collect();
+    if with.is_empty() {
+        return;
+    }
+    let estimate = with
+        .iter()
+        .any(|p| p.energy.as_ref().is_some_and(|e| e.estimate));
+    p.h2("Energy");
+    if estimate {
+        p.note("estimate", "ESTIMATE: power comes from the utilisation model, not a meter; ratios between phases may hold, absolute values do not.");
+    }
+    let bars = with
+        .iter()
+        .map(|ph| {
+            let e = ph.energy.as_ref().expect("filtered");
+            (
+                ph.name.clone(),
+                e.ops_per_joule,
+                format!("{:.1} J, {:.1} W avg, {}", e.energy_j, e.avg_w, e.source),
+            )
+        })
+        .collect();
+    let b = BarChart {
+        id: "energy-ops-per-joule".into(),
+        title: format!(
+            "operations per joule by phase{}",
+            if estimate { " (ESTIMATE)" } else { "" }
+        ),
+        y_label: "operations/J".into(),
+        bars,
+        sorted: false,
+    };
+    p.figure(
+        &b.id.clone(),
+        b.svg(),
+        "Operations per joule over each phase's measured window (papers/000 Fig. 1).",
+    );
+}

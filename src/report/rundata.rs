@@ -1,0 +1,297 @@
+//! Reading a run directory back: manifest and summary, the interval series, the telemetry
+//! series and the HDR logs. The HTML report (and `compare`) read what the run wrote and never
+//! recompute a measurement. A directory cut short by SIGKILL still loads: whatever files and
+//! whole rows are there, with a note that it is partial.
+
+use super::{PhaseSummary, Summary};
+use crate::error::UsageError;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::Histogram;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One row of intervals.csv.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntervalRow {
+    pub phase: String,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub warmup: bool,
+    pub metric: String,
+    pub count: u64,
+    pub ops_per_s: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p99_9_us: f64,
+    pub max_us: f64,
+    pub intended_p99_us: Option<f64>,
+}
+
+/// A CSV as columns by header name (telemetry.csv).
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn parse(text: &str) -> Self {
+        let mut lines = text.lines();
+        let header: Vec<String> = lines
+            .next()
+            .map(|h| h.split(',').map(str::to_string).collect())
+            .unwrap_or_default();
+        let rows = lines
+            .map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>())
+            .filter(|r| r.len() == header.len())
+            .collect();
+        Table { header, rows }
+    }
+
+    /// A column's values (None where empty or not a number); None if there is no such column.
+    pub fn column(&self, name: &str) -> Option<Vec<Option<f64>>> {
+        let i = self.header.iter().position(|h| h == name)?;
+        Some(self.rows.iter().map(|r| r[i].parse().ok()).collect())
+    }
+
+    /// A column's text.
+    pub fn text(&self, name: &str) -> Option<Vec<&str>> {
+        let i = self.header.iter().position(|h| h == name)?;
+        Some(self.rows.iter().map(|r| r[i].as_str()).collect())
+    }
+}
+
+/// What a run directory holds.
+pub struct RunData {
+    pub dir: PathBuf,
+    pub manifest: Option<Value>,
+    pub summary: Option<Summary>,
+    pub intervals: Vec<IntervalRow>,
+    pub telemetry: Table,
+    /// Why the directory is incomplete (a run cut short), if it is.
+    pub partial: Option<String>,
+}
+
+fn read_json(path: &Path) -> Result<Option<Value>, UsageError> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => serde_json::from_str(&t).map(Some).map_err(|e| {
+            UsageError::new(format!(
+                "{}: not valid JSON ({e}); a run directory holds kvmeter's own files",
+                path.display()
+            ))
+        }),
+        Err(_) => Ok(None),
+    }
+}
+
+impl RunData {
+    pub fn load(dir: &Path) -> Result<Self, UsageError> {
+        let manifest = read_json(&dir.join("manifest.json"))?;
+        let intervals_text = std::fs::read_to_string(dir.join("intervals.csv")).ok();
+        if manifest.is_none() && intervals_text.is_none() {
+            return Err(UsageError::new(format!(
+                "{}: not a kvmeter run directory (no manifest.json or intervals.csv)",
+                dir.display()
+            )));
+        }
+        let summary = match read_json(&dir.join("summary.json"))? {
+            Some(v) => Some(serde_json::from_value::<Summary>(v).map_err(|e| {
+                UsageError::new(format!(
+                    "{}: summary.json is not one kvmeter reads ({e})",
+                    dir.display()
+                ))
+            })?),
+            None => None,
+        };
+        let status = manifest
+            .as_ref()
+            .and_then(|m| m["status"].as_str())
+            .unwrap_or("unknown");
+        let partial = match (&summary, status) {
+            (None, _) => Some("no summary.json: the run ended before its first phase did (killed?); the figures show the intervals written".to_string()),
+            (Some(_), "running") => Some("the manifest still says 'running': kvmeter was killed; completed phases and intervals are shown".to_string()),
+            _ => None,
+        };
+        Ok(RunData {
+            dir: dir.to_path_buf(),
+            manifest,
+            summary,
+            intervals: intervals_text
+                .map(|t| parse_intervals(&t))
+                .unwrap_or_default(),
+            telemetry: std::fs::read_to_string(dir.join("telemetry.csv"))
+                .map(|t| Table::parse(&t))
+                .unwrap_or_default(),
+            partial,
+        })
+    }
+
+    /// The phases, from the summary, else the names in intervals.csv.
+    pub fn phase_names(&self) -> Vec<String> {
+        if let Some(s) = &self.summary {
+            return s.phases.iter().map(|p| p.name.clone()).collect();
+        }
+        let mut names: Vec<String> = vec![];
+        for r in &self.intervals {
+            if !names.contains(&r.phase) {
+                names.push(r.phase.clone());
+            }
+        }
+        names
+    }
+
+    pub fn phase(&self, name: &str) -> Option<&PhaseSummary> {
+        self.summary
+            .as_ref()?
+            .phases
+            .iter()
+            .find(|p| p.name == name)
+    }
+
+    /// The interval rows of one phase and metric, in order.
+    pub fn series(&self, phase: &str, metric: &str) -> Vec<&IntervalRow> {
+        self.intervals
+            .iter()
+            .filter(|r| r.phase == phase && r.metric == metric)
+            .collect()
+    }
+
+    /// Metrics with interval rows in a phase, in first-seen order (SCHEDULE left out).
+    pub fn metrics(&self, phase: &str) -> Vec<String> {
+        let mut out: Vec<String> = vec![];
+        for r in self.intervals.iter().filter(|r| r.phase == phase) {
+            if r.metric != "SCHEDULE" && r.metric != "CLEANUP" && !out.contains(&r.metric) {
+                out.push(r.metric.clone());
+            }
+        }
+        out
+    }
+
+    /// The merged histogram of `latency/<phase>.<name>.hlog` over the intervals that start at
+    /// or after `from_s` (the end of warm-up); `None` without such a log.
+    pub fn histogram(&self, phase: &str, name: &str, from_s: f64) -> Option<Histogram<u64>> {
+        let path = self
+            .dir
+            .join("latency")
+            .join(format!("{phase}.{name}.hlog"));
+        let text = std::fs::read_to_string(path).ok()?;
+        read_hlog(&text, from_s)
+    }
+}
+
+fn parse_intervals(text: &str) -> Vec<IntervalRow> {
+    let mut lines = text.lines();
+    let header: Vec<&str> = match lines.next() {
+        Some(h) => h.split(',').collect(),
+        None => return vec![],
+    };
+    let col = |n: &str| header.iter().position(|h| *h == n);
+    let idx: BTreeMap<&str, Option<usize>> = [
+        "phase",
+        "start_s",
+        "end_s",
+        "warmup",
+        "metric",
+        "count",
+        "ops_per_s",
+        "p50_us",
+        "p99_us",
+        "p99_9_us",
+        "max_us",
+        "intended_p99_us",
+    ]
+    .into_iter()
+    .map(|n| (n, col(n)))
+    .collect();
+    let mut out = vec![];
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        if f.len() != header.len() {
+            continue; // a row cut by a crash
+        }
+        let get = |n: &str| idx[n].and_then(|i| f.get(i).copied()).unwrap_or("");
+        let num = |n: &str| get(n).parse::<f64>().unwrap_or(f64::NAN);
+        out.push(IntervalRow {
+            phase: get("phase").to_string(),
+            start_s: num("start_s"),
+            end_s: num("end_s"),
+            warmup: get("warmup") == "1",
+            metric: get("metric").to_string(),
+            count: get("count").parse().unwrap_or(0),
+            ops_per_s: num("ops_per_s"),
+            p50_us: num("p50_us"),
+            p99_us: num("p99_us"),
+            p99_9_us: num("p99_9_us"),
+            max_us: num("max_us"),
+            intended_p99_us: get("intended_p99_us").parse().ok(),
+        });
+    }
+    out
+}
+
+/// Sums the interval histograms of an HdrHistogram interval log (format 1.3) whose start is
+/// at or after `from_s`.
+pub fn read_hlog(text: &str, from_s: f64) -> Option<Histogram<u64>> {
+    use base64::Engine as _;
+    let mut total: Option<Histogram<u64>> = None;
+    let mut de = Deserializer::new();
+    for l in text.lines() {
+        if l.starts_with('#') || l.starts_with('"') || l.is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = l.splitn(4, ',').collect();
+        if f.len() != 4 {
+            continue;
+        }
+        let start: f64 = f[0].parse().ok()?;
+        if start + 1e-6 < from_s {
+            continue;
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(f[3].trim())
+            .ok()?;
+        let h: Histogram<u64> = de.deserialize(&mut &bytes[..]).ok()?;
+        match total.as_mut() {
+            Some(t) => t.add(&h).ok()?,
+            None => {
+                let mut t = crate::measure::new_histogram();
+                t.add(&h).ok()?;
+                total = Some(t);
+            }
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hlog_intervals_after_warmup_are_summed() {
+        use base64::Engine as _;
+        let enc = |vals: &[u64]| {
+            let mut h = crate::measure::new_histogram();
+            for v in vals {
+                h.record(*v).unwrap();
+            }
+            let mut buf = vec![];
+            use hdrhistogram::serialization::Serializer as _;
+            hdrhistogram::serialization::V2DeflateSerializer::new()
+                .serialize(&h, &mut buf)
+                .unwrap();
+            base64::engine::general_purpose::STANDARD.encode(buf)
+        };
+        let text = format!(
+            "#[Histogram log format version 1.3]\n\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n0.000,1.000,0.001,{}\n1.000,1.000,0.001,{}\n2.000,0.500,0.001,{}\n",
+            enc(&[5, 5, 5]),
+            enc(&[100, 200]),
+            enc(&[300])
+        );
+        let h = read_hlog(&text, 1.0).unwrap();
+        assert_eq!(h.len(), 3);
+        assert_eq!(h.max(), 300);
+        assert_eq!(read_hlog(&text, 0.0).unwrap().len(), 6);
+    }
+}
