@@ -439,7 +439,8 @@ fn series(out: &mut String, s: &Series, color: &str, x: &Axis, y: &Axis, c: &Lin
                 short(*hi)
             );
         }
-        if s.markers && a.is_finite() && b.is_finite() {
+        // Few points (a short phase) would make an invisible line: mark each.
+        if (s.markers || s.points.len() <= 30) && a.is_finite() && b.is_finite() {
             let _ = write!(
                 out,
                 r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"><title>{}: x {} y {}</title></circle>"#,

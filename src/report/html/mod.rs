@@ -69,12 +69,15 @@ impl Page {
 
     /// A table: header cells, then rows of (text, raw value for `data-value`).
     fn table(&mut self, id: &str, head: &[&str], rows: &[Vec<Cell>]) {
-        let _ = write!(self.body, "<table data-table=\"{}\"><tr>", escape(id));
-        for (i, h) in head.iter().enumerate() {
-            let class = if i == 0 { " class=\"l\"" } else { "" };
-            let _ = write!(self.body, "<th{class}>{}</th>", escape(h));
+        let _ = write!(self.body, "<table data-table=\"{}\">", escape(id));
+        if head.iter().any(|h| !h.is_empty()) {
+            self.body.push_str("<tr>");
+            for (i, h) in head.iter().enumerate() {
+                let class = if i == 0 { " class=\"l\"" } else { "" };
+                let _ = write!(self.body, "<th{class}>{}</th>", escape(h));
+            }
+            self.body.push_str("</tr>\n");
         }
-        self.body.push_str("</tr>\n");
         for r in rows {
             self.body.push_str("<tr>");
             for (i, c) in r.iter().enumerate() {
