@@ -55,66 +55,17 @@ pub(super) fn sweep(dir: &Path) -> anyhow::Result<(Page, Option<Value>)> {
     );
     let points = s["points"].as_array().cloned().unwrap_or_default();
     let first = params.first().cloned().unwrap_or_default();
-    // x: the first parameter's value (numeric where it parses, else its position).
-    let x_of = |pt: &Value, i: usize| -> f64 {
-        pt["params"][&first]
-            .as_str()
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(i as f64)
-    };
-    // Lines: one per phase and value of the other parameters.
-    let line_of = |pt: &Value, phase: &str| -> String {
-        let rest: Vec<String> = params[1.min(params.len())..]
-            .iter()
-            .map(|k| format!("{k}={}", pt["params"][k].as_str().unwrap_or("")))
-            .collect();
-        if rest.is_empty() {
-            phase.to_string()
-        } else {
-            format!("{phase} {}", rest.join(","))
-        }
-    };
     for (metric, label) in SWEEP_METRICS {
+        let lines = sweep_lines(&points, &params, metric);
+        if lines.is_empty() {
+            continue;
+        }
         let mut chart = LineChart::new(
             &format!("sweep-{metric}"),
             &format!("{label} against {first}"),
             &first,
             label,
         );
-        let mut lines: Vec<Series> = vec![];
-        for (i, pt) in points.iter().enumerate() {
-            let Some(phases) = pt["phases"].as_object() else {
-                continue;
-            };
-            for (phase, m) in phases {
-                let key = if m.get(metric).is_some() {
-                    metric.to_string()
-                } else {
-                    format!("{metric}_estimate")
-                };
-                let Some(sp) = m.get(&key) else { continue };
-                let Some(mean) = sp["mean"].as_f64() else {
-                    continue;
-                };
-                let name = line_of(pt, phase);
-                let idx = match lines.iter().position(|l| l.name == name) {
-                    Some(j) => j,
-                    None => {
-                        let mut s = Series::new(&name, vec![]);
-                        s.markers = true;
-                        lines.push(s);
-                        lines.len() - 1
-                    }
-                };
-                lines[idx].points.push((x_of(pt, i), mean));
-                lines[idx]
-                    .whiskers
-                    .push(sp["ci95_low"].as_f64().zip(sp["ci95_high"].as_f64()));
-            }
-        }
-        if lines.is_empty() {
-            continue;
-        }
         if metric.starts_with("ops_per_joule")
             && points
                 .iter()
@@ -161,6 +112,61 @@ pub(super) fn sweep(dir: &Path) -> anyhow::Result<(Page, Option<Value>)> {
         &rows,
     );
     Ok((p, Some(s)))
+}
+
+/// One line per phase and value of the other parameters: x is the first parameter's value
+/// (numeric where it parses, else the point's position), y the mean with its CI whiskers.
+fn sweep_lines(points: &[Value], params: &[String], metric: &str) -> Vec<Series> {
+    let first = params.first().cloned().unwrap_or_default();
+    let x_of = |pt: &Value, i: usize| -> f64 {
+        pt["params"][&first]
+            .as_str()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(i as f64)
+    };
+    let line_of = |pt: &Value, phase: &str| -> String {
+        let rest: Vec<String> = params[1.min(params.len())..]
+            .iter()
+            .map(|k| format!("{k}={}", pt["params"][k].as_str().unwrap_or("")))
+            .collect();
+        if rest.is_empty() {
+            phase.to_string()
+        } else {
+            format!("{phase} {}", rest.join(","))
+        }
+    };
+    let mut lines: Vec<Series> = vec![];
+    for (i, pt) in points.iter().enumerate() {
+        let Some(phases) = pt["phases"].as_object() else {
+            continue;
+        };
+        for (phase, m) in phases {
+            let key = if m.get(metric).is_some() {
+                metric.to_string()
+            } else {
+                format!("{metric}_estimate")
+            };
+            let Some(sp) = m.get(&key) else { continue };
+            let Some(mean) = sp["mean"].as_f64() else {
+                continue;
+            };
+            let name = line_of(pt, phase);
+            let idx = match lines.iter().position(|l| l.name == name) {
+                Some(j) => j,
+                None => {
+                    let mut s = Series::new(&name, vec![]);
+                    s.markers = true;
+                    lines.push(s);
+                    lines.len() - 1
+                }
+            };
+            lines[idx].points.push((x_of(pt, i), mean));
+            lines[idx]
+                .whiskers
+                .push(sp["ci95_low"].as_f64().zip(sp["ci95_high"].as_f64()));
+        }
+    }
+    lines
 }
 
 /// A run directory's path relative to the experiment's, as the report shows it.

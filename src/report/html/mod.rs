@@ -9,6 +9,7 @@
 
 mod experiment;
 mod run;
+mod telemetry;
 
 pub(crate) use run::spectrum_points;
 

@@ -37,7 +37,7 @@ pub(super) fn page(dir: &Path) -> anyhow::Result<(Page, Option<Value>)> {
     for name in d.phase_names() {
         phase_section(&mut p, &d, &name);
     }
-    telemetry(&mut p, &d);
+    super::telemetry::section(&mut p, &d);
     energy(&mut p, &d);
     let data = d
         .summary
@@ -461,116 +461,6 @@ fn pressure(p: &mut Page, ph: &PhaseSummary) {
         c.svg(),
         "The store's throughput in each step of the antagonists' schedule.",
     );
-}
-
-/// Telemetry series over time, one figure per group, phase starts marked.
-fn telemetry(p: &mut Page, d: &RunData) {
-    let t = &d.telemetry;
-    let Some(time) = t.column("time_s") else {
-        return;
-    };
-    if time.is_empty() {
-        return;
-    }
-    p.h2("Telemetry");
-    let phases = t.text("phase").unwrap_or_default();
-    let mut starts = vec![];
-    for (i, ph) in phases.iter().enumerate() {
-        if !ph.is_empty() && (i == 0 || phases[i - 1] != *ph) {
-            if let Some(Some(x)) = time.get(i) {
-                starts.push((*x, ph.to_string()));
-            }
-        }
-    }
-    let power_src = t
-        .text("power_source")
-        .and_then(|v| v.into_iter().find(|s| !s.is_empty()).map(str::to_string))
-        .unwrap_or_default();
-    let power_label = if power_src == "estimate" {
-        "power (W) — ESTIMATE, not measured".to_string()
-    } else {
-        format!("power (W, {power_src})")
-    };
-    type Group<'a> = (&'a str, &'a str, &'a str, &'a [(&'a str, &'a str)]);
-    let groups: [Group; 6] = [
-        (
-            "cpu",
-            "CPU over time",
-            "% (machine: of all CPUs; processes: of one CPU)",
-            &[
-                ("cpu_busy_pct", "machine busy"),
-                ("proc_cpu_pct", "kvmeter process"),
-                ("server_cpu_pct", "server process"),
-            ],
-        ),
-        (
-            "disk-mb",
-            "disk throughput",
-            "MB/s",
-            &[
-                ("disk_read_mb_per_s", "read"),
-                ("disk_write_mb_per_s", "write"),
-            ],
-        ),
-        (
-            "disk-iops",
-            "disk IOPS",
-            "operations/s",
-            &[("disk_read_iops", "read"), ("disk_write_iops", "write")],
-        ),
-        (
-            "disk-util",
-            "disk utilization and queue",
-            "% busy / requests",
-            &[
-                ("disk_util_pct", "util %"),
-                ("disk_queue_depth", "queue depth"),
-            ],
-        ),
-        (
-            "memory",
-            "memory",
-            "MB",
-            &[
-                ("mem_used_mb", "used"),
-                ("mem_dirty_mb", "dirty"),
-                ("proc_rss_mb", "kvmeter RSS"),
-                ("server_rss_mb", "server RSS"),
-            ],
-        ),
-        ("power", "power", &power_label, &[("power_w", "power")]),
-    ];
-    for (id, title, unit, cols) in groups {
-        let mut c = LineChart::new(
-            &format!("telemetry-{id}"),
-            title,
-            "time since the run started (s)",
-            unit,
-        );
-        c.vlines = starts.clone();
-        for (col, label) in cols.iter() {
-            let Some(v) = t.column(col) else { continue };
-            let pts: Vec<(f64, f64)> = time
-                .iter()
-                .zip(v)
-                .filter_map(|(x, y)| Some(((*x)?, y?)))
-                .collect();
-            if !pts.is_empty() {
-                c.series.push(Series::new(label, downsample(pts)));
-            }
-        }
-        if c.series.is_empty() {
-            p.note("na", &format!("{title}: unavailable on this machine (see manifest and telemetry 'unavailable')"));
-            continue;
-        }
-        p.figure(
-            &c.id.clone(),
-            c.svg(),
-            &format!(
-                "{title}, sampled every --telemetry-interval; dashed lines mark phase starts."
-            ),
-        );
-    }
 }
 
 /// Energy and operations per joule per phase (papers/000 Fig. 1), labelled when estimated.
