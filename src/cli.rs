@@ -183,11 +183,12 @@ fn compare(a: CompareArgs) -> anyhow::Result<i32> {
     let runs_a = compare::collect(&a.a, "A")?;
     let runs_b = compare::collect(&a.b, "--vs")?;
     let c = compare::compare(&runs_a, &runs_b, a.noise, &a.metric)?;
-    if a.require_match && !c.mismatches.is_empty() {
+    // One difference is the variable under test; more than one is not like with like.
+    if a.require_match && c.mismatches.len() > 1 {
         return Err(UsageError::new(format!(
-            "--require-match: the runs differ in {} field(s), first {}",
+            "--require-match: the runs differ in {} fields, not only the one under test: {}",
             c.mismatches.len(),
-            c.mismatches[0]
+            c.mismatches.join("; ")
         ))
         .into());
     }
@@ -196,8 +197,16 @@ fn compare(a: CompareArgs) -> anyhow::Result<i32> {
         .unwrap_or_else(|| crate::plan::default_out("compare", "runs"));
     crate::report::rundir::claim(&out)?;
     std::fs::create_dir_all(&out)?;
-    for m in &c.mismatches {
-        eprintln!("warning: not like with like: {m}");
+    match c.mismatches.as_slice() {
+        [] => {}
+        [one] => eprintln!(
+            "compare: the one difference between the runs (the variable under test): {one}"
+        ),
+        many => {
+            for m in many {
+                eprintln!("warning: not like with like: {m}");
+            }
+        }
     }
     crate::report::rundir::write_atomic(
         &out.join("compare.json"),
