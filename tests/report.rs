@@ -164,6 +164,12 @@ fn run_report_opens_offline_with_its_figures_and_the_summarys_numbers() {
         figs.get("telemetry-cpu").is_some_and(|n| *n >= 2),
         "{figs:?}"
     );
+    // kvmeter's threads by group: at least its workers and its main thread.
+    assert!(
+        figs.get("telemetry-cpu-threads").is_some_and(|n| *n >= 2),
+        "{figs:?}"
+    );
+    assert!(dom.contains("data-series=\"kvm-worker\""));
     assert!(dom.contains("ESTIMATE"), "an estimated power must say so");
     assert!(dom.contains(">warm-up<"));
 

@@ -69,6 +69,8 @@ pub struct RunData {
     pub summary: Option<Summary>,
     pub intervals: Vec<IntervalRow>,
     pub telemetry: Table,
+    /// threads.csv: CPU by thread group per sample (a group is absent when it used none).
+    pub threads: Table,
     /// Why the directory is incomplete (a run cut short), if it is.
     pub partial: Option<String>,
 }
@@ -121,6 +123,9 @@ impl RunData {
                 .map(|t| parse_intervals(&t))
                 .unwrap_or_default(),
             telemetry: std::fs::read_to_string(dir.join("telemetry.csv"))
+                .map(|t| Table::parse(&t))
+                .unwrap_or_default(),
+            threads: std::fs::read_to_string(dir.join("threads.csv"))
                 .map(|t| Table::parse(&t))
                 .unwrap_or_default(),
             partial,

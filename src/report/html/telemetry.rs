@@ -1,10 +1,12 @@
-//! Telemetry over time in the report: CPU (machine, kvmeter's process, a managed server), disk
-//! throughput, IOPS, utilization and queue, memory and power (its source named; an estimate
-//! says so), one figure per group with the phase starts marked.
+//! Telemetry over time in the report: CPU (machine, kvmeter's process, a managed server, and
+//! kvmeter's threads by group — the harness's workers against an embedded store's own
+//! threads), disk throughput, IOPS, utilization and queue, memory and power (its source named;
+//! an estimate says so), one figure per group with the phase starts marked.
 
 use super::{downsample, Page};
 use crate::report::chart::{LineChart, Series};
 use crate::report::rundata::RunData;
+use std::collections::BTreeMap;
 
 /// Telemetry series over time, one figure per group, phase starts marked.
 pub(super) fn section(p: &mut Page, d: &RunData) {
@@ -114,4 +116,48 @@ pub(super) fn section(p: &mut Page, d: &RunData) {
             ),
         );
     }
+    thread_groups(p, d, &starts);
+}
+
+/// CPU of kvmeter's threads by group (threads.csv): kvm-worker against, for an embedded store,
+/// the store's own threads (rocksdb:low, …). A group absent from a sample used no CPU in it.
+pub(super) fn thread_groups(p: &mut Page, d: &RunData, starts: &[(f64, String)]) {
+    let t = &d.threads;
+    let (Some(time), Some(group), Some(cpu)) = (
+        t.column("time_s"),
+        t.text("thread_group"),
+        t.column("cpu_pct"),
+    ) else {
+        return;
+    };
+    let mut times: Vec<f64> = time.iter().flatten().copied().collect();
+    times.dedup();
+    if times.is_empty() {
+        return;
+    }
+    let mut by_group: BTreeMap<&str, BTreeMap<u64, f64>> = BTreeMap::new();
+    for ((x, g), v) in time.iter().zip(group).zip(cpu) {
+        if let (Some(x), Some(v)) = (x, v) {
+            by_group.entry(g).or_default().insert(x.to_bits(), v);
+        }
+    }
+    let mut c = LineChart::new(
+        "telemetry-cpu-threads",
+        "CPU by thread group (kvmeter's process)",
+        "time since the run started (s)",
+        "% of one CPU",
+    );
+    c.vlines = starts.to_vec();
+    for (g, vals) in by_group {
+        let pts = times
+            .iter()
+            .map(|x| (*x, vals.get(&x.to_bits()).copied().unwrap_or(0.0)))
+            .collect();
+        c.series.push(Series::new(g, downsample(pts)));
+    }
+    p.figure(
+        "telemetry-cpu-threads",
+        c.svg(),
+        "Where kvmeter's CPU went: its workers against the store's threads (embedded stores) and its own housekeeping.",
+    );
 }
