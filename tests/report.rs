@@ -390,7 +390,8 @@ fn compare_verdicts(c: &Value, phase: &str) -> Vec<String> {
         .collect()
 }
 
-/// Five runs a side, interleaved so drift hits both. An fsync per write (RocksDB sync=true)
+/// Five runs a side, interleaved so drift hits both; 2,000 operations each, so no phase's
+/// measured window is a few milliseconds of scheduler noise. An fsync per write (RocksDB sync=true)
 /// is worse, and the other way round better; two sets of the same runs are no different;
 /// --fail-on-regression exits 1; the option that differs is named.
 #[test]
@@ -406,9 +407,9 @@ fn compare_finds_a_real_change_and_no_change_where_there_is_none() {
             "--store",
             "rocksdb",
             "--records",
-            "300",
+            "2000",
             "--ops",
-            "300",
+            "2000",
             "--seed",
             &seed,
         ];

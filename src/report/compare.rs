@@ -88,8 +88,12 @@ pub fn collect(args: &[PathBuf], side: &str) -> Result<Vec<PathBuf>, UsageError>
 
 fn load(dir: &Path) -> Result<(Summary, Value), UsageError> {
     let read = |f: &str| -> Result<String, UsageError> {
-        std::fs::read_to_string(dir.join(f))
-            .map_err(|e| UsageError::new(format!("{}: {e}", dir.join(f).display())))
+        std::fs::read_to_string(dir.join(f)).map_err(|e| {
+            UsageError::new(format!(
+                "{}: {e}; a finished run directory holds manifest.json and summary.json",
+                dir.join(f).display()
+            ))
+        })
     };
     let s: Summary = serde_json::from_str(&read("summary.json")?)
         .map_err(|e| UsageError::new(format!("{}: {e}", dir.join("summary.json").display())))?;
@@ -347,56 +351,85 @@ impl Comparison {
         out
     }
 
-    /// compare.html: the verdict table, a forest plot of the ratios, and the first run of each
-    /// side overlaid (throughput per interval, latency by percentile).
+    /// compare.html (the report's page, so the same policy and style): the verdict table,
+    /// a forest plot of the ratios, and the first run of each side overlaid (throughput per
+    /// interval, latency by percentile).
     pub fn html(&self) -> String {
-        let mut rows = String::new();
-        for r in &self.rows {
-            let _ = write!(
-                rows,
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td data-value=\"{}\">{:.3}</td><td>{}</td><td class=\"l\" data-verdict=\"{}\">{}</td></tr>",
-                escape(&r.phase),
-                escape(&r.metric),
-                short(r.median_a),
-                short(r.median_b),
-                r.ratio,
-                r.ratio,
-                r.p_adjusted.map(|p| format!("{p:.3}")).unwrap_or_else(|| "-".into()),
-                escape(&r.verdict),
-                escape(&r.verdict)
-            );
+        use super::html::{Cell, Page};
+        let mut p = Page::new("kvmeter compare");
+        p.note(
+            "na",
+            &format!(
+                "A: {} run(s); B: {} run(s).",
+                self.a_runs.len(),
+                self.b_runs.len()
+            ),
+        );
+        match self.mismatches.as_slice() {
+            [] => p.note(
+                "na",
+                "The manifests match (store, version, options, workload, threads, machine, clock).",
+            ),
+            [one] => p.note(
+                "na",
+                &format!("The one difference (the variable under test): {one}"),
+            ),
+            many => {
+                for m in many {
+                    p.note("warn", &format!("Not like with like: {m}"));
+                }
+            }
         }
-        let mismatch = if self.mismatches.is_empty() {
-            "<p>The manifests match (store, version, options, workload, threads, machine, clock).</p>".to_string()
-        } else {
-            format!(
-                "<div class=\"warn\"><p>The runs differ in more than one thing:</p><ul>{}</ul></div>",
-                self.mismatches
-                    .iter()
-                    .map(|m| format!("<li>{}</li>", escape(m)))
-                    .collect::<String>()
-            )
-        };
-        format!(
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\"><title>kvmeter compare</title><style>body{{font-family:sans-serif;max-width:1100px;margin:1.5em auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ddd;padding:2px 6px;text-align:right}}td.l{{text-align:left}}.warn{{background:#fff4d6;border:1px solid #e0b000;padding:.2em .8em}}</style></head><body>\n<h1>kvmeter compare</h1>\n<p>A: {} run(s); B: {} run(s).</p>\n{mismatch}\n<table data-table=\"compare\"><tr><th>phase</th><th>metric</th><th>median A</th><th>median B</th><th>B/A</th><th>p (Holm)</th><th>verdict</th></tr>{rows}</table>\n{}\n</body></html>\n",
-            self.a_runs.len(),
-            self.b_runs.len(),
-            self.forest() + &self.overlays()
-        )
+        let rows: Vec<Vec<Cell>> = self
+            .rows
+            .iter()
+            .map(|r| {
+                let key = format!("{}.{}", r.phase, r.metric);
+                vec![
+                    Cell::text(r.phase.clone()),
+                    Cell::text(r.metric.clone()),
+                    Cell::text(short(r.median_a)),
+                    Cell::text(short(r.median_b)),
+                    Cell::num(&key, r.ratio, format!("{:.3}", r.ratio)),
+                    Cell::text(
+                        r.p_adjusted
+                            .map(|p| format!("{p:.3}"))
+                            .unwrap_or_else(|| "-".into()),
+                    ),
+                    Cell::text(r.verdict.clone()),
+                ]
+            })
+            .collect();
+        p.table(
+            "compare",
+            &[
+                "phase", "metric", "median A", "median B", "B/A", "p (Holm)", "verdict",
+            ],
+            &rows,
+        );
+        p.figure(
+            "compare-forest",
+            self.forest(),
+            "B/A with its 95 % bootstrap interval; green better, red worse.",
+        );
+        for (id, svg) in self.overlays() {
+            p.figure(&id, svg, "The first run of each side; B dashed.");
+        }
+        p.html(None)
     }
 
     /// The first run of each side overlaid, per phase: throughput per interval and latency by
     /// percentile (measured window).
-    fn overlays(&self) -> String {
+    fn overlays(&self) -> Vec<(String, String)> {
         use super::chart::{LineChart, Scale, Series};
         use super::rundata::RunData;
         let (Some(a), Some(b)) = (self.a_runs.first(), self.b_runs.first()) else {
-            return String::new();
+            return vec![];
         };
         let (Ok(a), Ok(b)) = (RunData::load(Path::new(a)), RunData::load(Path::new(b))) else {
-            return String::new();
+            return vec![];
         };
-        let mut out = String::new();
+        let mut out = vec![];
         for phase in a.phase_names() {
             let mut t = LineChart::new(
                 &format!("compare-{phase}-throughput"),
@@ -432,9 +465,9 @@ impl Comparison {
                 s.dashed = side == "B";
                 t.series.push(s);
             }
-            out.push_str(&t.svg());
+            out.push((t.id.clone(), t.svg()));
             if !sp.series.is_empty() {
-                out.push_str(&sp.svg());
+                out.push((sp.id.clone(), sp.svg()));
             }
         }
         out

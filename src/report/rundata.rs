@@ -100,7 +100,7 @@ impl RunData {
         let summary = match read_json(&dir.join("summary.json"))? {
             Some(v) => Some(serde_json::from_value::<Summary>(v).map_err(|e| {
                 UsageError::new(format!(
-                    "{}: summary.json is not one kvmeter reads ({e})",
+                    "{}: summary.json is not one this kvmeter reads ({e}); make the report with the kvmeter version that wrote the run",
                     dir.display()
                 ))
             })?),

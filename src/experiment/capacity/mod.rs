@@ -16,7 +16,7 @@ use super::{median, run_point, write_atomic};
 use crate::error::{UsageError, EXIT_INTERRUPTED, EXIT_OK};
 use crate::plan::Request;
 use crate::report::Summary;
-use curve::{csv_row, curve_svg, render, CSV_HEADER};
+use curve::{csv_row, render, CSV_HEADER};
 use serde::Serialize;
 use std::path::Path;
 
@@ -487,7 +487,7 @@ impl<'a> Search<'a> {
         )?;
         write_atomic(
             &self.root.join("curve.svg"),
-            curve_svg(&self.points, &self.s.slo).as_bytes(),
+            crate::report::html::capacity_curve(&serde_json::to_value(&result)?).as_bytes(),
         )?;
         if let Err(e) = crate::report::html::write(&self.root) {
             eprintln!("warning: report.html was not written: {e:#}");

@@ -196,43 +196,9 @@ pub(super) fn capacity(dir: &Path) -> anyhow::Result<(Page, Option<Value>)> {
             c["note"].as_str().unwrap_or("")
         ),
     );
-    let points = c["points"].as_array().cloned().unwrap_or_default();
-    let mut chart = LineChart::new(
-        "capacity-curve",
-        "latency from intended start against offered load",
-        "offered load (ops/s)",
-        "latency (µs, log)",
-    );
-    chart.y_scale = Scale::Log10;
-    chart.y_from_zero = false;
-    let mut sorted = points.clone();
-    sorted.sort_by(|a, b| {
-        a["offered_ops_per_s"]
-            .as_f64()
-            .partial_cmp(&b["offered_ops_per_s"].as_f64())
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
-    for (key, name) in [("mean_us", "mean"), ("p50_us", "median"), ("p99_us", "p99")] {
-        let pts: Vec<(f64, f64)> = sorted
-            .iter()
-            .filter_map(|pt| Some((pt["offered_ops_per_s"].as_f64()?, pt[key].as_f64()?)))
-            .collect();
-        let mut s = Series::new(name, pts);
-        s.markers = true;
-        chart.series.push(s);
-    }
-    for t in c["slo"].as_array().cloned().unwrap_or_default() {
-        if let Some(b) = t["bound_us"].as_f64() {
-            chart.hlines.push((
-                b,
-                format!("SLO {} < {} µs", t["stat"].as_str().unwrap_or(""), short(b)),
-            ));
-        }
-    }
-    if let Some(cap) = c["capacity_ops_per_s"].as_f64() {
-        chart.vlines.push((cap, format!("capacity {}", short(cap))));
-    }
-    p.figure("capacity-curve", chart.svg(), "Each point is one run (its own directory); the capacity is the highest offered load that met the SLO (papers/003).");
+    let mut sorted = c["points"].as_array().cloned().unwrap_or_default();
+    sort_by_offered(&mut sorted);
+    p.figure("capacity-curve", capacity_curve(&c), "Each point is one run (its own directory); the capacity is the highest offered load that met the SLO (papers/003).");
     let rows: Vec<Vec<Cell>> = sorted
         .iter()
         .map(|pt| {
@@ -262,4 +228,50 @@ pub(super) fn capacity(dir: &Path) -> anyhow::Result<(Page, Option<Value>)> {
         &rows,
     );
     Ok((p, Some(c)))
+}
+
+fn sort_by_offered(points: &mut [Value]) {
+    points.sort_by(|a, b| {
+        a["offered_ops_per_s"]
+            .as_f64()
+            .partial_cmp(&b["offered_ops_per_s"].as_f64())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+}
+
+/// Latency from intended start against offered load (log scale) with the SLO bounds and the
+/// capacity marked, from capacity.json's content: the report's figure and capacity's own
+/// curve.svg are this one drawing. Points without operations have no latency and are left out.
+pub fn capacity_curve(c: &Value) -> String {
+    let mut sorted = c["points"].as_array().cloned().unwrap_or_default();
+    sort_by_offered(&mut sorted);
+    let mut chart = LineChart::new(
+        "capacity-curve",
+        "latency from intended start against offered load",
+        "offered load (ops/s)",
+        "latency (µs, log)",
+    );
+    chart.y_scale = Scale::Log10;
+    chart.y_from_zero = false;
+    for (key, name) in [("mean_us", "mean"), ("p50_us", "median"), ("p99_us", "p99")] {
+        let pts: Vec<(f64, f64)> = sorted
+            .iter()
+            .filter_map(|pt| Some((pt["offered_ops_per_s"].as_f64()?, pt[key].as_f64()?)))
+            .collect();
+        let mut s = Series::new(name, pts);
+        s.markers = true;
+        chart.series.push(s);
+    }
+    for t in c["slo"].as_array().cloned().unwrap_or_default() {
+        if let Some(b) = t["bound_us"].as_f64() {
+            chart.hlines.push((
+                b,
+                format!("SLO {} < {} µs", t["stat"].as_str().unwrap_or(""), short(b)),
+            ));
+        }
+    }
+    if let Some(cap) = c["capacity_ops_per_s"].as_f64() {
+        chart.vlines.push((cap, format!("capacity {}", short(cap))));
+    }
+    chart.svg()
 }

@@ -11,6 +11,7 @@ mod experiment;
 mod run;
 mod telemetry;
 
+pub use experiment::capacity_curve;
 pub(crate) use run::spectrum_points;
 
 use super::chart::escape;
@@ -41,7 +42,7 @@ pub struct Page {
 }
 
 impl Page {
-    fn new(title: &str) -> Self {
+    pub(crate) fn new(title: &str) -> Self {
         Page {
             title: title.to_string(),
             body: String::new(),
@@ -49,16 +50,16 @@ impl Page {
         }
     }
 
-    fn h2(&mut self, text: &str) {
+    pub(crate) fn h2(&mut self, text: &str) {
         let _ = writeln!(self.body, "<h2>{}</h2>", escape(text));
     }
 
-    fn note(&mut self, class: &str, text: &str) {
+    pub(crate) fn note(&mut self, class: &str, text: &str) {
         let _ = writeln!(self.body, "<p class=\"{class}\">{}</p>", escape(text));
     }
 
     /// Adds a figure inline and to figures/<id>.svg.
-    fn figure(&mut self, id: &str, svg: String, caption: &str) {
+    pub(crate) fn figure(&mut self, id: &str, svg: String, caption: &str) {
         let _ = writeln!(
             self.body,
             "<figure id=\"fig-{}\">{svg}<figcaption>{}</figcaption></figure>",
@@ -69,7 +70,7 @@ impl Page {
     }
 
     /// A table: header cells, then rows of (text, raw value for `data-value`).
-    fn table(&mut self, id: &str, head: &[&str], rows: &[Vec<Cell>]) {
+    pub(crate) fn table(&mut self, id: &str, head: &[&str], rows: &[Vec<Cell>]) {
         let _ = write!(self.body, "<table data-table=\"{}\">", escape(id));
         if head.iter().any(|h| !h.is_empty()) {
             self.body.push_str("<tr>");
@@ -105,7 +106,7 @@ impl Page {
 
     /// The whole file. `data` is embedded as a JSON data block (never executed), escaped so
     /// that nothing in it can close the script element.
-    fn html(&self, data: Option<&serde_json::Value>) -> String {
+    pub(crate) fn html(&self, data: Option<&serde_json::Value>) -> String {
         let mut out = String::new();
         let _ = write!(
             out,
@@ -139,14 +140,14 @@ pub struct Cell {
 }
 
 impl Cell {
-    fn text(t: impl Into<String>) -> Self {
+    pub(crate) fn text(t: impl Into<String>) -> Self {
         Cell {
             text: t.into(),
             value: None,
             key: None,
         }
     }
-    fn num(key: &str, v: f64, text: String) -> Self {
+    pub(crate) fn num(key: &str, v: f64, text: String) -> Self {
         Cell {
             text,
             value: v.is_finite().then_some(v),
