@@ -4,7 +4,7 @@
 # and shared with 'scripts/run-suite.sh'.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+KVMETER_SETUP_TESTS=1 bash scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --release --all-targets --features all-stores --quiet -- -D warnings
 cargo test --release --features all-stores

@@ -3,7 +3,7 @@
 # a C++ compiler and libclang (the bundled RocksDB is compiled from source and bindgen needs
 # libclang), the libraries of the embedded stores that link Debian's builds (WiredTiger,
 # LevelDB), the servers kvmeter starts itself (memcached, redis-server, etcd), and the
-# headless browser the report tests open report.html in (chromium).
+# headless browser the report tests open report.html in (chromium, with KVMETER_SETUP_TESTS=1).
 # Debian/Ubuntu only; runs apt-get as root, or through sudo.
 set -euo pipefail
 
@@ -17,11 +17,14 @@ elif ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang.so* >/dev/null 2>
 fi
 # Stores: Debian package → a file it installs.
 for pair in libwiredtiger-dev:/usr/include/wiredtiger.h libleveldb-dev:/usr/include/leveldb/db.h \
-            memcached:/usr/bin/memcached redis-server:/usr/bin/redis-server etcd-server:/usr/bin/etcd \
-            chromium:/usr/bin/chromium; do
+            memcached:/usr/bin/memcached redis-server:/usr/bin/redis-server etcd-server:/usr/bin/etcd; do
   pkg=${pair%%:*}; file=${pair#*:}
   [ -e "$file" ] || need+=("$pkg")
 done
+# The browser only the tests need (run-tests.sh sets it); the suite does not download it.
+if [ "${KVMETER_SETUP_TESTS:-0}" = 1 ] && [ ! -e /usr/bin/chromium ]; then
+  need+=(chromium)
+fi
 if [ "${#need[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     echo "error: kvmeter's build and stores need: ${need[*]}; install them with your package manager" >&2
