@@ -26,7 +26,7 @@ use crate::plan::Plan;
 use crate::report::manifest::Manifest;
 use crate::report::rundir::RunDir;
 use crate::report::{Outcome, PhaseSummary, RunStatus, Summary};
-use crate::store::managed::Managed;
+use crate::store::cluster::Cluster;
 use crate::store::{StoreKind, StoreOptions};
 use crate::telemetry::Telemetry;
 use crate::workload::Op;
@@ -81,9 +81,9 @@ struct Run<'p> {
     opts: StoreOptions,
     data: DataDir,
     rundir: RunDir,
-    /// A managed server: started by `prepare`, stopped by `finish` (or by Drop on an early
-    /// return).
-    server: Option<Managed>,
+    /// A managed server or cluster: started by `prepare`, stopped by `finish` (or by Drop on
+    /// an early return).
+    server: Option<Cluster>,
     manifest: Manifest<'p>,
     telemetry: Option<Telemetry>,
     /// Idle power and where it came from, for the "above idle" energy figures.
@@ -148,7 +148,7 @@ impl Run<'_> {
 
     /// A failed phase of a managed server: whether the server died, and its last output.
     fn explain_server(&mut self, ps: &mut PhaseSummary) {
-        let Some(m) = self.server.as_mut() else {
+        let Some(m) = self.server.as_mut().map(|c| &mut c.members[0].server) else {
             return;
         };
         let name = self.adapter.name;
@@ -194,11 +194,14 @@ impl Run<'_> {
         if let Some(t) = self.telemetry.take() {
             t.stop();
         }
-        if let Some(mut m) = self.server.take() {
+        if let Some(mut c) = self.server.take() {
+            // CPU seconds per member, read before they stop.
+            if let Some(s) = self.manifest.store.server.as_mut() {
+                s.members = c.manifest();
+            }
             let name = self.adapter.name;
-            match m.stop() {
-                Ok(how) => note(plan, format_args!("server: {name} {how}")),
-                Err(e) => eprintln!("server: stopping {name} (pid {}): {e}", m.pid),
+            for (member, how) in c.stop() {
+                note(plan, format_args!("server: {name} {member} {how}"));
             }
         }
         self.summary.status = match exit {

@@ -14,7 +14,7 @@ use crate::report::manifest::{
 };
 use crate::report::rundir::RunDir;
 use crate::report::{self, RunStatus, Summary};
-use crate::store::managed::Managed;
+use crate::store::cluster::{Cluster, StartCtx};
 use crate::store::{self, StoreKind, StoreOptions};
 use crate::telemetry::Telemetry;
 use std::time::Duration;
@@ -88,11 +88,12 @@ impl<'p> Run<'p> {
             .block_device
             .clone()
             .unwrap_or_else(|| manifest.data_dir.placement.device.clone());
-        let telemetry =
-            match plan.telemetry_config(server.as_ref().map(|m| m.pid), calibration.as_ref()) {
-                Some(cfg) => Some(Telemetry::start(cfg, Some(&device), rundir.root())?),
-                None => None,
-            };
+        let telemetry = match plan
+            .telemetry_config(server.as_ref().map(|c| c.main().pid), calibration.as_ref())
+        {
+            Some(cfg) => Some(Telemetry::start(cfg, Some(&device), rundir.root())?),
+            None => None,
+        };
         let idle = telemetry
             .as_ref()
             .and_then(|t| idle_power(plan, t, calibration.as_ref()));
@@ -177,51 +178,74 @@ fn check_user_server(
         pid: None,
         command: vec![],
         log: None,
+        members: vec![],
+        replication: Default::default(),
     }))
 }
 
-/// Starts the server of a server store on loopback (its output in the run directory's
-/// server.log) and points the options at it.
+/// Starts the server (or the cluster) of a server store on loopback (a single server's output
+/// in the run directory's server.log, a cluster's in members/) and points the options at it.
 fn start_server(
     plan: &Plan,
-    adapter: &StoreKind,
+    adapter: &'static StoreKind,
     opts: &mut StoreOptions,
     data: &DataDir,
     rundir: &RunDir,
-) -> anyhow::Result<(Option<Managed>, Option<ServerManifest>)> {
+) -> anyhow::Result<(Option<Cluster>, Option<ServerManifest>)> {
     let Some(spec) = adapter.server else {
         return Ok((None, None));
     };
-    let log = rundir.root().join("server.log");
-    let m = Managed::start(
-        adapter.name,
+    let topology = (spec.topology)(opts);
+    let ctx = StartCtx {
+        name: adapter.name,
         spec,
         opts,
-        &data.store_dir()?,
-        &log,
-        Duration::from_secs(30),
-    )?;
-    note(
-        plan,
-        format_args!(
-            "server: started {} {} (pid {}) on {}; its output goes to {}",
-            spec.binary,
-            m.version,
-            m.pid,
-            m.addr,
-            log.display()
-        ),
-    );
-    opts.set("addr", &m.addr);
+        dir: &data.store_dir()?,
+        rundir: rundir.root(),
+        timeout: Duration::from_secs(30),
+    };
+    let c = topology.start(&ctx)?;
+    for m in &c.members {
+        note(
+            plan,
+            format_args!(
+                "server: started {} {} {} (pid {}) on {}; its output goes to {}",
+                m.label(),
+                m.server.command[0].rsplit('/').next().unwrap_or(""),
+                m.server.version,
+                m.server.pid,
+                m.server.addr,
+                m.server.log.display()
+            ),
+        );
+    }
+    if c.members.len() > 1 {
+        note(
+            plan,
+            format_args!(
+                "cluster: {} members on this machine's CPUs (they share them with kvmeter); {}",
+                c.members.len(),
+                c.status()
+            ),
+        );
+    }
+    *opts = c.opts.clone();
+    let main = c.main();
     let manifest = ServerManifest {
         managed: true,
-        addr: m.addr.clone(),
-        version: m.version.clone(),
-        pid: Some(m.pid),
-        command: m.command.clone(),
-        log: Some("server.log".into()),
+        addr: c.client_addrs(),
+        version: main.version.clone(),
+        pid: Some(main.pid),
+        command: main.command.clone(),
+        log: main
+            .log
+            .strip_prefix(rundir.root())
+            .ok()
+            .map(|p| p.display().to_string()),
+        members: c.manifest(),
+        replication: topology.settings(opts).into_iter().collect(),
     };
-    Ok((Some(m), Some(manifest)))
+    Ok((Some(c), Some(manifest)))
 }
 
 fn warn_if_nothing_loaded(plan: &Plan, adapter: &StoreKind, data: &DataDir) {

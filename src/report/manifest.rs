@@ -30,6 +30,13 @@ pub struct ServerManifest {
     pub command: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log: Option<String>,
+    /// Every member of a managed cluster (one for a single server), with its CPU seconds:
+    /// members share this machine's CPUs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<crate::store::cluster::MemberManifest>,
+    /// Replication settings (replication factor, WAIT, quorum, Sentinels).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub replication: BTreeMap<String, String>,
 }
 
 /// Store options as the manifest shows them: secrets replaced.

@@ -1,11 +1,18 @@
 //! Managed servers: kvmeter starts the server binary itself (Debian's memcached,
 //! redis-server, etcd) on free loopback ports, waits until it answers, keeps its output in the
 //! run directory, hands its pid to telemetry, and stops it at the end — also on Ctrl-C, on a
-//! kvmeter error (Drop) and, through PR_SET_PDEATHSIG, when kvmeter itself is killed.
+//! kvmeter error (Drop) and, through PR_SET_PDEATHSIG, when kvmeter itself is killed. A
+//! cluster (`cluster.rs`) is a set of these; the fault schedule kills, pauses and restarts them
+//! through the same handle.
 //!
 //! The server runs in its own process group so a terminal's Ctrl-C reaches kvmeter only:
 //! kvmeter then ends the phase, writes its results, and stops the server (SIGTERM, then
 //! SIGKILL after a grace period).
+//!
+//! Every server is forked by one long-lived thread (`keeper`): PR_SET_PDEATHSIG fires when the
+//! *thread* that forked a child ends, so a member restarted by the fault thread would otherwise
+//! be killed when that thread finished. The death signal is SIGKILL: a member paused by a
+//! fault (SIGSTOP) would never act on SIGTERM.
 
 use super::{ServerSpec, StoreOptions};
 use crate::error::UsageError;
@@ -23,9 +30,15 @@ pub struct Managed {
     pub pid: u32,
     pub version: String,
     pub log: PathBuf,
+    /// The binary and its arguments (a restart runs exactly this again).
     pub command: Vec<String>,
+    /// CPU seconds of earlier lives of this server (before a kill or restart).
+    cpu_before: f64,
+    /// Paused by SIGSTOP (a fault) and not yet continued.
+    pub paused: bool,
+    /// Times it was started.
+    pub lives: u32,
 }
-
 /// The binary on PATH (and /usr/sbin, where some packages put daemons).
 pub fn find_binary(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -84,6 +97,80 @@ pub fn tail(path: &Path, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// Forks `cmd` on the keeper thread (see the module header).
+fn spawn_kept(cmd: Command) -> std::io::Result<Child> {
+    use std::sync::mpsc;
+    type Job = (Command, mpsc::Sender<std::io::Result<Child>>);
+    static KEEPER: std::sync::OnceLock<std::sync::Mutex<mpsc::Sender<Job>>> =
+        std::sync::OnceLock::new();
+    let tx = KEEPER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("kvm-keeper".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("spawn the keeper thread");
+        std::sync::Mutex::new(tx)
+    });
+    let (reply, answer) = mpsc::channel();
+    tx.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send((cmd, reply))
+        .map_err(|_| std::io::Error::other("the keeper thread has ended"))?;
+    answer
+        .recv()
+        .map_err(|_| std::io::Error::other("the keeper thread has ended"))?
+}
+
+/// Runs `binary args` with output appended to (or truncating) `log`, in its own process group,
+/// killed when kvmeter dies.
+fn launch(binary: &str, args: &[String], log: &Path, append: bool) -> anyhow::Result<Child> {
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(append)
+        .write(true)
+        .truncate(!append)
+        .open(log)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", log.display()))?;
+    let err = out.try_clone()?;
+    let mut cmd = Command::new(binary);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0);
+    // SAFETY: async-signal-safe calls only, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died between fork and prctl.
+            if libc::getppid() == 1 {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    spawn_kept(cmd).map_err(|e| anyhow::anyhow!("cannot start {binary}: {e}"))
+}
+
+/// CPU seconds (user + system) a running process has used, from /proc/PID/stat.
+pub fn cpu_seconds_of(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start at state (field 3).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some((utime + stime) / hz)
+}
+
 impl Managed {
     /// Starts the server with its files under `dir` and its output in `log`.
     pub fn start(
@@ -94,88 +181,86 @@ impl Managed {
         log: &Path,
         timeout: Duration,
     ) -> anyhow::Result<Managed> {
-        let binary = find_binary(spec.binary).ok_or_else(|| {
-            UsageError::new(format!(
-                "--store {name}: '{}' is not installed (install Debian's {} — scripts/setup.sh does), or run a server yourself and pass --store-opt addr=host:port",
-                spec.binary, spec.package
-            ))
-        })?;
+        let binary = binary_for(name, spec)?;
         let mut last_err = String::new();
         // A port taken between our probe and the server's bind: try fresh ports.
         for _attempt in 0..3 {
             let ports = free_ports(spec.ports)?;
             let args = (spec.args)(opts, &ports, dir);
-            let out = File::create(log)
-                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", log.display()))?;
-            let err = out.try_clone()?;
-            let mut cmd = Command::new(&binary);
-            cmd.args(&args)
-                .stdin(Stdio::null())
-                .stdout(out)
-                .stderr(err)
-                .process_group(0);
-            // SAFETY: async-signal-safe calls only, between fork and exec.
-            unsafe {
-                cmd.pre_exec(|| {
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-            let child = cmd
-                .spawn()
-                .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", binary.display()))?;
-            let pid = child.id();
             let addr = format!("127.0.0.1:{}", ports[0]);
-            let mut command = vec![binary.display().to_string()];
-            command.extend(args);
-            let mut m = Managed {
-                child: Some(child),
-                name,
-                addr,
-                pid,
-                version: String::new(),
-                log: log.to_path_buf(),
-                command,
-            };
+            let mut m = Managed::spawn(name, &binary, args, addr, log)?;
             let mut ping_opts = opts.clone();
             ping_opts.set("addr", &m.addr);
-            let deadline = Instant::now() + timeout;
-            loop {
-                if let Some(status) = m.exited() {
-                    last_err = format!(
-                        "{} exited ({status}) before answering; its last output:\n{}",
-                        spec.binary,
-                        tail(log, 15)
-                    );
-                    break;
-                }
-                match (spec.ping)(&ping_opts, &m.addr) {
-                    Ok(v) => {
-                        m.version = v;
-                        return Ok(m);
-                    }
-                    Err(e) if Instant::now() >= deadline => {
-                        let _ = m.stop();
-                        anyhow::bail!(
-                            "{} did not answer at {} within {:.0} s: {e}; its last output:\n{}",
-                            spec.binary,
-                            m.addr,
-                            timeout.as_secs_f64(),
-                            tail(log, 15)
-                        );
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(50)),
-                }
+            match m.wait_ready(|a| (spec.ping)(&ping_opts, a), timeout) {
+                Ok(()) => return Ok(m),
+                Err(e) => last_err = format!("{e:#}"),
             }
-            let already_in_use = last_err.contains("in use");
-            drop(m);
-            if !already_in_use {
+            if !last_err.contains("in use") {
                 break;
             }
         }
         anyhow::bail!("{last_err}")
+    }
+
+    /// Starts `binary args` (output to `log`) without waiting for it to answer.
+    pub fn spawn(
+        name: &'static str,
+        binary: &Path,
+        args: Vec<String>,
+        addr: String,
+        log: &Path,
+    ) -> anyhow::Result<Managed> {
+        let bin = binary.display().to_string();
+        let child = launch(&bin, &args, log, false)?;
+        let mut command = vec![bin];
+        command.extend(args);
+        Ok(Managed {
+            pid: child.id(),
+            child: Some(child),
+            name,
+            addr,
+            version: String::new(),
+            log: log.to_path_buf(),
+            command,
+            cpu_before: 0.0,
+            paused: false,
+            lives: 1,
+        })
+    }
+
+    /// Waits until `ping` answers (it returns the server's version), the server exits, or
+    /// `timeout` passes; on failure the server is stopped and the error has its last output.
+    pub fn wait_ready(
+        &mut self,
+        ping: impl Fn(&str) -> Result<String, String>,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        let binary = self.command[0].rsplit('/').next().unwrap_or("").to_string();
+        loop {
+            if let Some(status) = self.exited() {
+                anyhow::bail!(
+                    "{binary} exited ({status}) before answering; its last output:\n{}",
+                    tail(&self.log, 15)
+                );
+            }
+            match ping(&self.addr) {
+                Ok(v) => {
+                    self.version = v;
+                    return Ok(());
+                }
+                Err(e) if Instant::now() >= deadline => {
+                    let _ = self.stop();
+                    anyhow::bail!(
+                        "{binary} did not answer at {} within {:.0} s: {e}; its last output:\n{}",
+                        self.addr,
+                        timeout.as_secs_f64(),
+                        tail(&self.log, 15)
+                    );
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
     }
 
     /// The exit status if the server has ended.
@@ -185,20 +270,90 @@ impl Managed {
             .and_then(|c| c.try_wait().ok().flatten())
     }
 
+    /// Whether the server process is alive (paused counts as alive).
+    pub fn running(&mut self) -> bool {
+        self.child.is_some() && self.exited().is_none()
+    }
+
     pub fn last_lines(&self, n: usize) -> String {
         tail(&self.log, n)
     }
 
+    /// CPU seconds used by every life of this server so far.
+    pub fn cpu_seconds(&self) -> f64 {
+        let now = self
+            .child
+            .as_ref()
+            .and_then(|c| cpu_seconds_of(c.id()))
+            .unwrap_or(0.0);
+        self.cpu_before + now
+    }
+
+    /// Sends `sig` to the server (only ever to a process kvmeter started and has not reaped).
+    fn signal(&self, sig: i32) -> anyhow::Result<()> {
+        let Some(c) = self.child.as_ref() else {
+            anyhow::bail!("{} is not running", self.name);
+        };
+        // SAFETY: signalling our own, unreaped child.
+        if unsafe { libc::kill(c.id() as i32, sig) } != 0 {
+            anyhow::bail!("kill({}): {}", c.id(), std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// SIGKILL, then reaps it (a crash: no shutdown, no flush).
+    pub fn kill(&mut self) -> anyhow::Result<()> {
+        self.cpu_before = self.cpu_seconds();
+        self.signal(libc::SIGKILL)?;
+        if let Some(mut c) = self.child.take() {
+            c.wait()?;
+        }
+        self.paused = false;
+        Ok(())
+    }
+
+    /// SIGSTOP: the process stays, answers nothing, holds its connections.
+    pub fn pause(&mut self) -> anyhow::Result<()> {
+        self.signal(libc::SIGSTOP)?;
+        self.paused = true;
+        Ok(())
+    }
+
+    /// SIGCONT after `pause`.
+    pub fn resume(&mut self) -> anyhow::Result<()> {
+        self.signal(libc::SIGCONT)?;
+        self.paused = false;
+        Ok(())
+    }
+
+    /// Starts the same command again (same ports, same data directory), its output appended
+    /// to the same log; the caller waits for it to answer. A running server is killed first.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        if self.running() {
+            self.kill()?;
+        }
+        let child = launch(&self.command[0], &self.command[1..], &self.log, true)?;
+        self.pid = child.id();
+        self.child = Some(child);
+        self.lives += 1;
+        Ok(())
+    }
+
     /// SIGTERM, up to 10 s to exit, then SIGKILL. Returns how it ended.
     pub fn stop(&mut self) -> anyhow::Result<String> {
+        let cpu = self.cpu_seconds();
         let Some(mut child) = self.child.take() else {
             return Ok("already stopped".into());
         };
         if let Some(s) = child.try_wait()? {
             return Ok(format!("had already exited ({s})"));
         }
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        self.cpu_before = cpu;
+        // SAFETY: signalling our own child; a paused one must be continued to act on SIGTERM.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+            libc::kill(child.id() as i32, libc::SIGCONT);
+        }
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Some(s) = child.try_wait()? {
@@ -212,6 +367,16 @@ impl Managed {
             "killed after 10 s without exiting on SIGTERM ({s})"
         ))
     }
+}
+
+/// The installed server binary, or a usage error saying which package has it.
+pub fn binary_for(name: &str, spec: &ServerSpec) -> Result<PathBuf, UsageError> {
+    find_binary(spec.binary).ok_or_else(|| {
+        UsageError::new(format!(
+            "--store {name}: '{}' is not installed (install Debian's {} — scripts/setup.sh does), or run a server yourself and pass --store-opt addr=host:port",
+            spec.binary, spec.package
+        ))
+    })
 }
 
 impl Drop for Managed {

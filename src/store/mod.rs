@@ -6,6 +6,7 @@
 //! no adapter ever times itself (style.md, after YCSB's `DBWrapper`). The adapters are listed
 //! once, in `registry.rs`.
 
+pub mod cluster;
 pub mod etcd;
 pub mod kv;
 #[cfg(feature = "leveldb")]
@@ -67,10 +68,13 @@ pub enum ErrorKind {
     UnexpectedState,
     /// Anything else.
     Other,
+    /// A write the primary applied but fewer replicas than `wait_replicas` confirmed in time:
+    /// not acknowledged as durable, so the durability check counts it as indeterminate.
+    Unconfirmed,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 7] = [
+    pub const ALL: [ErrorKind; 8] = [
         ErrorKind::Io,
         ErrorKind::Timeout,
         ErrorKind::Busy,
@@ -78,6 +82,7 @@ impl ErrorKind {
         ErrorKind::NotImplemented,
         ErrorKind::UnexpectedState,
         ErrorKind::Other,
+        ErrorKind::Unconfirmed,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -88,6 +93,7 @@ impl ErrorKind {
             ErrorKind::NotImplemented => "not_implemented",
             ErrorKind::UnexpectedState => "unexpected_state",
             ErrorKind::Other => "error",
+            ErrorKind::Unconfirmed => "unconfirmed",
         }
     }
 }
@@ -257,6 +263,9 @@ pub struct ServerSpec {
     pub ping: fn(opts: &StoreOptions, addr: &str) -> Result<String, String>,
     /// Removes every record (the suite's clear phase).
     pub clear: fn(opts: &StoreOptions) -> anyhow::Result<()>,
+    /// The members a managed server is made of for these options (a single server, an etcd
+    /// group, a Redis primary with replicas, a Redis Cluster).
+    pub topology: fn(opts: &StoreOptions) -> &'static dyn cluster::Topology,
 }
 
 /// Server probe: usable when the binary is installed (managed mode); a user's own server

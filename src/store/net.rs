@@ -127,6 +127,20 @@ pub fn resolve(addr: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("'{addr}' resolves to no address"))
 }
 
+/// A comma-separated address list ("h:p,h:p"), each resolved.
+pub fn resolve_list(list: &str) -> Result<Vec<SocketAddr>, String> {
+    let out = list
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(resolve)
+        .collect::<Result<Vec<_>, _>>()?;
+    if out.is_empty() {
+        return Err(format!("'{list}': expected host:port[,host:port…]"));
+    }
+    Ok(out)
+}
+
 impl Conn {
     pub fn connect(addr: SocketAddr, timeout: Duration) -> std::io::Result<Conn> {
         Self::connect_with(addr, timeout, None)

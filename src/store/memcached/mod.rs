@@ -42,6 +42,7 @@ pub static SERVER: ServerSpec = ServerSpec {
     args: server_args,
     ping,
     clear,
+    topology: |_| &super::cluster::SINGLE,
 };
 
 pub static KIND: StoreKind = StoreKind {

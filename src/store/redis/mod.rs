@@ -12,6 +12,7 @@ use super::record::{self, Record, RecordView};
 use super::Queued;
 use super::*;
 
+mod replication;
 mod resp;
 mod server;
 
@@ -37,6 +38,12 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "persistence", default: "none", help: "managed server: none, rdb (save every 60 s with a write), aof (appendfsync everysec) or aof-always (fsync every write)" },
     OptSpec { name: "maxmemory_mb", default: "0", help: "managed server: memory limit in MiB (0: none)" },
     OptSpec { name: "io_threads", default: "1", help: "managed server: I/O threads (io-threads)" },
+    OptSpec { name: "replicas", default: "0", help: "managed: replicas of the primary, 0 to 4 (each its own redis-server with --replicaof)" },
+    OptSpec { name: "wait_replicas", default: "0", help: "WAIT for this many replicas after every write; a write fewer confirmed in wait_timeout_ms counts as 'unconfirmed'" },
+    OptSpec { name: "wait_timeout_ms", default: "1000", help: "WAIT's timeout" },
+    OptSpec { name: "sentinels", default: "0", help: "managed: Redis Sentinels (3 or 5) that fail over to a replica; the client asks them for the primary after an error" },
+    OptSpec { name: "down_after_ms", default: "1000", help: "managed Sentinels: down-after-milliseconds (how long the primary may not answer before failover)" },
+    OptSpec { name: "sentinel_addr", default: "", help: "host:port,… of Sentinels (monitoring 'kvmeter') the client asks for the primary; set by kvmeter for managed Sentinels" },
 ];
 
 pub static SERVER: ServerSpec = ServerSpec {
@@ -46,6 +53,7 @@ pub static SERVER: ServerSpec = ServerSpec {
     args: server_args,
     ping,
     clear,
+    topology: |_| &replication::REPLICATION,
 };
 
 pub static KIND: StoreKind = StoreKind {
@@ -59,7 +67,7 @@ pub static KIND: StoreKind = StoreKind {
     },
     version: || super::managed::binary_version("redis-server", &["--version"]),
     probe: || probe_server(&SERVER),
-    check: |o| settings(o).map(|_| ()),
+    check: |o| settings(o).and_then(|_| replication::check_input(o)),
     open,
     server: Some(&SERVER),
 };
@@ -130,14 +138,67 @@ impl RedisSession {
         let i = self.next;
         self.next = if i + 1 == self.conns.len() { 0 } else { i + 1 };
         if self.conns[i].broken {
-            self.conns[i] = connect(&self.s, self.conns[i].addr)?;
+            self.reconnect(i)?;
         }
         self.conns[i].begin();
         Ok(i)
     }
 
+    /// A new connection for slot `i`: to the primary the Sentinels name, where there are
+    /// Sentinels (after a failover it is another server), else to the same address.
+    #[cold]
+    fn reconnect(&mut self, i: usize) -> Result<(), RawError> {
+        let mut addr = self.conns[i].addr;
+        if !self.s.sentinels.is_empty() {
+            if let Some(a) = replication::ask_sentinels(&self.s.sentinels, self.s.timeout)
+                .and_then(|a| net::resolve(&a).ok())
+            {
+                addr = a;
+            }
+        }
+        self.conns[i] = connect(&self.s, addr)?;
+        Ok(())
+    }
+
+    /// After a write: WAIT for `wait_replicas` replicas (same round trip as the write was
+    /// sent in); fewer in time is `unconfirmed`.
+    #[inline]
+    fn push_wait(s: &Settings, out: &mut Vec<u8>) {
+        if s.wait > 0 {
+            command(
+                out,
+                &[b"WAIT", s.wait_arg.as_bytes(), s.wait_timeout.as_bytes()],
+            );
+        }
+    }
+
+    fn read_wait(s: &Settings, c: &mut Conn) -> Result<(), RawError> {
+        if s.wait == 0 {
+            return Ok(());
+        }
+        match reply(c)? {
+            Reply::Int(n) if n as usize >= s.wait => Ok(()),
+            Reply::Int(n) => Err(RawError::new(
+                ErrorKind::Unconfirmed,
+                false,
+                format!(
+                    "Redis: WAIT {} {}: {n} replica(s) confirmed the write",
+                    s.wait, s.wait_timeout
+                ),
+            )),
+            Reply::Error(r) => Err(redis_error(c.bytes(r))),
+            _ => Err(malformed(c)),
+        }
+    }
+
     #[cold]
     fn fail(&mut self, e: RawError) -> Status {
+        if e.message.contains("READONLY") && !self.s.sentinels.is_empty() {
+            // A demoted primary: every connection moves to the new one.
+            for c in &mut self.conns {
+                c.broken = true;
+            }
+        }
         self.last_error = Some(e.message);
         Status::Error {
             kind: e.kind,
@@ -346,7 +407,12 @@ impl Session for RedisSession {
         };
         let c = &mut self.conns[i];
         Self::hset(&mut c.wbuf, key, values);
-        match c.send().and_then(|_| Self::expect_ok(c, "update")) {
+        Self::push_wait(&self.s, &mut c.wbuf);
+        let s = &self.s;
+        match c.send().and_then(|_| {
+            let a = Self::expect_ok(c, "update");
+            a.and(Self::read_wait(s, c))
+        }) {
             Ok(()) => Status::Ok,
             Err(e) => self.fail(e),
         }
@@ -364,6 +430,8 @@ impl Session for RedisSession {
         if index {
             command(&mut c.wbuf, &[b"ZADD", INDEX, b"0", key]);
         }
+        Self::push_wait(&self.s, &mut c.wbuf);
+        let s = &self.s;
         let r = c.send().and_then(|_| {
             // Every reply is read, so the connection stays in step even after an error.
             let a = Self::expect_ok(c, "insert");
@@ -373,7 +441,8 @@ impl Session for RedisSession {
             } else {
                 Ok(())
             };
-            a.and(b).and(z)
+            let w = Self::read_wait(s, c);
+            a.and(b).and(z).and(w)
         });
         match r {
             Ok(()) => Status::Ok,
@@ -392,6 +461,8 @@ impl Session for RedisSession {
         if index {
             command(&mut c.wbuf, &[b"ZREM", INDEX, key]);
         }
+        Self::push_wait(&self.s, &mut c.wbuf);
+        let s = &self.s;
         let r = c.send().and_then(|_| {
             let a = Self::expect_ok(c, "delete");
             let z = if index {
@@ -399,7 +470,8 @@ impl Session for RedisSession {
             } else {
                 Ok(())
             };
-            a.and(z)
+            let w = Self::read_wait(s, c);
+            a.and(z).and(w)
         });
         match r {
             Ok(()) => Status::Ok,

@@ -118,3 +118,27 @@ pub(super) fn redis_error(b: &[u8]) -> RawError {
     let fatal = text.starts_with("NOAUTH") || text.starts_with("WRONGPASS");
     RawError::new(kind, fatal, format!("Redis: {text}"))
 }
+
+/// Sends one command whose reply is an array of bulk strings (or nil); returns the strings.
+pub(super) fn strings(c: &mut Conn, args: &[&[u8]]) -> Result<Vec<String>, RawError> {
+    c.begin();
+    command(&mut c.wbuf, args);
+    c.send()?;
+    match reply(c)? {
+        Reply::Array(None) => Ok(vec![]),
+        Reply::Array(Some(n)) => {
+            let mut out = Vec::with_capacity(n);
+            for _ in 0..n {
+                match reply(c)? {
+                    Reply::Bulk(Some(r)) => {
+                        out.push(String::from_utf8_lossy(c.bytes(r)).into_owned())
+                    }
+                    _ => out.push(String::new()),
+                }
+            }
+            Ok(out)
+        }
+        Reply::Error(r) => Err(redis_error(c.bytes(r))),
+        _ => Err(malformed(c)),
+    }
+}

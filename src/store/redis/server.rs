@@ -21,6 +21,12 @@ pub(super) struct Settings {
     pub(super) index: bool,
     pub(super) pipeline: usize,
     pub(super) tls: Option<net::Tls>,
+    /// WAIT after every write for this many replicas (0: no WAIT); its arguments as text.
+    pub(super) wait: usize,
+    pub(super) wait_arg: String,
+    pub(super) wait_timeout: String,
+    /// Sentinels to ask for the primary after an error (comma-separated; empty: none).
+    pub(super) sentinels: String,
 }
 
 pub(super) fn password(o: &StoreOptions) -> String {
@@ -32,6 +38,7 @@ pub(super) fn password(o: &StoreOptions) -> String {
 
 pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
     o.choice("persistence", &["none", "rdb", "aof", "aof-always"])?;
+    super::replication::check(o)?;
     o.u64("maxmemory_mb")?;
     let io = o.positive("io_threads")?;
     if io > 128 {
@@ -101,6 +108,10 @@ pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
             }
         },
         tls,
+        wait: o.u64("wait_replicas")? as usize,
+        wait_arg: o.str("wait_replicas").to_string(),
+        wait_timeout: o.str("wait_timeout_ms").to_string(),
+        sentinels: o.str("sentinel_addr").to_string(),
     })
 }
 

@@ -13,6 +13,8 @@ use super::kv::{KvSession, RawError, RawKv, ScanError, ScanSink};
 use super::net::{self, parse_usize, push_num, Conn};
 
 use super::*;
+
+mod cluster;
 use crate::error::UsageError;
 use base64::Engine;
 use std::net::SocketAddr;
@@ -21,7 +23,10 @@ use std::time::Duration;
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 const OPTIONS: &[OptSpec] = &[
-    OptSpec { name: "addr", default: "", help: "host:port of an etcd client URL you run (http); empty: kvmeter starts one on loopback (managed)" },
+    OptSpec { name: "addr", default: "", help: "host:port[,host:port…] of etcd client URLs you run (http; the client starts at the leader and moves to the next member when one fails); empty: kvmeter starts the cluster on loopback (managed)" },
+    OptSpec { name: "members", default: "1", help: "managed: members of the Raft group, 1, 3, 5 or 7 (each its own process, ports and data directory)" },
+    OptSpec { name: "heartbeat_ms", default: "100", help: "managed: Raft heartbeat interval (--heartbeat-interval)" },
+    OptSpec { name: "election_ms", default: "1000", help: "managed: Raft election timeout (--election-timeout), at least 5 heartbeats" },
     OptSpec { name: "connections", default: "1", help: "connections per worker, used in turn" },
     OptSpec { name: "timeout_ms", default: "10000", help: "how long to wait for a reply before the operation counts as a timeout" },
     OptSpec { name: "quota_backend_mb", default: "8192", help: "managed server: backend size quota (--quota-backend-bytes)" },
@@ -35,6 +40,7 @@ pub static SERVER: ServerSpec = ServerSpec {
     args: server_args,
     ping,
     clear,
+    topology: |_| &cluster::ETCD,
 };
 
 pub static KIND: StoreKind = StoreKind {
@@ -48,7 +54,7 @@ pub static KIND: StoreKind = StoreKind {
     },
     version: || super::managed::binary_version("etcd", &["--version"]),
     probe: || probe_server(&SERVER),
-    check: |o| settings(o).map(|_| ()),
+    check: |o| settings(o).and_then(|_| cluster::check_input(o)),
     open,
     server: Some(&SERVER),
 };
@@ -62,8 +68,9 @@ struct Settings {
 fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
     o.positive("quota_backend_mb")?;
     o.positive("snapshot_count")?;
+    cluster::check(o)?;
     if !o.str("addr").is_empty() {
-        net::resolve(o.str("addr"))
+        net::resolve_list(o.str("addr"))
             .map_err(|e| UsageError::new(format!("--store-opt addr={e}")))?;
     }
     Ok(Settings {
@@ -72,44 +79,29 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
     })
 }
 
+/// The arguments of a one-member group (`ports`: client, peer).
 fn server_args(o: &StoreOptions, ports: &[u16], dir: &Path) -> Vec<String> {
-    let client = format!("http://127.0.0.1:{}", ports[0]);
     let peer = format!("http://127.0.0.1:{}", ports[1]);
-    let quota = o.u64("quota_backend_mb").unwrap_or(8192) << 20;
-    [
-        "--name",
+    cluster::member_args(
+        o,
         "kvmeter",
-        "--data-dir",
-        &dir.join("etcd").display().to_string(),
-        "--listen-client-urls",
-        &client,
-        "--advertise-client-urls",
-        &client,
-        "--listen-peer-urls",
-        &peer,
-        "--initial-advertise-peer-urls",
-        &peer,
-        "--initial-cluster",
+        ports,
+        &dir.join("etcd"),
         &format!("kvmeter={peer}"),
-        "--initial-cluster-state",
-        "new",
-        "--quota-backend-bytes",
-        &quota.to_string(),
-        "--snapshot-count",
-        o.str("snapshot_count"),
-        "--logger",
-        "zap",
-        "--log-outputs",
-        "stderr",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    )
 }
 
-fn ping(o: &StoreOptions, addr: &str) -> Result<String, String> {
+/// Every address of the list must answer (and have a leader); returns the version.
+fn ping(o: &StoreOptions, list: &str) -> Result<String, String> {
+    let mut version = String::new();
+    for addr in net::resolve_list(list)? {
+        version = ping_one(o, addr)?;
+    }
+    Ok(version)
+}
+
+fn ping_one(o: &StoreOptions, addr: SocketAddr) -> Result<String, String> {
     let s = settings(o).map_err(|e| e.to_string())?;
-    let addr = net::resolve(addr)?;
     let mut h = Http::connect(addr, s.timeout).map_err(|e| e.message)?;
     let body = h
         .request(b"GET", b"/version", b"")
@@ -127,7 +119,7 @@ fn ping(o: &StoreOptions, addr: &str) -> Result<String, String> {
 
 fn clear(o: &StoreOptions) -> anyhow::Result<()> {
     let s = settings(o)?;
-    let addr = net::resolve(o.str("addr")).map_err(|e| anyhow::anyhow!(e))?;
+    let addr = net::resolve_list(o.str("addr")).map_err(|e| anyhow::anyhow!(e))?[0];
     let mut h = Http::connect(addr, s.timeout).map_err(|e| anyhow::anyhow!(e.message))?;
     // key "\0", range_end "\0": every key.
     h.request(
@@ -156,6 +148,9 @@ struct Http {
     body: Vec<u8>,
     json: Vec<u8>,
     timeout: Duration,
+    /// Every member's client address: a broken connection moves to the next one that accepts
+    /// (a killed leader's clients go on with the rest of the group).
+    endpoints: std::sync::Arc<[SocketAddr]>,
 }
 
 impl Http {
@@ -172,20 +167,37 @@ impl Http {
             body: Vec::with_capacity(4096),
             json: Vec::with_capacity(4096),
             timeout,
+            endpoints: std::sync::Arc::from([addr]),
         })
+    }
+
+    /// Reconnects, to the same member first, then to each other member in turn.
+    #[cold]
+    fn reconnect(&mut self) -> Result<(), RawError> {
+        let n = self.endpoints.len();
+        let at = self
+            .endpoints
+            .iter()
+            .position(|a| *a == self.conn.addr)
+            .unwrap_or(0);
+        let mut last = String::new();
+        for k in 0..n {
+            let addr = self.endpoints[(at + k) % n];
+            match Conn::connect(addr, self.timeout) {
+                Ok(c) => {
+                    self.conn = c;
+                    return Ok(());
+                }
+                Err(e) => last = format!("cannot reconnect to etcd at {addr}: {e}"),
+            }
+        }
+        Err(RawError::new(ErrorKind::Io, true, last))
     }
 
     /// Sends a request with `body` and returns the reply's body (status 200 only).
     fn request(&mut self, method: &[u8], path: &[u8], body: &[u8]) -> Result<&[u8], RawError> {
         if self.conn.broken {
-            let addr = self.conn.addr;
-            self.conn = Conn::connect(addr, self.timeout).map_err(|e| {
-                RawError::new(
-                    ErrorKind::Io,
-                    true,
-                    format!("cannot reconnect to etcd at {addr}: {e}"),
-                )
-            })?;
+            self.reconnect()?;
         }
         let c = &mut self.conn;
         c.begin();
@@ -293,23 +305,34 @@ fn http_error(status: usize, body: &[u8]) -> RawError {
 }
 
 struct EtcdStore {
-    addr: SocketAddr,
+    /// Client URLs, the leader's first (as it was when the store was opened).
+    endpoints: std::sync::Arc<[SocketAddr]>,
     s: Settings,
 }
 
 fn open(_dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
     let s = settings(o)?;
-    let addr = net::resolve(o.str("addr")).map_err(|e| anyhow::anyhow!("--store-opt addr={e}"))?;
-    Ok(Box::new(EtcdStore { addr, s }))
+    let mut endpoints =
+        net::resolve_list(o.str("addr")).map_err(|e| anyhow::anyhow!("--store-opt addr={e}"))?;
+    if endpoints.len() > 1 {
+        if let Some(l) = cluster::leader_endpoint(&endpoints, s.timeout) {
+            endpoints.swap(0, l);
+        }
+    }
+    Ok(Box::new(EtcdStore {
+        endpoints: endpoints.into(),
+        s,
+    }))
 }
 
 impl Store for EtcdStore {
     fn session(&self) -> anyhow::Result<Box<dyn Session>> {
         let mut conns = Vec::with_capacity(self.s.connections);
         for _ in 0..self.s.connections {
-            conns.push(
-                Http::connect(self.addr, self.s.timeout).map_err(|e| anyhow::anyhow!(e.message))?,
-            );
+            let mut h = Http::connect(self.endpoints[0], self.s.timeout)
+                .map_err(|e| anyhow::anyhow!(e.message))?;
+            h.endpoints = self.endpoints.clone();
+            conns.push(h);
         }
         Ok(Box::new(KvSession::new(EtcdRaw {
             conns,
