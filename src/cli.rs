@@ -334,6 +334,14 @@ pub struct CommonArgs {
     /// (O_DIRECT I/O), membw:threads=2,gbps=5 (memory streaming), cpu:threads=1,duty=0.5.
     #[arg(long, value_name = "SPEC")]
     pub antagonist: Vec<String>,
+    /// A fault during every run phase, repeatable: at=30s,kill=leader,restart_after=5s;
+    /// stop=replica:0,for=3s; restart=member:1. Only servers kvmeter starts (needs --duration).
+    #[arg(long, value_name = "SPEC")]
+    pub fault: Vec<String>,
+    /// Recovery timeline bucket (default 100ms with --fault): throughput, errors and latency
+    /// finer than --interval, in timeline.csv.
+    #[arg(long, value_name = "DURATION")]
+    pub timeline: Option<String>,
     /// Directory for antagonist files (default: inside --data-dir, on the device under test).
     #[arg(long, value_name = "DIR")]
     pub io_dir: Option<PathBuf>,
@@ -373,6 +381,8 @@ fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: Commo
         counters: c.counters,
         calibration: c.calibration,
         antagonists: c.antagonist,
+        faults: c.fault,
+        timeline: c.timeline,
         io_dir: c.io_dir,
         io_file_size: c.io_file_size,
         random_ratio: None,

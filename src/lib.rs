@@ -9,6 +9,7 @@ pub mod doctor;
 pub mod driver;
 pub mod error;
 pub mod experiment;
+pub mod fault;
 pub mod machine;
 pub mod measure;
 pub mod plan;

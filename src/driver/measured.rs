@@ -9,7 +9,7 @@
 
 use super::worker::Worker;
 use crate::measure::clock::Clock;
-use crate::measure::Metric;
+use crate::measure::{timeline, Metric};
 use crate::report::ErrorSample;
 use crate::store::{ErrorKind, RecordView, Status};
 use crate::workload::{CoreWorkload, Op};
@@ -83,6 +83,9 @@ impl Worker<'_, '_> {
         let service = t_end.saturating_sub(t_start);
         let from_intended = intended.map(|i| t_end.saturating_sub(i)).unwrap_or(service);
         self.rec.record(m, st, service, from_intended, bytes);
+        if let Some(t) = &self.timeline {
+            t.record(timeline::AFFECTED, st, t_end, from_intended);
+        }
         if let Status::Error { kind, fatal } = st {
             self.error(m, kind, fatal);
         }
@@ -91,7 +94,12 @@ impl Worker<'_, '_> {
     #[cold]
     fn error(&mut self, m: Metric, kind: ErrorKind, fatal: bool) {
         let msg = self.session.last_error();
-        if fatal {
+        if fatal && self.sh.tolerate_fatal {
+            // A fault is expected to break connections: count it and go on, a little later,
+            // so a dead server is not hammered in a tight loop (this bounds the error rate,
+            // not the measured gap: the gap ends at the next success).
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        } else if fatal {
             self.sh.fail(format!(
                 "{} failed: {} error{}",
                 m.name(),

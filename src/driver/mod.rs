@@ -10,6 +10,7 @@ mod antagonists;
 pub mod arrivals;
 mod companion;
 pub mod datadir;
+mod faults;
 mod measured;
 mod open_loop;
 mod phase;
@@ -83,7 +84,7 @@ struct Run<'p> {
     rundir: RunDir,
     /// A managed server or cluster: started by `prepare`, stopped by `finish` (or by Drop on
     /// an early return).
-    server: Option<Cluster>,
+    server: Option<Arc<std::sync::Mutex<Cluster>>>,
     manifest: Manifest<'p>,
     telemetry: Option<Telemetry>,
     /// Idle power and where it came from, for the "above idle" energy figures.
@@ -119,6 +120,7 @@ impl Run<'_> {
                 idle: self.idle.as_ref(),
                 io: self.io.as_ref(),
                 peak_gbps: self.peak_gbps,
+                cluster: self.server.as_ref(),
                 index: i,
                 phases: n,
             };
@@ -148,9 +150,11 @@ impl Run<'_> {
 
     /// A failed phase of a managed server: whether the server died, and its last output.
     fn explain_server(&mut self, ps: &mut PhaseSummary) {
-        let Some(m) = self.server.as_mut().map(|c| &mut c.members[0].server) else {
+        let Some(c) = self.server.as_ref() else {
             return;
         };
+        let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
+        let m = &mut c.members[0].server;
         let name = self.adapter.name;
         let why = match m.exited() {
             Some(status) => format!("the {name} server exited ({status})"),
@@ -194,7 +198,8 @@ impl Run<'_> {
         if let Some(t) = self.telemetry.take() {
             t.stop();
         }
-        if let Some(mut c) = self.server.take() {
+        if let Some(c) = self.server.take() {
+            let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
             // CPU seconds per member, read before they stop.
             if let Some(s) = self.manifest.store.server.as_mut() {
                 s.members = c.manifest();

@@ -9,9 +9,12 @@ use super::arrivals::Arrivals;
 use super::companion::Companion;
 use super::datadir::DataDir;
 use super::progress::Progress;
-use super::{antagonists, metrics_for, now_rfc3339, open_loop, pressure, split_ops, worker};
+use super::{
+    antagonists, faults, metrics_for, now_rfc3339, open_loop, pressure, split_ops, worker,
+};
 use crate::antagonist::io::IoAntagonists;
 use crate::measure::clock::Clock;
+use crate::measure::timeline::Timeline;
 use crate::measure::{Collector, Stats, WorkerRecorder};
 use crate::plan::{PhaseKind, PhasePlan, Plan};
 use crate::report::rundir::RunDir;
@@ -38,6 +41,8 @@ pub(super) struct PhaseCtx<'a> {
     pub idle: Option<&'a (f64, String)>,
     pub io: Option<&'a IoAntagonists>,
     pub peak_gbps: Option<f64>,
+    /// The managed server or cluster (faults act on it).
+    pub cluster: Option<&'a std::sync::Arc<std::sync::Mutex<crate::store::cluster::Cluster>>>,
     /// This phase's position, for progress lines.
     pub index: usize,
     pub phases: usize,
@@ -78,6 +83,8 @@ fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
         antagonists: vec![],
         all_ops: None,
         open_loop: None,
+        faults: vec![],
+        fault_events: vec![],
     }
 }
 
@@ -105,6 +112,13 @@ pub(super) fn run(
         threads,
     } = Opened::open(ctx, phase, &mut ps)?;
     let load = phase.kind == PhaseKind::Load;
+    let is_run = phase.kind == PhaseKind::Run;
+    let timeline_start = ctx.clock.now();
+    let timeline = ctx.plan.timeline.filter(|_| is_run).map(|w| {
+        // Each worker's ring covers two intervals, so the interval loop never misses a bucket.
+        let ring = (2 * ctx.plan.interval.as_nanos() / w.as_nanos().max(1)) as usize + 8;
+        Timeline::new(w.as_nanos() as u64, timeline_start, threads, ring)
+    });
     let arrivals = phase
         .open_loop
         .as_ref()
@@ -124,11 +138,19 @@ pub(super) fn run(
         seed: ctx.plan.seed,
         clock: ctx.clock.clone(),
         counters: ctx.plan.counters,
+        timelines: timeline
+            .as_ref()
+            .map(|t| (0..threads).map(|i| t.worker(i)).collect())
+            .unwrap_or_default(),
+        tolerate_fatal: is_run && !ctx.plan.faults.is_empty(),
     };
     if let Some(t) = ctx.telemetry {
         t.begin(&phase.name);
     }
     let mut companions = start_companions(ctx, phase, &collector);
+    if let Some(r) = faults::Recovery::start(ctx, phase, timeline, timeline_start, shared.t0) {
+        companions.push(Box::new(r));
+    }
     let wall_start = SystemTime::now();
     ps.started_at = humantime::format_rfc3339_millis(wall_start).to_string();
     let mut iv = Intervals::new(phase, &collector, shared.t0, wall_start, arrivals.as_ref());

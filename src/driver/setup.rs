@@ -17,6 +17,7 @@ use crate::report::{self, RunStatus, Summary};
 use crate::store::cluster::{Cluster, StartCtx};
 use crate::store::{self, StoreKind, StoreOptions};
 use crate::telemetry::Telemetry;
+use std::sync::Arc;
 use std::time::Duration;
 
 impl<'p> Run<'p> {
@@ -103,7 +104,7 @@ impl<'p> Run<'p> {
             opts,
             data,
             rundir,
-            server,
+            server: server.map(|c| Arc::new(std::sync::Mutex::new(c))),
             manifest,
             telemetry,
             idle,

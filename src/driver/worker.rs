@@ -33,6 +33,10 @@ pub struct Shared<'a> {
     pub clock: Clock,
     /// Open this worker's own counter groups (`--counters`).
     pub counters: bool,
+    /// Each worker's recovery-timeline ring (`--timeline`), by worker index.
+    pub timelines: Vec<std::sync::Arc<crate::measure::timeline::WorkerTimeline>>,
+    /// Faults are scheduled: a store error that would end the phase is counted instead.
+    pub tolerate_fatal: bool,
 }
 
 impl Shared<'_> {
@@ -66,6 +70,7 @@ pub(super) struct Worker<'s, 'a> {
     pub(super) pending: Vec<(Metric, Option<u64>, u64, Option<i64>)>,
     /// Each reply of a flushed batch: status, clock at its arrival, bytes returned.
     pub(super) replies: Vec<(Status, u64, u64)>,
+    pub(super) timeline: Option<std::sync::Arc<crate::measure::timeline::WorkerTimeline>>,
 }
 
 #[inline]
@@ -113,6 +118,7 @@ pub fn run(
         clock: sh.clock.clone(),
         index: index as u64,
         wake_early_ns: 50_000,
+        timeline: sh.timelines.get(index).cloned(),
     };
     w.run(ops);
     let counted = groups.as_mut().map(|g| g.figures());

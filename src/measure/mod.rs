@@ -13,6 +13,7 @@
 
 pub mod clock;
 pub mod percentile;
+pub mod timeline;
 
 use crate::store::{ErrorKind, Status};
 use hdrhistogram::Histogram;

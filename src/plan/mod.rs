@@ -57,6 +57,8 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         .map(|slot| resolver.resolve(slot))
         .collect::<Result<Vec<_>, _>>()?;
     let ycsb_percentiles = resolver.ycsb_percentiles;
+    let faults = faults(req, adapter, &store_options, &phases)?;
+    let timeline = timeline(req, &faults, flags.interval)?;
     Ok(Plan {
         command: req.command.clone(),
         store: adapter.name.to_string(),
@@ -84,6 +86,8 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
             .iter()
             .map(|a| Antagonist::parse(a))
             .collect::<Result<_, _>>()?,
+        faults,
+        timeline,
         io_dir: req.io_dir.clone(),
         io_file_size: parse_size(
             "--io-file-size",
@@ -110,6 +114,79 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         warnings,
         quiet: req.quiet,
     })
+}
+
+/// `--fault` items, checked against the cluster the options ask for and the run phases'
+/// lengths — before anything starts.
+fn faults(
+    req: &Request,
+    adapter: &StoreKind,
+    opts: &StoreOptions,
+    phases: &[PhasePlan],
+) -> Result<Vec<crate::fault::Fault>, UsageError> {
+    if req.faults.is_empty() {
+        return Ok(vec![]);
+    }
+    let faults = req
+        .faults
+        .iter()
+        .map(|f| crate::fault::Fault::parse(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(spec) = adapter.server else {
+        return Err(UsageError::new(format!(
+            "--fault: '{}' is an embedded store, with no server to fault; 'kvmeter durability' kills a writer process of an embedded store",
+            adapter.name
+        )));
+    };
+    if !opts.str("addr").is_empty() {
+        return Err(UsageError::new(format!(
+            "--fault: kvmeter signals only servers it started, not yours at --store-opt addr={}; leave addr out and kvmeter starts them",
+            opts.str("addr")
+        )));
+    }
+    let shape = (spec.topology)(opts).shape(opts);
+    for f in &faults {
+        f.check_target(&shape)?;
+        for p in phases.iter().filter(|p| p.kind == PhaseKind::Run) {
+            let Some(d) = p.duration else {
+                return Err(UsageError::new(format!(
+                    "--fault '{}': phase {} runs a count of operations; faults are placed in time, so give --duration",
+                    f.spec, p.name
+                )));
+            };
+            if f.at >= d {
+                return Err(UsageError::new(format!(
+                    "--fault '{}': at={:.3} s is not before the end of phase {} ({:.3} s)",
+                    f.spec,
+                    f.at.as_secs_f64(),
+                    p.name,
+                    d.as_secs_f64()
+                )));
+            }
+        }
+    }
+    Ok(faults)
+}
+
+/// `--timeline`: shorter than the interval; 100 ms by default when there are faults.
+fn timeline(
+    req: &Request,
+    faults: &[crate::fault::Fault],
+    interval: Duration,
+) -> Result<Option<Duration>, UsageError> {
+    let t = match (&req.timeline, faults.is_empty()) {
+        (Some(t), _) => parse_duration("--timeline", t)?,
+        (None, false) => Duration::from_millis(100),
+        (None, true) => return Ok(None),
+    };
+    if t < Duration::from_millis(1) || t > interval {
+        return Err(UsageError::new(format!(
+            "--timeline {}: expected from 1ms up to the interval ({:.3} s)",
+            req.timeline.as_deref().unwrap_or(""),
+            interval.as_secs_f64()
+        )));
+    }
+    Ok(Some(t))
 }
 
 /// The store adapter named by `--store`, or why it is not here.

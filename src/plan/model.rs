@@ -120,6 +120,11 @@ pub struct Plan {
     /// Whether `--power-model` was given (it then wins over a calibration's model).
     pub power_model_given: bool,
     pub antagonists: Vec<Antagonist>,
+    /// Faults fired during every run phase (`--fault`), on servers kvmeter started.
+    pub faults: Vec<crate::fault::Fault>,
+    /// The recovery timeline's bucket (`--timeline`; 100 ms by default with faults).
+    #[serde(serialize_with = "ser_opt_secs")]
+    pub timeline: Option<Duration>,
     /// Where antagonist files go (default: inside the data directory, on the same device).
     pub io_dir: Option<PathBuf>,
     pub io_file_size: u64,

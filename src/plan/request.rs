@@ -37,6 +37,9 @@ pub struct Request {
     pub counters: bool,
     pub calibration: Option<PathBuf>,
     pub antagonists: Vec<String>,
+    /// `--fault` specifications and the `--timeline` bucket.
+    pub faults: Vec<String>,
+    pub timeline: Option<String>,
     pub io_dir: Option<PathBuf>,
     pub io_file_size: Option<String>,
     pub random_ratio: Option<f64>,

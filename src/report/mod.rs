@@ -144,6 +144,12 @@ pub struct PhaseSummary {
     /// Open-loop phases (`--rate`): offered against achieved load and the sender's lag.
     #[serde(default)]
     pub open_loop: Option<OpenLoopSummary>,
+    /// What each `--fault` did and what clients lived through around it (papers/002).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<crate::fault::recovery::FaultReport>,
+    /// Every fault event (also in events.csv).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fault_events: Vec<crate::fault::schedule::Event>,
 }
 
 /// How a phase ended.

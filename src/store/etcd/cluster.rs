@@ -119,7 +119,7 @@ fn status(addr: SocketAddr, timeout: Duration) -> Option<(String, String, u64)> 
 
 /// Which of `endpoints` leads (for the client's first connection).
 pub(super) fn leader_endpoint(endpoints: &[SocketAddr], timeout: Duration) -> Option<usize> {
-    let t = timeout.min(Duration::from_secs(2));
+    let t = timeout.min(Duration::from_millis(300));
     let all: Vec<_> = endpoints.iter().map(|a| status(*a, t)).collect();
     all.iter().position(|s| {
         s.as_ref()

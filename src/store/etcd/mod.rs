@@ -151,6 +151,10 @@ struct Http {
     /// Every member's client address: a broken connection moves to the next one that accepts
     /// (a killed leader's clients go on with the rest of the group).
     endpoints: std::sync::Arc<[SocketAddr]>,
+    /// After moving to a member that was not the leader (an election was under way): when to
+    /// look for the leader again. Reads and writes through a follower cost it a round trip
+    /// to the leader, so the client follows the leader.
+    find_leader_at: Option<std::time::Instant>,
 }
 
 impl Http {
@@ -168,12 +172,42 @@ impl Http {
             json: Vec::with_capacity(4096),
             timeout,
             endpoints: std::sync::Arc::from([addr]),
+            find_leader_at: None,
         })
     }
 
-    /// Reconnects, to the same member first, then to each other member in turn.
+    /// Moves to the leader if another member leads now; looks again later while there is none.
+    #[cold]
+    fn follow_leader(&mut self) {
+        self.find_leader_at = None;
+        match cluster::leader_endpoint(&self.endpoints, self.timeout) {
+            Some(l) if self.endpoints[l] == self.conn.addr => {}
+            Some(l) => {
+                if let Ok(c) = Conn::connect(self.endpoints[l], self.timeout) {
+                    self.conn = c;
+                }
+            }
+            None => {
+                self.find_leader_at =
+                    Some(std::time::Instant::now() + std::time::Duration::from_millis(200))
+            }
+        }
+    }
+
+    /// Reconnects: to the leader where one answers, else to the same member first, then to
+    /// each other member in turn (and looks for the leader again shortly).
     #[cold]
     fn reconnect(&mut self) -> Result<(), RawError> {
+        if self.endpoints.len() > 1 {
+            if let Some(l) = cluster::leader_endpoint(&self.endpoints, self.timeout) {
+                if let Ok(c) = Conn::connect(self.endpoints[l], self.timeout) {
+                    self.conn = c;
+                    return Ok(());
+                }
+            }
+            self.find_leader_at =
+                Some(std::time::Instant::now() + std::time::Duration::from_millis(200));
+        }
         let n = self.endpoints.len();
         let at = self
             .endpoints
@@ -198,6 +232,11 @@ impl Http {
     fn request(&mut self, method: &[u8], path: &[u8], body: &[u8]) -> Result<&[u8], RawError> {
         if self.conn.broken {
             self.reconnect()?;
+        } else if self
+            .find_leader_at
+            .is_some_and(|t| std::time::Instant::now() >= t)
+        {
+            self.follow_leader();
         }
         let c = &mut self.conn;
         c.begin();

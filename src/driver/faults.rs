@@ -1,0 +1,172 @@
+//! The recovery companion of a run phase: the fault schedule (`fault::schedule`) and the
+//! recovery timeline (`measure::timeline`) side by side. At every interval boundary it writes
+//! the timeline buckets that are complete to `timeline.csv`; at the end it stops the
+//! schedule, and reads the timeline around each fault (`fault::recovery`) into the summary.
+
+use super::companion::Companion;
+use super::phase::PhaseCtx;
+use crate::fault::recovery;
+use crate::fault::schedule::Schedule;
+use crate::measure::clock::Clock;
+use crate::measure::timeline::{Bucket, ClassBucket, Timeline, AFFECTED, REST};
+use crate::plan::{PhaseKind, PhasePlan};
+use crate::report::rundir::RunDir;
+use crate::report::PhaseSummary;
+use crate::store::ErrorKind;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+pub(super) struct Recovery {
+    timeline: Option<Timeline>,
+    clock: Clock,
+    start_ns: u64,
+    csv: Option<std::fs::File>,
+    /// Buckets kept for the analysis (when there are faults).
+    kept: Vec<Bucket>,
+    schedule: Option<Schedule>,
+    specs: Vec<String>,
+    phase: String,
+    warmup_s: f64,
+    /// Whether the cluster tells affected data from the rest.
+    split: bool,
+}
+
+pub(super) const TIMELINE_CSV: &str = "timeline.csv";
+
+impl Recovery {
+    /// `None` when the phase has neither a timeline nor faults.
+    /// `start_ns`: the clock reading the timeline counts from; `t0`: the phase's start.
+    pub(super) fn start(
+        ctx: &PhaseCtx,
+        phase: &PhasePlan,
+        timeline: Option<Timeline>,
+        start_ns: u64,
+        t0: Instant,
+    ) -> Option<Recovery> {
+        let (plan, rundir) = (ctx.plan, &*ctx.rundir);
+        let cluster = ctx.cluster.filter(|_| phase.kind == PhaseKind::Run);
+        if timeline.is_none() && (plan.faults.is_empty() || cluster.is_none()) {
+            return None;
+        }
+        let path = rundir.root().join(TIMELINE_CSV);
+        let csv = timeline.as_ref().and_then(|_| {
+            let new = !path.exists();
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| eprintln!("warning: {}: {e}", path.display()))
+                .ok()?;
+            if new {
+                let kinds: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
+                let _ = writeln!(
+                    f,
+                    "phase,t_start_s,t_end_s,class,ok,ok_per_s,errors,{},p50_us,p99_us,max_us",
+                    kinds.join(",")
+                );
+            }
+            Some(f)
+        });
+        let schedule = match (cluster, plan.faults.is_empty()) {
+            (Some(c), false) => Some(Schedule::start(
+                plan.faults.clone(),
+                c.clone(),
+                t0,
+                rundir.root().join("events.csv"),
+                phase.name.clone(),
+            )),
+            _ => None,
+        };
+        Some(Recovery {
+            timeline,
+            clock: ctx.clock.clone(),
+            start_ns,
+            csv,
+            kept: vec![],
+            schedule,
+            specs: plan.faults.iter().map(|f| f.spec.clone()).collect(),
+            phase: phase.name.clone(),
+            warmup_s: phase.warmup.as_secs_f64(),
+            split: false,
+        })
+    }
+
+    /// Writes (and keeps, with faults) the buckets complete by `now_ns` after the start.
+    fn drain(&mut self, now_ns: u64, last: bool) {
+        let Some(t) = self.timeline.as_mut() else {
+            return;
+        };
+        let width = t.width_ns as f64 / 1e9;
+        let buckets = t.take(now_ns, last);
+        if let Some(f) = self.csv.as_mut() {
+            let mut text = String::new();
+            for b in &buckets {
+                let rows: Vec<(&str, ClassBucket)> = if self.split {
+                    vec![
+                        ("affected", b.class[AFFECTED].clone()),
+                        ("rest", b.class[REST].clone()),
+                    ]
+                } else {
+                    vec![("all", b.all())]
+                };
+                for (class, c) in rows {
+                    let s = b.index as f64 * width;
+                    let us = |v: Option<u64>| {
+                        v.map(|n| format!("{:.1}", n as f64 / 1000.0))
+                            .unwrap_or_default()
+                    };
+                    let errs: Vec<String> = c.errors.iter().map(|n| n.to_string()).collect();
+                    text.push_str(&format!(
+                        "{},{:.3},{:.3},{class},{},{:.1},{},{},{},{},{}\n",
+                        self.phase,
+                        s,
+                        s + width,
+                        c.ok,
+                        c.ok as f64 / width,
+                        c.error_total(),
+                        errs.join(","),
+                        us(c.percentile(50.0)),
+                        us(c.percentile(99.0)),
+                        us((c.ok > 0).then_some(c.max_ns)),
+                    ));
+                }
+            }
+            let _ = f.write_all(text.as_bytes());
+        }
+        if self.schedule.is_some() {
+            self.kept.extend(buckets);
+        }
+    }
+}
+
+impl Companion for Recovery {
+    fn boundary(&mut self, _at: Duration) {
+        let now = self.clock.now().saturating_sub(self.start_ns);
+        self.drain(now, false);
+    }
+
+    fn finish(
+        mut self: Box<Self>,
+        end: Duration,
+        ps: &mut PhaseSummary,
+        _rundir: &mut RunDir,
+    ) -> anyhow::Result<()> {
+        self.drain(end.as_nanos() as u64, true);
+        let Some(s) = self.schedule.take() else {
+            return Ok(());
+        };
+        let events = s.finish();
+        if let Some(t) = &self.timeline {
+            ps.faults = recovery::analyse(
+                &self.kept,
+                t.width_ns as f64 / 1e9,
+                &events,
+                &self.specs,
+                self.split,
+                self.warmup_s,
+            );
+        }
+        ps.fault_events = events;
+        Ok(())
+    }
+}

@@ -1,0 +1,303 @@
+//! What a user of the store lived through around each fault, read from the recovery timeline
+//! (papers/002 §5: recovery time, and other clients' latency during recovery):
+//!
+//! - **unavailability**: the longest gap between two successful completions of affected
+//!   operations that overlaps the time after the fault (exact: buckets keep their first and
+//!   last success);
+//! - **time to recover**: from the fault to the start of the first of three consecutive
+//!   timeline buckets at ≥ 90 % of the median successful throughput before the fault;
+//! - **detection**: when clients saw their first error, and when the cluster reported a new
+//!   leader or primary (from the fault events);
+//! - **latency of unaffected operations** during recovery against before the fault (all
+//!   operations where the cluster does not tell affected data apart — labelled so).
+
+use super::schedule::Event;
+use crate::measure::timeline::{Bucket, ClassBucket, AFFECTED, REST};
+use crate::store::ErrorKind;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct Latency {
+    pub operations: u64,
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub max_us: Option<f64>,
+}
+
+impl Latency {
+    fn of(c: &ClassBucket) -> Latency {
+        let us = |v: Option<u64>| v.map(|n| n as f64 / 1000.0);
+        Latency {
+            operations: c.ok,
+            p50_us: us(c.percentile(50.0)),
+            p99_us: us(c.percentile(99.0)),
+            max_us: (c.ok > 0).then(|| c.max_ns as f64 / 1000.0),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct FaultReport {
+    pub fault: usize,
+    pub spec: String,
+    pub member: String,
+    pub pid: Option<u32>,
+    /// When the fault fired, seconds after the phase start.
+    pub at_s: f64,
+    /// From the fault to the clients' first error (none: they saw no error).
+    pub first_error_after_s: Option<f64>,
+    /// From the fault to the cluster reporting a new leader or primary.
+    pub cluster_reported_after_s: Option<f64>,
+    /// The longest gap between successful completions of affected operations.
+    pub unavailable_s: f64,
+    /// From the fault to recovery (none: it did not recover before the phase ended).
+    pub recovered_after_s: Option<f64>,
+    /// Median successful operations per second per timeline bucket before the fault.
+    pub before_ops_per_s: f64,
+    /// Errors by kind from the fault to recovery (or the phase end).
+    pub errors: BTreeMap<String, u64>,
+    /// Which operations the latency figures are of.
+    pub latency_of: String,
+    pub latency_before: Latency,
+    pub latency_during_recovery: Latency,
+    /// Energy over the recovery window, or why not.
+    pub energy: String,
+}
+
+/// The reports of every fault that fired, from the phase's timeline buckets (`width_s` each).
+pub fn analyse(
+    buckets: &[Bucket],
+    width_s: f64,
+    events: &[Event],
+    specs: &[String],
+    split: bool,
+    warmup_s: f64,
+) -> Vec<FaultReport> {
+    let mut out = vec![];
+    for (k, spec) in specs.iter().enumerate() {
+        let Some(fire) = events
+            .iter()
+            .find(|e| e.fault == k && matches!(e.event.as_str(), "kill" | "stop" | "restart"))
+        else {
+            continue;
+        };
+        let at = fire.t_s;
+        let reported = events
+            .iter()
+            .find(|e| e.fault == k && matches!(e.event.as_str(), "leader" | "primary"))
+            .map(|e| e.t_s - at);
+        out.push(one(
+            buckets, width_s, k, spec, fire, at, reported, split, warmup_s,
+        ));
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn one(
+    buckets: &[Bucket],
+    w: f64,
+    k: usize,
+    spec: &str,
+    fire: &Event,
+    at: f64,
+    reported: Option<f64>,
+    split: bool,
+    warmup_s: f64,
+) -> FaultReport {
+    let affected = |b: &Bucket| {
+        if split {
+            b.class[AFFECTED].clone()
+        } else {
+            b.all()
+        }
+    };
+    let start = |b: &Bucket| b.index as f64 * w;
+    // Before: whole buckets after warm-up that ended by the fault.
+    let before: Vec<&Bucket> = buckets
+        .iter()
+        .filter(|b| start(b) >= warmup_s.min(at) && start(b) + w <= at)
+        .collect();
+    let mut rates: Vec<f64> = before.iter().map(|b| affected(b).ok as f64 / w).collect();
+    rates.sort_by(|a, b| a.total_cmp(b));
+    let median = if rates.is_empty() {
+        0.0
+    } else {
+        rates[rates.len() / 2]
+    };
+    // Recovery: the first of three consecutive buckets (starting after the fault) at ≥ 90 %.
+    let after: Vec<&Bucket> = buckets.iter().filter(|b| start(b) >= at).collect();
+    let recovered_at = after.windows(3).find_map(|win| {
+        win.iter()
+            .all(|b| affected(b).ok as f64 / w >= 0.9 * median && median > 0.0)
+            .then(|| start(win[0]))
+    });
+    let end = recovered_at.unwrap_or_else(|| buckets.last().map(|b| start(b) + w).unwrap_or(at));
+    // Unavailability: gaps between consecutive successes, over every bucket, that end after
+    // the fault and start before recovery.
+    let ns = |s: f64| (s * 1e9) as u64;
+    let mut last_ok: Option<u64> = None;
+    let mut longest = 0u64;
+    let mut first_error = None;
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut lat_before, mut lat_during) = (ClassBucket::default(), ClassBucket::default());
+    let phase_end = buckets.last().map(|b| ns(start(b) + w)).unwrap_or(0);
+    for b in buckets {
+        let a = affected(b);
+        let s = start(b);
+        if let Some(first) = a.first_ok {
+            if let Some(prev) = last_ok {
+                if first > ns(at) && prev < ns(end) {
+                    longest = longest.max(first - prev);
+                }
+            }
+        }
+        if a.last_ok.is_some() {
+            last_ok = a.last_ok;
+        }
+        if s + w > at && s < end {
+            for (i, n) in a.errors.iter().enumerate() {
+                if *n > 0 {
+                    *errors.entry(ErrorKind::ALL[i].name().into()).or_default() += n;
+                    if first_error.is_none() {
+                        first_error = Some((s - at).max(0.0));
+                    }
+                }
+            }
+        }
+        let unaffected = if split {
+            b.class[REST].clone()
+        } else {
+            b.all()
+        };
+        if s >= warmup_s.min(at) && s + w <= at {
+            lat_before.add(&unaffected);
+        } else if s >= at && s < end {
+            lat_during.add(&unaffected);
+        }
+    }
+    // No success after the fault at all: unavailable until the phase ended.
+    if last_ok.is_none_or(|l| l <= ns(at)) {
+        longest = longest.max(phase_end.saturating_sub(last_ok.unwrap_or(ns(at))));
+    }
+    FaultReport {
+        fault: k,
+        spec: spec.to_string(),
+        member: fire.member.clone(),
+        pid: fire.pid,
+        at_s: at,
+        first_error_after_s: first_error,
+        cluster_reported_after_s: reported,
+        unavailable_s: longest as f64 / 1e9,
+        recovered_after_s: recovered_at.map(|r| r - at),
+        before_ops_per_s: median,
+        errors,
+        latency_of: if split {
+            "operations on data the fault did not affect".into()
+        } else {
+            "all operations (this cluster serves every key from the member hit, so none is unaffected)".into()
+        },
+        latency_before: Latency::of(&lat_before),
+        latency_during_recovery: Latency::of(&lat_during),
+        energy: "unavailable: filled in from telemetry when a power source ran".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::timeline::ClassBucket;
+
+    fn bucket(i: u64, ok: u64, first: Option<u64>, last: Option<u64>, errs: u64) -> Bucket {
+        let mut b = Bucket {
+            index: i,
+            ..Default::default()
+        };
+        b.class[AFFECTED] = ClassBucket {
+            ok,
+            first_ok: first,
+            last_ok: last,
+            max_ns: 1000,
+            bins: if ok > 0 { vec![(5, ok as u32)] } else { vec![] },
+            ..Default::default()
+        };
+        b.class[AFFECTED].errors[ErrorKind::Timeout as usize] = errs;
+        b
+    }
+
+    #[test]
+    fn gap_and_recovery_from_hand_made_buckets() {
+        // 100 ms buckets, 100 ok each (1000/s); fault at 1.0 s; nothing succeeds from
+        // 1.02 s (last success) to 1.53 s (first after); then full speed again.
+        let ms = |m: u64| m * 1_000_000;
+        let mut b = vec![];
+        for i in 0..10 {
+            b.push(bucket(
+                i,
+                100,
+                Some(ms(i * 100 + 1)),
+                Some(ms(i * 100 + 99)),
+                0,
+            ));
+        }
+        b.push(bucket(10, 20, Some(ms(1001)), Some(ms(1020)), 3));
+        for i in 11..15 {
+            b.push(bucket(i, 0, None, None, 2));
+        }
+        b.push(bucket(15, 50, Some(ms(1530)), Some(ms(1599)), 0));
+        for i in 16..25 {
+            b.push(bucket(
+                i,
+                100,
+                Some(ms(i * 100 + 1)),
+                Some(ms(i * 100 + 99)),
+                0,
+            ));
+        }
+        let ev = Event {
+            t_s: 1.0,
+            fault: 0,
+            event: "kill".into(),
+            target: "leader".into(),
+            member: "member:0".into(),
+            pid: Some(7),
+            cluster: String::new(),
+        };
+        let r = analyse(&b, 0.1, &[ev], &["at=1s,kill=leader".into()], false, 0.0);
+        assert_eq!(r.len(), 1);
+        let r = &r[0];
+        assert!(
+            (r.unavailable_s - 0.510).abs() < 1e-9,
+            "{}",
+            r.unavailable_s
+        );
+        assert!((r.before_ops_per_s - 1000.0).abs() < 1e-9);
+        // Buckets 16, 17, 18 are the first three at ≥ 900/s: recovered 0.6 s after.
+        assert!((r.recovered_after_s.unwrap() - 0.6).abs() < 1e-9);
+        assert_eq!(r.errors["timeout"], 3 + 4 * 2);
+        assert_eq!(r.first_error_after_s, Some(0.0));
+        assert_eq!(r.latency_before.operations, 1000);
+    }
+
+    #[test]
+    fn no_success_after_the_fault_is_unavailable_to_the_end() {
+        let ms = |m: u64| m * 1_000_000;
+        let mut b = vec![bucket(0, 10, Some(ms(1)), Some(ms(50)), 0)];
+        for i in 1..5 {
+            b.push(bucket(i, 0, None, None, 1));
+        }
+        let ev = Event {
+            t_s: 0.1,
+            fault: 0,
+            event: "kill".into(),
+            target: "server".into(),
+            member: "server:0".into(),
+            pid: None,
+            cluster: String::new(),
+        };
+        let r = &analyse(&b, 0.1, &[ev], &["x".into()], false, 0.0)[0];
+        assert!(r.recovered_after_s.is_none());
+        assert!((r.unavailable_s - 0.45).abs() < 1e-9, "{}", r.unavailable_s);
+    }
+}
