@@ -14,6 +14,47 @@ pub struct DataDir {
     root: PathBuf,
     _temp: Option<tempfile::TempDir>,
     pub reused: bool,
+    /// The write end of the guard's pipe (see `Guard`); dropped after `_temp`.
+    _guard: Option<Guard>,
+}
+
+/// Removes a temporary data directory even when kvmeter is SIGKILLed: a small `sh` in its
+/// own process group reads a pipe from kvmeter until end of file — which comes when kvmeter
+/// exits, however it exits — then removes the directory if it is still there and still holds
+/// kvmeter's marker. On a normal exit the directory is already gone and it just ends. (Rust
+/// cannot run anything after SIGKILL; a watcher process is the one way to keep the promise
+/// that nothing kvmeter created is left behind.)
+struct Guard {
+    child: std::process::Child,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // End of file for the watcher (the directory is gone by now), then reap it.
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+impl Guard {
+    fn watch(dir: &Path) -> Option<Guard> {
+        use std::os::unix::process::CommandExt;
+        // Members of a killed cluster die by their parent-death signal at the same moment;
+        // retry for a few seconds while they let go of their files.
+        let script = format!(
+            "cat >/dev/null; for i in 1 2 3 4 5 6 7 8 9 10; do [ -f \"$1/{MARKER}\" ] || exit 0; rm -rf -- \"$1\" 2>/dev/null; [ -e \"$1\" ] || exit 0; sleep 0.5; done"
+        );
+        let child = std::process::Command::new("/bin/sh")
+            .args(["-c", &script, "kvmeter-guard"])
+            .arg(dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .ok()?;
+        Some(Guard { child })
+    }
 }
 
 impl DataDir {
@@ -31,6 +72,7 @@ impl DataDir {
             let root = t.path().to_path_buf();
             write_marker(&root)?;
             return Ok(DataDir {
+                _guard: Guard::watch(&root),
                 root,
                 _temp: Some(t),
                 reused: false,
@@ -64,6 +106,7 @@ impl DataDir {
             root: path.to_path_buf(),
             _temp: None,
             reused,
+            _guard: None,
         })
     }
 

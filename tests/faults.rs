@@ -1,0 +1,373 @@
+//! Clusters, faults and recovery against real servers on loopback (papers/002): an etcd
+//! group whose leader is SIGKILLed mid-run, Redis with replicas and WAIT, a kvmeter that is
+//! itself SIGKILLed (nothing left behind), and the fault input that is refused.
+
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+mod common;
+use common::*;
+
+fn alive(pid: i64) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid as i32, 0) == 0 }
+}
+
+fn member_pids(manifest: &Value) -> Vec<i64> {
+    manifest["store"]["server"]["members"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|m| m["pid"].as_i64()).collect())
+        .unwrap_or_default()
+}
+
+fn csv_rows(path: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+/// Waits up to 5 s for every pid to be gone.
+fn all_gone(pids: &[i64]) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(5) {
+        if pids.iter().all(|&p| !alive(p)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn etcd_leader_kill_shows_the_gap_and_the_run_recovers() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    let o = kvmeter()
+        .args(["run", "--store", "etcd", "--store-opt", "members=3"])
+        .args(["--records", "500", "--threads", "2", "--duration", "9s"])
+        .args(["--fault", "at=3s,kill=leader,restart_after=2s", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let s = json(&out.join("summary.json"));
+    let m = json(&out.join("manifest.json"));
+    validate("summary.schema.json", &s);
+    validate("manifest.schema.json", &m);
+    // Three members, each its own process and log; all stopped now.
+    let members = m["store"]["server"]["members"].as_array().unwrap();
+    assert_eq!(members.len(), 3);
+    for mm in members {
+        assert_eq!(mm["role"], "member");
+        assert!(out.join(mm["log"].as_str().unwrap()).is_file());
+    }
+    assert_eq!(m["store"]["server"]["replication"]["quorum"], "2");
+    assert!(all_gone(&member_pids(&m)));
+    // The restarted member lived twice.
+    let lives: Vec<i64> = members
+        .iter()
+        .map(|m| m["lives"].as_i64().unwrap())
+        .collect();
+    assert_eq!(lives.iter().filter(|&&l| l == 2).count(), 1, "{lives:?}");
+
+    let run = phase(&s, "run");
+    assert_eq!(run["outcome"], "completed");
+    // events.csv: the kill at ~3 s, a new leader reported, the restart ~2 s later.
+    let events = csv_rows(&out.join("events.csv"));
+    let ev = |name: &str| events.iter().find(|r| r[3] == name).cloned();
+    let kill = ev("kill").expect("a kill event");
+    let at: f64 = kill[1].parse().unwrap();
+    assert!((3.0..3.5).contains(&at), "{at}");
+    assert!(ev("leader").is_some(), "{events:?}");
+    let restart: f64 = ev("restart").expect("a restart event")[1].parse().unwrap();
+    assert!((restart - at - 2.0).abs() < 0.5, "{restart}");
+    // The kill's pid was a member's first life and is gone.
+    let victim: i64 = kill[6].parse().unwrap();
+    assert!(!alive(victim));
+
+    let f = &run["faults"][0];
+    let unavailable = f["unavailable_s"].as_f64().unwrap();
+    // About the election timeout (1 s by default): 0.3–3 s on this machine.
+    assert!((0.3..3.0).contains(&unavailable), "{f}");
+    // The timeline shows the gap: 100 ms buckets with no success just after the kill, and
+    // successes again before the phase ends.
+    let rows = csv_rows(&out.join("timeline.csv"));
+    let ok_at = |from: f64, to: f64| -> u64 {
+        rows.iter()
+            .filter(|r| r[0] == "run")
+            .filter(|r| {
+                let s: f64 = r[1].parse().unwrap();
+                s >= from && s < to
+            })
+            .map(|r| r[4].parse::<u64>().unwrap())
+            .sum()
+    };
+    assert!(ok_at(0.5, at - 0.2) > 0);
+    assert_eq!(
+        ok_at(at + 0.1, at + 0.3),
+        0,
+        "no success right after the kill"
+    );
+    assert!(ok_at(at + unavailable + 0.2, 9.0) > 0, "the run went on");
+    let width = rows
+        .iter()
+        .map(|r| r[2].parse::<f64>().unwrap() - r[1].parse::<f64>().unwrap())
+        .next()
+        .unwrap();
+    assert!((width - 0.1).abs() < 1e-6);
+    assert!(f["cluster_reported_after_s"].as_f64().unwrap() < 3.0, "{f}");
+}
+
+#[test]
+fn redis_with_two_replicas_and_wait_against_none() {
+    let t = tempfile::tempdir().unwrap();
+    let mut throughput = vec![];
+    for (name, opts) in [
+        ("rf3-wait", vec!["replicas=2", "wait_replicas=2"]),
+        ("rf1", vec!["replicas=0"]),
+    ] {
+        let out = t.path().join(name);
+        let mut c = kvmeter();
+        c.args(["run", "--store", "redis", "--records", "1000"])
+            .args(["-P", "workloada", "--threads", "2", "--duration", "2s"]);
+        for o in &opts {
+            c.args(["--store-opt", o]);
+        }
+        let o = c.arg("--out").arg(&out).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let s = json(&out.join("summary.json"));
+        let m = json(&out.join("manifest.json"));
+        validate("manifest.schema.json", &m);
+        let server = &m["store"]["server"];
+        let members = server["members"].as_array().unwrap();
+        let want = if name == "rf1" { 1 } else { 3 };
+        assert_eq!(members.len(), want, "{name}");
+        assert_eq!(members[0]["role"], "primary");
+        for mm in members {
+            assert!(mm["cpu_seconds"].as_f64().unwrap() > 0.0, "{name}: {mm}");
+        }
+        assert_eq!(
+            server["replication"]["replication_factor"],
+            want.to_string().as_str()
+        );
+        assert_eq!(
+            server["replication"]["wait_replicas"],
+            if name == "rf1" { "0" } else { "2" }
+        );
+        let run = phase(&s, "run");
+        assert_eq!(run["outcome"], "completed", "{name}");
+        // Every write was confirmed by both replicas (WAIT), none left unconfirmed.
+        assert!(count(run, "UPDATE") > 0);
+        assert!(
+            run["ops"]["UPDATE"]["errors"]["unconfirmed"].is_null(),
+            "{run}"
+        );
+        throughput.push(run["throughput_ops_per_s"].as_f64().unwrap());
+        assert!(all_gone(&member_pids(&m)), "{name}");
+    }
+    assert!(throughput.iter().all(|&x| x > 0.0));
+}
+
+#[test]
+fn sigkill_of_kvmeter_leaves_no_member_and_no_data_directory() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    let tmp = t.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let mut child = std::process::Command::new(bin())
+        .env("TMPDIR", &tmp)
+        .args(["run", "--store", "etcd", "--store-opt", "members=3"])
+        .args(["--records", "200", "--duration", "60s", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Until the run phase writes its first interval.
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(out.join("intervals.csv"))
+        .map(|s| s.lines().any(|l| l.starts_with("run,")))
+        .unwrap_or(false)
+    {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no run interval");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let m = json(&out.join("manifest.json"));
+    let pids = member_pids(&m);
+    assert_eq!(pids.len(), 3);
+    assert!(pids.iter().all(|&p| alive(p)));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(all_gone(&pids), "members outlived kvmeter");
+    // The temporary data directory goes too; the run directory stays readable.
+    let t1 = Instant::now();
+    while std::fs::read_dir(&tmp).unwrap().next().is_some() {
+        assert!(
+            t1.elapsed() < Duration::from_secs(10),
+            "left behind: {:?}",
+            std::fs::read_dir(&tmp).unwrap().collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(std::fs::read_to_string(out.join("intervals.csv"))
+        .unwrap()
+        .contains("run,"));
+}
+
+#[test]
+fn bad_fault_and_cluster_input_is_one_line_and_exit_2() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("never");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--store", "etcd", "--store-opt", "members=2"],
+            "members=2",
+        ),
+        (
+            vec![
+                "--store",
+                "etcd",
+                "--store-opt",
+                "members=3",
+                "--duration",
+                "5s",
+                "--fault",
+                "at=6s,kill=leader",
+            ],
+            "not before the end",
+        ),
+        (
+            vec![
+                "--store",
+                "redis",
+                "--duration",
+                "5s",
+                "--fault",
+                "at=1s,kill=leader",
+            ],
+            "has no 'leader'",
+        ),
+        (
+            vec![
+                "--store",
+                "redis",
+                "--store-opt",
+                "replicas=1",
+                "--duration",
+                "5s",
+                "--fault",
+                "at=1s,kill=replica:1",
+            ],
+            "has no 'replica:1'",
+        ),
+        (
+            vec![
+                "--store",
+                "redis",
+                "--store-opt",
+                "addr=127.0.0.1:1",
+                "--duration",
+                "5s",
+                "--fault",
+                "at=1s,kill=primary",
+            ],
+            "only servers it started",
+        ),
+        (
+            vec![
+                "--store",
+                "rocksdb",
+                "--duration",
+                "5s",
+                "--fault",
+                "at=1s,kill=server",
+            ],
+            "embedded store",
+        ),
+        (
+            vec![
+                "--store",
+                "etcd",
+                "--store-opt",
+                "members=3",
+                "--ops",
+                "100",
+                "--fault",
+                "at=1s,kill=leader",
+            ],
+            "give --duration",
+        ),
+        (
+            vec![
+                "--store",
+                "etcd",
+                "--store-opt",
+                "members=3",
+                "--duration",
+                "5s",
+                "--fault",
+                "at=1s,stop=leader",
+            ],
+            "needs for=",
+        ),
+        (
+            vec!["--store", "redis", "--store-opt", "wait_replicas=1"],
+            "only 0 replica",
+        ),
+        (
+            vec!["--store", "redis", "--store-opt", "sentinels=3"],
+            "needs replicas=1",
+        ),
+        (
+            vec!["--store", "redis", "--store-opt", "replicas=5"],
+            "replicas=5",
+        ),
+        (
+            vec![
+                "--store",
+                "etcd",
+                "--store-opt",
+                "members=3",
+                "--store-opt",
+                "addr=127.0.0.1:2379",
+            ],
+            "leave members out",
+        ),
+        (
+            vec![
+                "--store",
+                "etcd",
+                "--duration",
+                "5s",
+                "--timeline",
+                "5s",
+                "--fault",
+                "at=1s,kill=leader",
+            ],
+            "--timeline",
+        ),
+    ];
+    for (args, says) in cases {
+        let o = kvmeter()
+            .arg("run")
+            .args(&args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?} created the run directory");
+    }
+}
