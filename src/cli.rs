@@ -53,6 +53,23 @@ pub enum Command {
     /// medians, ratio B/A with its 95 % interval, a test (Mann-Whitney with 4+ runs a side),
     /// Holm's correction, and better/worse only when significant and outside the noise band.
     Compare(CompareArgs),
+    /// Do acknowledged writes survive a crash? Unique keys written and logged (ok, failed,
+    /// indeterminate), then read back: servers while --fault breaks the cluster kvmeter
+    /// started; embedded stores by SIGKILLing a writer process --kills times (process-crash
+    /// durability: not power loss).
+    Durability(DurabilityArgs),
+    /// The writer process of `kvmeter durability` on an embedded store (internal).
+    #[command(name = "__durability-writer", hide = true)]
+    DurabilityWriter {
+        #[arg(long)]
+        store: String,
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        start: u64,
+        #[arg(long = "store-opt")]
+        store_opt: Vec<String>,
+    },
     /// List the stores, whether each works here, and their options.
     Stores,
     /// Every measurement source (clock, CPU, disk, process, pressure, power, counters): does
@@ -426,6 +443,34 @@ fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
     crate::experiment::sweep::run(&r, out.as_deref(), params, a.repeat)
 }
 
+#[derive(Args, Debug)]
+pub struct DurabilityArgs {
+    /// The store (server stores: kvmeter starts them unless --store-opt addr= is given).
+    #[arg(long, default_value = "rocksdb")]
+    pub store: String,
+    /// A store option, repeatable: --store-opt wal=false, --store-opt replicas=1.
+    #[arg(long = "store-opt", value_name = "KEY=VALUE")]
+    pub store_opt: Vec<String>,
+    /// Servers: how long the writers write (default 10s).
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Servers: a fault during the writes, repeatable (as for run).
+    #[arg(long, value_name = "SPEC")]
+    pub fault: Vec<String>,
+    /// Embedded stores: how many times the writer process is SIGKILLed (default 5).
+    #[arg(long, default_value_t = 0, hide_default_value = true)]
+    pub kills: u32,
+    /// Servers: concurrent writers.
+    #[arg(long, default_value_t = 2)]
+    pub writers: usize,
+    /// Seed for the kill points.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Output directory (new or empty).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
     let cli = match Cli::try_parse_from(args) {
@@ -449,6 +494,26 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
                 EXIT_OK
             })
         }
+        Command::Durability(a) => {
+            crate::experiment::durability::run(&crate::experiment::durability::Settings {
+                store: a.store,
+                store_opts: a.store_opt,
+                duration: a.duration,
+                faults: a.fault,
+                kills: a.kills,
+                writers: a.writers,
+                out: a.out,
+                seed: a.seed,
+            })
+        }
+        Command::DurabilityWriter {
+            store,
+            dir,
+            start,
+            store_opt,
+        } => Ok(crate::experiment::durability::writer_main(
+            &store, &dir, start, &store_opt,
+        )),
         Command::Stores => {
             print!("{}", stores_report());
             Ok(EXIT_OK)

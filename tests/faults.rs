@@ -371,3 +371,188 @@ fn bad_fault_and_cluster_input_is_one_line_and_exit_2() {
         assert!(!out.exists(), "{args:?} created the run directory");
     }
 }
+
+fn durability(args: &[&str], out: &Path) -> Value {
+    let o = kvmeter()
+        .arg("durability")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    json(&out.join("durability.json"))
+}
+
+#[test]
+fn rocksdb_with_a_synced_wal_loses_no_acknowledged_write_over_five_kills() {
+    let t = tempfile::tempdir().unwrap();
+    let d = durability(
+        &[
+            "--store",
+            "rocksdb",
+            "--store-opt",
+            "wal=true",
+            "--store-opt",
+            "sync=true",
+            "--kills",
+            "5",
+            "--seed",
+            "7",
+        ],
+        &t.path().join("synced"),
+    );
+    let v = &d["verdict"];
+    assert_eq!(d["rounds"].as_array().unwrap().len(), 5);
+    assert!(v["acknowledged"].as_u64().unwrap() > 100, "{v}");
+    assert_eq!(v["lost"], 0, "{v}");
+    assert_eq!(v["unexpected"], 0, "{v}");
+    assert_eq!(v["unreadable"], 0, "{v}");
+    // One write in flight per kill.
+    assert_eq!(v["indeterminate"], 5, "{v}");
+    // Without a WAL the memtable dies with the process: the check finds the losses.
+    let d = durability(
+        &[
+            "--store",
+            "rocksdb",
+            "--store-opt",
+            "wal=false",
+            "--kills",
+            "2",
+            "--seed",
+            "7",
+        ],
+        &t.path().join("nowal"),
+    );
+    let v = &d["verdict"];
+    assert!(v["lost"].as_u64().unwrap() > 0, "{v}");
+    assert!(!v["lost_examples"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn redis_async_replication_loses_acknowledged_writes_and_wait_does_not() {
+    let t = tempfile::tempdir().unwrap();
+    // The replica is stopped (it lags), then the primary is killed: what the primary
+    // acknowledged after the stop is gone once the replica is promoted.
+    let faults = [
+        "--fault",
+        "at=1s,stop=replica:0,for=20s",
+        "--fault",
+        "at=2s,kill=primary",
+    ];
+    let mut args = vec![
+        "--store",
+        "redis",
+        "--store-opt",
+        "replicas=1",
+        "--duration",
+        "3s",
+    ];
+    args.extend(faults);
+    let d = durability(&args, &t.path().join("async"));
+    let v = &d["verdict"];
+    assert!(v["lost"].as_u64().unwrap() > 0, "{v}");
+    assert!(
+        d["note"].as_str().unwrap().contains("promoted replica:0"),
+        "{d}"
+    );
+    // WAIT 1: a write the stopped replica did not confirm is not acknowledged.
+    let mut args = vec![
+        "--store",
+        "redis",
+        "--store-opt",
+        "replicas=1",
+        "--store-opt",
+        "wait_replicas=1",
+        "--store-opt",
+        "wait_timeout_ms=200",
+        "--duration",
+        "3s",
+    ];
+    args.extend(faults);
+    let d = durability(&args, &t.path().join("wait"));
+    let v = &d["verdict"];
+    assert!(v["acknowledged"].as_u64().unwrap() > 100, "{v}");
+    assert_eq!(v["lost"], 0, "{v}");
+    assert!(v["indeterminate"].as_u64().unwrap() > 0, "{v}");
+    let pids: Vec<i64> = d["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["pid"].as_i64().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 2);
+    assert!(all_gone(&pids), "members left running");
+}
+
+#[test]
+fn etcd_loses_no_acknowledged_write_when_its_leader_is_killed() {
+    let t = tempfile::tempdir().unwrap();
+    let d = durability(
+        &[
+            "--store",
+            "etcd",
+            "--store-opt",
+            "members=3",
+            "--duration",
+            "4s",
+            "--fault",
+            "at=1500ms,kill=leader,restart_after=1s",
+        ],
+        &t.path().join("etcd"),
+    );
+    let v = &d["verdict"];
+    assert!(v["acknowledged"].as_u64().unwrap() > 100, "{v}");
+    assert_eq!(v["lost"], 0, "{v}");
+    assert_eq!(v["unexpected"], 0, "{v}");
+    let events = d["rounds"].as_array().unwrap();
+    assert!(events.iter().any(|e| e["event"] == "kill"), "{d}");
+}
+
+#[test]
+fn durability_input_is_checked_before_anything_is_created() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("never");
+    for (args, says) in [
+        (
+            vec!["--store", "rocksdb", "--fault", "at=1s,kill=server"],
+            "--fault acts on servers",
+        ),
+        (
+            vec!["--store", "redis", "--kills", "3"],
+            "--kills is for embedded",
+        ),
+        (
+            vec![
+                "--store",
+                "redis",
+                "--duration",
+                "2s",
+                "--fault",
+                "at=3s,kill=primary",
+            ],
+            "not before the end",
+        ),
+        (
+            vec!["--store", "redis", "--store-opt", "addr=127.0.0.1:1"],
+            "no redis answers",
+        ),
+        (vec!["--store", "null"], "keeps nothing"),
+    ] {
+        let o = kvmeter()
+            .arg("durability")
+            .args(&args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?}");
+    }
+}

@@ -7,6 +7,7 @@
 //! `summary.json`, so every number in the experiment's own files traces to a run directory.
 
 pub mod capacity;
+pub mod durability;
 pub mod sweep;
 
 use crate::plan::Request;
@@ -32,6 +33,20 @@ pub fn experiment_dir(given: Option<&Path>, command: &str, store: &str) -> anyho
         .unwrap_or_else(|| crate::plan::default_out(command, store));
     crate::report::rundir::claim(&root)?;
     std::fs::create_dir_all(root.join("points"))?;
+    Ok(root)
+}
+
+/// An output directory without points (`kvmeter durability`): `--out` or the default, new or
+/// empty.
+pub fn experiment_dir_plain(
+    given: Option<&Path>,
+    command: &str,
+    store: &str,
+) -> anyhow::Result<PathBuf> {
+    let root = given
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| crate::plan::default_out(command, store));
+    crate::report::rundir::claim(&root)?;
     Ok(root)
 }
 

@@ -22,7 +22,8 @@ pub struct Event {
     pub t_s: f64,
     /// Which `--fault` (0-based) it belongs to.
     pub fault: usize,
-    /// kill, stop, restart, continue, restarted, leader, waited, skipped.
+    /// kill, stop, restart, answered (a restarted member serves), continue, leader or primary
+    /// (the cluster names a new one), waited (for replicas to be in sync), skipped.
     pub event: String,
     pub target: String,
     pub member: String,
@@ -302,7 +303,7 @@ impl Runner {
                 }
             }
             Action::Stop => queue.push((now + f.duration.unwrap_or_default(), Job::Resume(i, k))),
-            Action::Restart => self.wait_answer(i, k, "restarted"),
+            Action::Restart => self.wait_answer(i, k),
         }
         if matches!(f.target.as_str(), "leader" | "primary") {
             queue.push((
@@ -315,8 +316,11 @@ impl Runner {
     fn restart(&mut self, i: usize, k: usize, when: &str) {
         let r = self.cluster().members[i].server.restart();
         match r {
-            Ok(()) => self.wait_answer(i, k, &format!("restart{when}")),
-            Err(e) => self.event(k, "restart", Some(i), &format!("; failed: {e:#}")),
+            Ok(()) => {
+                self.event(k, "restart", Some(i), when);
+                self.wait_answer(i, k);
+            }
+            Err(e) => self.event(k, "restart", Some(i), &format!("{when}; failed: {e:#}")),
         }
     }
 
@@ -329,18 +333,18 @@ impl Runner {
         self.event(k, "continue", Some(i), &extra);
     }
 
-    /// Waits up to 30 s for member `i` to answer, then records `what`.
-    fn wait_answer(&mut self, i: usize, k: usize, what: &str) {
+    /// Waits up to 30 s for a (re)started member `i` to answer, and records when it did.
+    fn wait_answer(&mut self, i: usize, k: usize) {
         let t = Instant::now();
         let r = self.cluster().wait_member(i, Duration::from_secs(30));
-        let extra = match r {
-            Ok(()) => format!(
-                "; answered {:.2} s after its start",
-                t.elapsed().as_secs_f64()
+        let (event, extra) = match r {
+            Ok(()) => (
+                "answered",
+                format!("; {:.2} s after its start", t.elapsed().as_secs_f64()),
             ),
-            Err(e) => format!("; did not answer within 30 s: {e}"),
+            Err(e) => ("unanswered", format!("; not within 30 s: {e}")),
         };
-        self.event(k, what, Some(i), &extra);
+        self.event(k, event, Some(i), &extra);
     }
 }
 

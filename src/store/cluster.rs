@@ -120,6 +120,17 @@ pub trait Topology: Send + Sync {
     }
     /// Whether member `i` answers again after a restart or a resume.
     fn ready(&self, c: &Cluster, i: usize) -> Result<(), String>;
+    /// After the faults: the address clients should read from now (the current primary or
+    /// the whole list), waiting up to `timeout` for the cluster to serve, and a note of
+    /// anything kvmeter did to get there (a promotion an operator would have made).
+    fn serving(&self, c: &mut Cluster, timeout: Duration) -> Result<(String, String), String> {
+        for i in 0..c.members.len() {
+            if c.members[i].server.running() {
+                c.wait_member(i, timeout)?;
+            }
+        }
+        Ok((c.client_addrs(), String::new()))
+    }
     /// Settings worth keeping in the manifest (replication factor, WAIT, quorum).
     fn settings(&self, _opts: &StoreOptions) -> Vec<(String, String)> {
         vec![]

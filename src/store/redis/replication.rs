@@ -307,6 +307,53 @@ impl Topology for Replication {
         }
     }
 
+    fn serving(&self, c: &mut Cluster, timeout: Duration) -> Result<(String, String), String> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Ok(p) = self.current_primary(c) {
+                if ping(&c.opts, &c.members[p].server.addr).is_ok() {
+                    return Ok((c.members[p].server.addr.clone(), String::new()));
+                }
+            }
+            // No Sentinel, and the primary is gone: promote the replica that got furthest,
+            // as an operator would (REPLICAOF NO ONE).
+            let live_primary = c
+                .members
+                .iter_mut()
+                .any(|m| m.role == Role::Primary && m.server.running());
+            if !live_primary && c.opts.str("sentinel_addr").is_empty() {
+                let s = Self::settings(c)?;
+                let best = c
+                    .members
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, m)| m.role == Role::Replica)
+                    .filter_map(|(i, m)| {
+                        let inf = info(&s, &m.server.addr).ok()?;
+                        let off: u64 = field(&inf, "slave_repl_offset")?.parse().ok()?;
+                        Some((off, i))
+                    })
+                    .max();
+                if let Some((off, i)) = best {
+                    let a = net::resolve(&c.members[i].server.addr)?;
+                    let mut conn = connect(&s, a).map_err(|e| e.message)?;
+                    simple(&mut conn, &[b"REPLICAOF", b"NO", b"ONE"]).map_err(|e| e.message)?;
+                    return Ok((
+                        c.members[i].server.addr.clone(),
+                        format!(
+                            "the primary was down with no Sentinel: kvmeter promoted {} (replication offset {off}) with REPLICAOF NO ONE, as an operator would",
+                            c.members[i].label()
+                        ),
+                    ));
+                }
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err("no primary serves".into());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     fn settings(&self, o: &StoreOptions) -> Vec<(String, String)> {
         let k = o.u64("replicas").unwrap_or(0);
         vec![

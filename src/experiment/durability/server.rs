@@ -1,0 +1,206 @@
+//! The durability check on a server store: writers insert unique keys for `--duration` while
+//! the `--fault` schedule breaks the cluster kvmeter started; then the cluster is let recover
+//! (pending restarts and continues happen, a primary is found or promoted) and every logged
+//! write is read back from the primary or leader that serves now.
+
+use super::{check, duration, key, out_dir, refuse_for, value, write_report, Outcome, Report};
+use super::{Settings, Write};
+use crate::driver::datadir::DataDir;
+use crate::error::UsageError;
+use crate::fault::schedule::Schedule;
+use crate::fault::Fault;
+use crate::store::cluster::StartCtx;
+use crate::store::{Status, StoreKind, StoreOptions};
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub(super) fn run(
+    s: &Settings,
+    adapter: &'static StoreKind,
+    opts: StoreOptions,
+    seed: u64,
+) -> anyhow::Result<i32> {
+    let spec = adapter.server.expect("a server store");
+    let d = duration(s)?;
+    if s.kills != 0 {
+        return Err(refuse_for(
+            adapter,
+            "--kills is for embedded stores (a writer process is killed); a server is broken with --fault",
+        )
+        .into());
+    }
+    let faults = s
+        .faults
+        .iter()
+        .map(|f| Fault::parse(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let user_server = !opts.str("addr").is_empty();
+    if user_server && !faults.is_empty() {
+        return Err(UsageError::new(format!(
+            "--fault: kvmeter signals only servers it started, not yours at --store-opt addr={}",
+            opts.str("addr")
+        ))
+        .into());
+    }
+    let topology = (spec.topology)(&opts);
+    let shape = topology.shape(&opts);
+    for f in &faults {
+        f.check_target(&shape)?;
+        if f.at >= d {
+            return Err(UsageError::new(format!(
+                "--fault '{}': at={:.3} s is not before the end of the writes (--duration {:.3} s)",
+                f.spec,
+                f.at.as_secs_f64(),
+                d.as_secs_f64()
+            ))
+            .into());
+        }
+    }
+    if user_server {
+        (spec.ping)(&opts, opts.str("addr")).map_err(|why| {
+            UsageError::new(format!(
+                "--store-opt addr={}: no {} answers there: {why}",
+                opts.str("addr"),
+                adapter.name
+            ))
+        })?;
+    }
+    // Input accepted: now things are created.
+    let dir = out_dir(s)?;
+    let data = DataDir::prepare(None)?;
+    let (cluster, mut opts) = if user_server {
+        (None, opts)
+    } else {
+        let ctx = StartCtx {
+            name: adapter.name,
+            spec,
+            opts: &opts,
+            dir: &data.store_dir()?,
+            rundir: &dir,
+            timeout: Duration::from_secs(30),
+        };
+        let c = topology.start(&ctx)?;
+        eprintln!(
+            "durability: {} member(s) started; {}",
+            c.members.len(),
+            c.status()
+        );
+        let o = c.opts.clone();
+        (Some(Arc::new(Mutex::new(c))), o)
+    };
+    let store = (adapter.open)(&data.store_dir()?, &opts)?;
+    let t0 = Instant::now();
+    let schedule = cluster.as_ref().filter(|_| !faults.is_empty()).map(|c| {
+        Schedule::start(
+            faults.clone(),
+            c.clone(),
+            t0,
+            dir.join("events.csv"),
+            "durability".into(),
+        )
+    });
+    eprintln!(
+        "durability: {} writer(s) for {:.1} s",
+        s.writers,
+        d.as_secs_f64()
+    );
+    let stop = AtomicBool::new(false);
+    let mut writes: Vec<Write> = vec![];
+    std::thread::scope(|sc| -> anyhow::Result<()> {
+        let mut handles = vec![];
+        for w in 0..s.writers as u32 {
+            let mut session = store.session()?;
+            let (stop, dir) = (&stop, &dir);
+            handles.push(sc.spawn(move || -> anyhow::Result<Vec<Write>> {
+                let mut log = std::io::BufWriter::new(std::fs::File::create(
+                    dir.join(format!("writes-{w}.csv")),
+                )?);
+                writeln!(log, "seq,outcome,t_s")?;
+                let mut out = vec![];
+                let mut seq = 0u64;
+                while !stop.load(Ordering::Relaxed) && t0.elapsed() < d {
+                    seq += 1;
+                    let st = session.insert("usertable", key(w, seq).as_bytes(), &value(w, seq));
+                    let outcome = Outcome::of(st);
+                    writeln!(
+                        log,
+                        "{seq},{},{:.4}",
+                        outcome.name(),
+                        t0.elapsed().as_secs_f64()
+                    )?;
+                    out.push(Write {
+                        writer: w,
+                        seq,
+                        outcome,
+                    });
+                    if matches!(st, Status::Error { fatal: true, .. }) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                log.flush()?;
+                let _ = session.close();
+                Ok(out)
+            }));
+        }
+        for h in handles {
+            let r = h.join().map_err(|_| anyhow::anyhow!("a writer panicked"))?;
+            writes.extend(r?);
+        }
+        Ok(())
+    })?;
+    let _ = store.close();
+    let events = schedule.map(Schedule::finish).unwrap_or_default();
+    // Recovery: wait for a primary or leader (promote one where nothing else would).
+    let mut note = String::new();
+    if let Some(c) = &cluster {
+        let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
+        let topology = c.topology;
+        let (addr, how) = topology
+            .serving(&mut c, Duration::from_secs(30))
+            .map_err(|e| anyhow::anyhow!("after the faults the cluster does not serve: {e}"))?;
+        opts.set("addr", &addr);
+        note = how;
+        eprintln!("durability: reading back from {addr}; {}", c.status());
+    }
+    let reader = (adapter.open)(&data.store_dir()?, &opts)?;
+    let mut session = reader.session()?;
+    let verdict = check(session.as_mut(), &writes);
+    let _ = session.close();
+    let _ = reader.close();
+    let mut rounds: Vec<serde_json::Value> = events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap_or_default())
+        .collect();
+    if !note.is_empty() {
+        rounds.push(serde_json::json!({ "event": "promote", "note": note }));
+    }
+    let report = Report {
+        store: adapter.name.into(),
+        options: crate::report::manifest::shown_options(opts.resolved()),
+        mode: if faults.is_empty() {
+            "writes, no faults".into()
+        } else {
+            "faults on a managed cluster".into()
+        },
+        note: format!(
+            "every write read back from the primary or leader serving after the faults{}{}",
+            if note.is_empty() { "" } else { "; " },
+            note
+        ),
+        verdict,
+        rounds,
+        seed,
+        members: cluster
+            .as_ref()
+            .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).manifest())
+            .unwrap_or_default(),
+    };
+    if let Some(c) = cluster {
+        let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
+        c.stop();
+    }
+    write_report(&dir, &report)?;
+    Ok(crate::error::EXIT_OK)
+}
