@@ -556,3 +556,88 @@ fn durability_input_is_checked_before_anything_is_created() {
         assert!(!out.exists(), "{args:?}");
     }
 }
+
+#[test]
+fn redis_cluster_master_kill_stops_its_keys_while_the_others_go_on() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("cluster");
+    let o = kvmeter()
+        .args(["run", "--store", "redis", "--store-opt", "cluster=3"])
+        .args(["--store-opt", "cluster_replicas=1", "-P", "workloada"])
+        .args([
+            "-p",
+            "dataintegrity=true",
+            "--records",
+            "2000",
+            "--threads",
+            "2",
+        ])
+        .args([
+            "--duration",
+            "8s",
+            "--fault",
+            "at=2s,kill=master:1",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("summary.json"));
+    let m = json(&out.join("manifest.json"));
+    validate("summary.schema.json", &s);
+    let members = m["store"]["server"]["members"].as_array().unwrap();
+    let roles: Vec<&str> = members
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["master", "master", "master", "replica", "replica", "replica"]
+    );
+    assert!(all_gone(&member_pids(&m)));
+    // Keys routed by slot: every read that succeeded found what was written (data
+    // integrity); YCSB counts a failed read's check as unexpected too, so those match.
+    let run = phase(&s, "run");
+    assert!(count(run, "VERIFY") > 0);
+    let read_errors: u64 = run["ops"]["READ"]["errors"]
+        .as_object()
+        .map(|e| e.values().map(|v| v.as_u64().unwrap()).sum())
+        .unwrap_or(0);
+    let unexpected = run["ops"]["VERIFY"]["errors"]["unexpected_state"]
+        .as_u64()
+        .unwrap_or(0);
+    assert_eq!(unexpected, read_errors, "{run}");
+    let f = &run["faults"][0];
+    assert!(
+        f["latency_of"].as_str().unwrap().contains("did not affect"),
+        "{f}"
+    );
+    // The victim's keys wait for the replica's promotion (node timeout 1 s + election).
+    let unavailable = f["unavailable_s"].as_f64().unwrap();
+    assert!((0.5..6.0).contains(&unavailable), "{f}");
+    assert!(
+        f["latency_during_recovery"]["operations"].as_u64().unwrap() > 0,
+        "{f}"
+    );
+    // timeline.csv: while the victim's keys see no success, the others still do.
+    let rows = csv_rows(&out.join("timeline.csv"));
+    let at = f["at_s"].as_f64().unwrap();
+    let ok = |class: &str, from: f64, to: f64| -> u64 {
+        rows.iter()
+            .filter(|r| r[3] == class)
+            .filter(|r| {
+                let s: f64 = r[1].parse().unwrap();
+                s >= from && s < to
+            })
+            .map(|r| r[4].parse::<u64>().unwrap())
+            .sum()
+    };
+    let (gap_from, gap_to) = (at + 0.15, at + unavailable.min(1.0) - 0.05);
+    assert_eq!(ok("affected", gap_from, gap_to), 0, "{unavailable}");
+    assert!(ok("rest", gap_from, gap_to) > 0);
+    assert!(
+        ok("affected", at + unavailable + 0.3, 8.0) > 0,
+        "the victim's keys came back"
+    );
+}

@@ -33,6 +33,19 @@ pub(super) struct Recovery {
 
 pub(super) const TIMELINE_CSV: &str = "timeline.csv";
 
+/// The shard the faults hit, where the cluster shards data by master (a Redis Cluster's
+/// `master:i`): the first such target. Elsewhere every operation is on affected data.
+pub(super) fn affected_shard(plan: &crate::plan::Plan) -> Option<u16> {
+    if plan.store_options.u64("cluster").unwrap_or(0) == 0 {
+        return None;
+    }
+    plan.faults.iter().find_map(|f| {
+        f.target
+            .strip_prefix("master:")
+            .and_then(|i| i.parse().ok())
+    })
+}
+
 impl Recovery {
     /// `None` when the phase has neither a timeline nor faults.
     /// `start_ns`: the clock reading the timeline counts from; `t0`: the phase's start.
@@ -87,7 +100,7 @@ impl Recovery {
             specs: plan.faults.iter().map(|f| f.spec.clone()).collect(),
             phase: phase.name.clone(),
             warmup_s: phase.warmup.as_secs_f64(),
-            split: false,
+            split: affected_shard(plan).is_some(),
         })
     }
 

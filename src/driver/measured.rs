@@ -84,7 +84,11 @@ impl Worker<'_, '_> {
         let from_intended = intended.map(|i| t_end.saturating_sub(i)).unwrap_or(service);
         self.rec.record(m, st, service, from_intended, bytes);
         if let Some(t) = &self.timeline {
-            t.record(timeline::AFFECTED, st, t_end, from_intended);
+            let class = match self.sh.affected_shard {
+                Some(v) if self.session.shard() != Some(v) => timeline::REST,
+                _ => timeline::AFFECTED,
+            };
+            t.record(class, st, t_end, from_intended);
         }
         if let Status::Error { kind, fatal } = st {
             self.error(m, kind, fatal);

@@ -143,6 +143,7 @@ pub(super) fn run(
             .map(|t| (0..threads).map(|i| t.worker(i)).collect())
             .unwrap_or_default(),
         tolerate_fatal: is_run && !ctx.plan.faults.is_empty(),
+        affected_shard: faults::affected_shard(ctx.plan),
     };
     if let Some(t) = ctx.telemetry {
         t.begin(&phase.name);

@@ -37,6 +37,9 @@ pub struct Shared<'a> {
     pub timelines: Vec<std::sync::Arc<crate::measure::timeline::WorkerTimeline>>,
     /// Faults are scheduled: a store error that would end the phase is counted instead.
     pub tolerate_fatal: bool,
+    /// The shard a fault hits (`master:i` of a Redis Cluster): the timeline then splits
+    /// operations on it from the rest.
+    pub affected_shard: Option<u16>,
 }
 
 impl Shared<'_> {

@@ -208,6 +208,12 @@ pub trait Session: Send {
     /// `done(status, bytes returned)` as each reply is parsed (the caller reads its clock
     /// there: a reply's latency runs from the batch's send to its own arrival).
     fn flush(&mut self, _done: &mut dyn FnMut(Status, u64)) {}
+    /// The shard (a Redis Cluster master's slot range, by creation order) the latest
+    /// operation's key belongs to; `None` where the store does not shard. The recovery
+    /// timeline uses it to tell operations on a faulted shard from the rest.
+    fn shard(&self) -> Option<u16> {
+        None
+    }
     /// Ends the session (YCSB's `cleanup`).
     fn close(self: Box<Self>) -> Status {
         Status::Ok

@@ -12,6 +12,7 @@ use super::record::{self, Record, RecordView};
 use super::Queued;
 use super::*;
 
+mod cluster;
 mod replication;
 mod resp;
 mod server;
@@ -44,6 +45,10 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "sentinels", default: "0", help: "managed: Redis Sentinels (3 or 5) that fail over to a replica; the client asks them for the primary after an error" },
     OptSpec { name: "down_after_ms", default: "1000", help: "managed Sentinels: down-after-milliseconds (how long the primary may not answer before failover)" },
     OptSpec { name: "sentinel_addr", default: "", help: "host:port,… of Sentinels (monitoring 'kvmeter') the client asks for the primary; set by kvmeter for managed Sentinels" },
+    OptSpec { name: "cluster", default: "0", help: "Redis Cluster of this many masters (3 to 16; managed, or with addr= a node of yours): keys routed by hash slot, MOVED/ASK followed; no key index, so SCAN is not offered" },
+    OptSpec { name: "cluster_replicas", default: "0", help: "managed Redis Cluster: replicas per master (0 to 2)" },
+    OptSpec { name: "full_coverage", default: "false", help: "managed Redis Cluster: cluster-require-full-coverage (true: every key is refused while any slot has no master; false: only the lost slots' keys are)" },
+    OptSpec { name: "node_timeout_ms", default: "1000", help: "managed Redis Cluster: cluster-node-timeout (how long a master may not answer before its replica takes over)" },
 ];
 
 pub static SERVER: ServerSpec = ServerSpec {
@@ -53,7 +58,13 @@ pub static SERVER: ServerSpec = ServerSpec {
     args: server_args,
     ping,
     clear,
-    topology: |_| &replication::REPLICATION,
+    topology: |o| {
+        if o.u64("cluster").unwrap_or(0) > 0 {
+            &cluster::REDIS_CLUSTER
+        } else {
+            &replication::REPLICATION
+        }
+    },
 };
 
 pub static KIND: StoreKind = StoreKind {
@@ -91,8 +102,17 @@ impl Store for RedisStore {
         for _ in 0..self.s.connections {
             conns.push(connect(&self.s, addr).map_err(|e| anyhow::anyhow!(e.message))?);
         }
+        let routes = if self.s.cluster > 0 {
+            let mut r = Routes::default();
+            r.refresh(&self.s, &mut conns)
+                .map_err(|e| anyhow::anyhow!("Redis Cluster at {addr}: {e}"))?;
+            Some(r)
+        } else {
+            None
+        };
         Ok(Box::new(RedisSession {
             conns,
+            routes,
             next: 0,
             s: self.s.clone(),
             spans: Vec::new(),
@@ -109,7 +129,11 @@ impl Store for RedisStore {
 }
 
 struct RedisSession {
+    /// One per connection (`connections=`); with a cluster, one per node, in `routes.nodes`
+    /// order.
     conns: Vec<Conn>,
+    /// Redis Cluster: which node serves each slot.
+    routes: Option<Routes>,
     next: usize,
     s: Settings,
     spans: Vec<record::Span>,
@@ -132,9 +156,95 @@ enum Pending {
     Delete,
 }
 
+/// A cluster session's slot map: slot → node index, and the nodes (a node's connection is
+/// `conns[index]`). Refreshed after a MOVED or ASK reply and after a node stops answering.
+#[derive(Default)]
+struct Routes {
+    nodes: Vec<std::net::SocketAddr>,
+    slots: Vec<u16>,
+    stale: bool,
+    /// The slot of the latest key (its shard, for the recovery timeline).
+    slot: usize,
+}
+
+impl Routes {
+    /// Asks the nodes in turn for the slot map; connections follow the node list.
+    fn refresh(&mut self, s: &Settings, conns: &mut Vec<Conn>) -> Result<(), String> {
+        let mut last = String::from("no node to ask");
+        let mut candidates: Vec<std::net::SocketAddr> = conns.iter().map(|c| c.addr).collect();
+        candidates.extend(self.nodes.iter().copied());
+        candidates.dedup();
+        for a in candidates {
+            let Ok(mut c) = connect(s, a) else {
+                last = format!("{a} does not answer");
+                continue;
+            };
+            match cluster::slot_map(&mut c) {
+                Ok(map) => {
+                    let mut nodes: Vec<std::net::SocketAddr> = vec![];
+                    let mut slots = Vec::with_capacity(map.len());
+                    for addr in map {
+                        let i = match nodes.iter().position(|n| *n == addr) {
+                            Some(i) => i,
+                            None => {
+                                nodes.push(addr);
+                                nodes.len() - 1
+                            }
+                        };
+                        slots.push(i as u16);
+                    }
+                    let mut fresh = Vec::with_capacity(nodes.len());
+                    for n in &nodes {
+                        let old = conns.iter().position(|c| c.addr == *n && !c.broken);
+                        fresh.push(match old {
+                            Some(i) => conns.swap_remove(i),
+                            None => match connect(s, *n) {
+                                Ok(c) => c,
+                                Err(_) => {
+                                    // Dead but still in the map: a broken placeholder that
+                                    // reconnects (and fails fast) until the map changes.
+                                    let mut c = connect(s, a).map_err(|e| e.message)?;
+                                    c.addr = *n;
+                                    c.broken = true;
+                                    c
+                                }
+                            },
+                        });
+                    }
+                    *conns = fresh;
+                    self.nodes = nodes;
+                    self.slots = slots;
+                    self.stale = false;
+                    return Ok(());
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+}
+
 impl RedisSession {
+    /// The connection for `key`: its slot's node in a cluster, else the next in turn.
     #[inline]
-    fn conn(&mut self) -> Result<usize, RawError> {
+    fn conn(&mut self, key: &[u8]) -> Result<usize, RawError> {
+        if let Some(r) = self.routes.as_mut() {
+            if r.stale {
+                let _ = r.refresh(&self.s, &mut self.conns);
+            }
+            r.slot = cluster::slot(key);
+            let i = r.slots.get(r.slot).copied().unwrap_or(0) as usize;
+            if self.conns[i].broken {
+                if let Err(e) = self.reconnect(i) {
+                    if let Some(r) = self.routes.as_mut() {
+                        r.stale = true;
+                    }
+                    return Err(e);
+                }
+            }
+            self.conns[i].begin();
+            return Ok(i);
+        }
         let i = self.next;
         self.next = if i + 1 == self.conns.len() { 0 } else { i + 1 };
         if self.conns[i].broken {
@@ -193,6 +303,11 @@ impl RedisSession {
 
     #[cold]
     fn fail(&mut self, e: RawError) -> Status {
+        if let Some(r) = self.routes.as_mut() {
+            // MOVED / ASK (a slot has another owner now), CLUSTERDOWN, or a lost node: ask
+            // for the slot map before the next operation.
+            r.stale = true;
+        }
         if e.message.contains("READONLY") && !self.s.sentinels.is_empty() {
             // A demoted primary: every connection moves to the new one.
             for c in &mut self.conns {
@@ -267,7 +382,7 @@ impl RedisSession {
 
 impl Session for RedisSession {
     fn read(&mut self, _table: &str, key: &[u8], fields: Fields) -> (Status, RecordView<'_>) {
-        let i = match self.conn() {
+        let i = match self.conn(key) {
             Ok(i) => i,
             Err(e) => return (self.fail(e), RecordView::EMPTY),
         };
@@ -312,7 +427,7 @@ impl Session for RedisSession {
         if !self.s.index {
             return Status::error(ErrorKind::NotImplemented);
         }
-        let i = match self.conn() {
+        let i = match self.conn(start) {
             Ok(i) => i,
             Err(e) => return self.fail(e),
         };
@@ -401,7 +516,7 @@ impl Session for RedisSession {
     }
 
     fn update(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
-        let i = match self.conn() {
+        let i = match self.conn(key) {
             Ok(i) => i,
             Err(e) => return self.fail(e),
         };
@@ -419,7 +534,7 @@ impl Session for RedisSession {
     }
 
     fn insert(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
-        let i = match self.conn() {
+        let i = match self.conn(key) {
             Ok(i) => i,
             Err(e) => return self.fail(e),
         };
@@ -451,7 +566,7 @@ impl Session for RedisSession {
     }
 
     fn delete(&mut self, _table: &str, key: &[u8]) -> Status {
-        let i = match self.conn() {
+        let i = match self.conn(key) {
             Ok(i) => i,
             Err(e) => return self.fail(e),
         };
@@ -487,9 +602,19 @@ impl Session for RedisSession {
         self.s.pipeline
     }
 
+    fn shard(&self) -> Option<u16> {
+        self.routes
+            .as_ref()
+            .map(|r| cluster::shard_of(r.slot, self.s.cluster))
+    }
+
     fn queue(&mut self, op: Queued<'_>) -> bool {
         if self.batch.is_none() {
-            self.batch = Some(self.conn());
+            let key = match op {
+                Queued::Read(k, _) | Queued::Update(k, _) | Queued::Insert(k, _) => k,
+                Queued::Delete(k) => k,
+            };
+            self.batch = Some(self.conn(key));
         }
         let Some(Ok(i)) = self.batch else {
             self.pending.push(Pending::Update); // answered with the connection error

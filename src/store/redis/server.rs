@@ -27,6 +27,8 @@ pub(super) struct Settings {
     pub(super) wait_timeout: String,
     /// Sentinels to ask for the primary after an error (comma-separated; empty: none).
     pub(super) sentinels: String,
+    /// Redis Cluster: its number of masters (0: not a cluster); keys are routed by slot.
+    pub(super) cluster: usize,
 }
 
 pub(super) fn password(o: &StoreOptions) -> String {
@@ -39,6 +41,7 @@ pub(super) fn password(o: &StoreOptions) -> String {
 pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
     o.choice("persistence", &["none", "rdb", "aof", "aof-always"])?;
     super::replication::check(o)?;
+    super::cluster::check(o)?;
     o.u64("maxmemory_mb")?;
     let io = o.positive("io_threads")?;
     if io > 128 {
@@ -98,7 +101,8 @@ pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         db: o.u64("db")? as usize,
         connections: o.positive("connections")? as usize,
         timeout: Duration::from_millis(o.positive("timeout_ms")?),
-        index: o.bool("scan_index")?,
+        // A cluster keeps no key index: one sorted set would live on one master.
+        index: o.bool("scan_index")? && o.u64("cluster")? == 0,
         pipeline: match o.positive("pipeline")? {
             n @ 1..=10_000 => n as usize,
             n => {
@@ -112,6 +116,7 @@ pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         wait_arg: o.str("wait_replicas").to_string(),
         wait_timeout: o.str("wait_timeout_ms").to_string(),
         sentinels: o.str("sentinel_addr").to_string(),
+        cluster: o.u64("cluster")? as usize,
     })
 }
 

@@ -1,0 +1,405 @@
+//! Redis Cluster (`--store-opt cluster=M`, optional `cluster_replicas=R` per master): M
+//! masters own equal ranges of the 16384 hash slots (master:i the i-th range), started with
+//! `--cluster-enabled yes` and joined by hand (CLUSTER ADDSLOTSRANGE, MEET, REPLICATE — the
+//! steps `redis-cli --cluster create` takes, without needing redis-tools). The client routes
+//! each key by CRC16 hash slot (hash tags honoured), learns the slot map from CLUSTER SLOTS,
+//! and after a MOVED or ASK reply — or a master that stops answering — asks again. Throughput
+//! against the number of servers is `kvmeter sweep --param store-opt.cluster=3,4,6`.
+//!
+//! The shard of a key (for the recovery timeline's affected/rest split) is the master that
+//! owned its slot when the cluster was made: after a failover the same data is served by the
+//! promoted replica.
+
+use super::resp::*;
+use super::server::{connect, ping, server_args, settings, Settings};
+use crate::error::UsageError;
+use crate::store::cluster::{Cluster, Member, Role, Shape, StartCtx, Topology};
+use crate::store::managed::{free_ports, Managed};
+use crate::store::{net, StoreOptions};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+pub(super) static REDIS_CLUSTER: RedisCluster = RedisCluster;
+
+pub(super) struct RedisCluster;
+
+pub(super) const SLOTS: usize = 16384;
+
+pub(super) fn check(o: &StoreOptions) -> Result<(), UsageError> {
+    let m = o.u64("cluster")?;
+    if m == 0 {
+        return Ok(());
+    }
+    if !(3..=16).contains(&m) {
+        return Err(UsageError::new(format!(
+            "--store-opt cluster={m}: expected 3 to 16 masters (Redis Cluster needs 3 to agree on a failure)"
+        )));
+    }
+    let r = o.u64("cluster_replicas")?;
+    if r > 2 {
+        return Err(UsageError::new(format!(
+            "--store-opt cluster_replicas={r}: expected 0 to 2 replicas per master"
+        )));
+    }
+    if o.u64("replicas")? > 0 || o.u64("sentinels")? > 0 {
+        return Err(UsageError::new(
+            "--store-opt cluster= has its own replicas (cluster_replicas=) and failover: leave replicas= and sentinels= out",
+        ));
+    }
+    if o.u64("pipeline")? > 1 {
+        return Err(UsageError::new(
+            "--store-opt cluster= routes each key to its own master, so pipeline= (one batch per connection) is not offered with it",
+        ));
+    }
+    o.positive("node_timeout_ms")?;
+    o.bool("full_coverage")?;
+    Ok(())
+}
+
+/// CRC16-CCITT (XModem), the slot hash of the Redis Cluster specification.
+pub(super) fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in data {
+        crc ^= (b as u16) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// A key's hash slot: of the `{tag}` when the key has a non-empty one.
+#[inline]
+pub(super) fn slot(key: &[u8]) -> usize {
+    let k = match key.iter().position(|&c| c == b'{') {
+        Some(open) => match key[open + 1..].iter().position(|&c| c == b'}') {
+            Some(len) if len > 0 => &key[open + 1..open + 1 + len],
+            _ => key,
+        },
+        None => key,
+    };
+    crc16(k) as usize % SLOTS
+}
+
+/// The first slot of master `i`'s range of `m`.
+fn range_start(i: usize, m: usize) -> usize {
+    i * SLOTS / m
+}
+
+/// The master (by creation order) whose range holds `slot`: the i with
+/// `range_start(i) <= slot < range_start(i + 1)`.
+#[inline]
+pub(super) fn shard_of(slot: usize, m: usize) -> u16 {
+    (((slot + 1) * m - 1) / SLOTS).min(m - 1) as u16
+}
+
+/// The slot → address map, from CLUSTER SLOTS.
+pub(super) fn slot_map(c: &mut net::Conn) -> Result<Vec<SocketAddr>, String> {
+    c.begin();
+    command(&mut c.wbuf, &[b"CLUSTER", b"SLOTS"]);
+    c.send().map_err(|e| e.message)?;
+    let Reply::Array(Some(n)) = reply(c).map_err(|e| e.message)? else {
+        return Err("CLUSTER SLOTS: unexpected reply".into());
+    };
+    let unset: SocketAddr = "0.0.0.0:0".parse().expect("an address");
+    let mut map = vec![unset; SLOTS];
+    for _ in 0..n {
+        let Reply::Array(Some(parts)) = reply(c).map_err(|e| e.message)? else {
+            return Err("CLUSTER SLOTS: unexpected entry".into());
+        };
+        let (Reply::Int(lo), Reply::Int(hi)) = (
+            reply(c).map_err(|e| e.message)?,
+            reply(c).map_err(|e| e.message)?,
+        ) else {
+            return Err("CLUSTER SLOTS: unexpected range".into());
+        };
+        let mut owner = None;
+        for p in 2..parts {
+            let Reply::Array(Some(fields)) = reply(c).map_err(|e| e.message)? else {
+                return Err("CLUSTER SLOTS: unexpected node".into());
+            };
+            let mut ip = String::new();
+            let mut port = 0i64;
+            for f in 0..fields {
+                match reply(c).map_err(|e| e.message)? {
+                    Reply::Bulk(Some(r)) if f == 0 => {
+                        ip = String::from_utf8_lossy(c.bytes(r)).into_owned()
+                    }
+                    Reply::Int(x) if f == 1 => port = x,
+                    Reply::Array(Some(k)) => {
+                        // Redis 7's metadata map: skip its entries.
+                        for _ in 0..k {
+                            reply(c).map_err(|e| e.message)?;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if p == 2 {
+                owner = net::resolve(&format!("{ip}:{port}")).ok();
+            }
+        }
+        if let Some(a) = owner {
+            for s in lo.max(0) as usize..=(hi.max(0) as usize).min(SLOTS - 1) {
+                map[s] = a;
+            }
+        }
+    }
+    Ok(map)
+}
+
+fn cluster_info(s: &Settings, addr: &str) -> Result<String, String> {
+    let a = net::resolve(addr)?;
+    let mut c = connect(s, a).map_err(|e| e.message)?;
+    simple(&mut c, &[b"CLUSTER", b"INFO"]).map_err(|e| e.message)
+}
+
+fn node_id(s: &Settings, addr: &str) -> Result<String, String> {
+    let a = net::resolve(addr)?;
+    let mut c = connect(s, a).map_err(|e| e.message)?;
+    simple(&mut c, &[b"CLUSTER", b"MYID"]).map_err(|e| e.message)
+}
+
+fn run(s: &Settings, addr: &str, args: &[&[u8]]) -> Result<String, String> {
+    let a = net::resolve(addr)?;
+    let mut c = connect(s, a).map_err(|e| e.message)?;
+    simple(&mut c, args).map_err(|e| e.message)
+}
+
+impl Topology for RedisCluster {
+    fn shape(&self, o: &StoreOptions) -> Shape {
+        let m = o.u64("cluster").unwrap_or(3) as usize;
+        let r = o.u64("cluster_replicas").unwrap_or(0) as usize;
+        let mut members: Vec<(Role, usize)> = (0..m).map(|i| (Role::Master, i)).collect();
+        members.extend((0..m * r).map(|i| (Role::Replica, i)));
+        Shape {
+            members,
+            dynamic: &[],
+        }
+    }
+
+    fn start(&self, ctx: &StartCtx) -> anyhow::Result<Cluster> {
+        let m = ctx.opts.u64("cluster")? as usize;
+        let r = ctx.opts.u64("cluster_replicas")? as usize;
+        let n = m * (1 + r);
+        let binary = ctx.binary()?;
+        let ports = free_ports(n)?;
+        let mut members = Vec::with_capacity(n);
+        for k in 0..n {
+            let (role, index) = if k < m {
+                (Role::Master, k)
+            } else {
+                (Role::Replica, k - m)
+            };
+            let (dir, log) = ctx.member_paths(role, index)?;
+            let mut args = server_args(ctx.opts, &ports[k..=k], &dir);
+            args.extend([
+                "--cluster-enabled".into(),
+                "yes".into(),
+                "--cluster-config-file".into(),
+                dir.join("nodes.conf").display().to_string(),
+                "--cluster-node-timeout".into(),
+                ctx.opts.str("node_timeout_ms").into(),
+                "--cluster-require-full-coverage".into(),
+                if ctx.opts.bool("full_coverage")? {
+                    "yes"
+                } else {
+                    "no"
+                }
+                .into(),
+            ]);
+            let p = super::server::password(ctx.opts);
+            if !p.is_empty() {
+                args.extend(["--masterauth".into(), p]);
+            }
+            let addr = format!("127.0.0.1:{}", ports[k]);
+            members.push(Member {
+                role,
+                index,
+                server: Managed::spawn("redis", &binary, args, addr, &log)?,
+                ports: vec![ports[k]],
+                dir,
+            });
+        }
+        let mut opts = ctx.opts.clone();
+        opts.set("addr", &members[0].server.addr);
+        let mut c = Cluster {
+            store: ctx.name,
+            members,
+            topology: &REDIS_CLUSTER,
+            opts,
+            rundir: ctx.rundir.to_path_buf(),
+        };
+        for k in 0..n {
+            let o = c.opts.clone();
+            c.members[k]
+                .server
+                .wait_ready(|a| ping(&o, a), ctx.timeout)?;
+        }
+        let s = settings(&c.opts)?;
+        let e = |e: String| anyhow::anyhow!("making the Redis Cluster: {e}");
+        // Slots: master i takes the i-th of m equal ranges.
+        for i in 0..m {
+            let (lo, hi) = (range_start(i, m), range_start(i + 1, m) - 1);
+            run(
+                &s,
+                &c.members[i].server.addr,
+                &[
+                    b"CLUSTER",
+                    b"ADDSLOTSRANGE",
+                    lo.to_string().as_bytes(),
+                    hi.to_string().as_bytes(),
+                ],
+            )
+            .map_err(e)?;
+        }
+        let first = c.members[0].server.addr.clone();
+        for k in 1..n {
+            let port = c.members[k].ports[0].to_string();
+            run(
+                &s,
+                &first,
+                &[b"CLUSTER", b"MEET", b"127.0.0.1", port.as_bytes()],
+            )
+            .map_err(e)?;
+        }
+        // Every node must know every other before a replica can follow its master.
+        let deadline = Instant::now() + ctx.timeout;
+        loop {
+            let known = (0..n).all(|k| {
+                cluster_info(&s, &c.members[k].server.addr)
+                    .ok()
+                    .and_then(|i| field(&i, "cluster_known_nodes").and_then(|v| v.parse().ok()))
+                    == Some(n)
+            });
+            if known {
+                break;
+            }
+            if Instant::now() >= deadline {
+                anyhow::bail!(
+                    "making the Redis Cluster: the nodes did not meet within {:.0} s",
+                    ctx.timeout.as_secs_f64()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for j in 0..m * r {
+            let master = j % m;
+            let id = node_id(&s, &c.members[master].server.addr).map_err(e)?;
+            run(
+                &s,
+                &c.members[m + j].server.addr,
+                &[b"CLUSTER", b"REPLICATE", id.as_bytes()],
+            )
+            .map_err(e)?;
+        }
+        c.wait_in_sync(ctx.timeout)
+            .map_err(|e| anyhow::anyhow!("the Redis Cluster did not become ready: {e}"))?;
+        Ok(c)
+    }
+
+    fn in_sync(&self, c: &Cluster) -> Result<(), String> {
+        let s = settings(&c.opts).map_err(|e| e.to_string())?;
+        for m in c.members.iter().filter(|m| !m.server.paused) {
+            let i = cluster_info(&s, &m.server.addr)?;
+            if field(&i, "cluster_state") != Some("ok") {
+                return Err(format!("{}: cluster_state not ok", m.label()));
+            }
+            if m.role == Role::Replica {
+                let r = run(&s, &m.server.addr, &[b"INFO", b"replication"])?;
+                if field(&r, "role") == Some("slave")
+                    && field(&r, "master_link_status") != Some("up")
+                {
+                    return Err(format!("{}: master link not up", m.label()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn status(&self, c: &Cluster) -> String {
+        let Ok(s) = settings(&c.opts) else {
+            return String::new();
+        };
+        let live = c
+            .members
+            .iter()
+            .find(|m| !m.server.paused && cluster_info(&s, &m.server.addr).is_ok());
+        match live {
+            Some(m) => {
+                let i = cluster_info(&s, &m.server.addr).unwrap_or_default();
+                format!(
+                    "cluster_state {}, {} masters serving slots",
+                    field(&i, "cluster_state").unwrap_or("?"),
+                    field(&i, "cluster_size").unwrap_or("?")
+                )
+            }
+            None => "no node answers".into(),
+        }
+    }
+
+    fn ready(&self, c: &Cluster, i: usize) -> Result<(), String> {
+        ping(&c.opts, &c.members[i].server.addr).map(|_| ())
+    }
+
+    fn serving(&self, c: &mut Cluster, timeout: Duration) -> Result<(String, String), String> {
+        c.wait_in_sync(timeout)?;
+        let live = c
+            .members
+            .iter()
+            .find(|m| m.role == Role::Master && !m.server.paused)
+            .map(|m| m.server.addr.clone())
+            .unwrap_or_default();
+        Ok((live, String::new()))
+    }
+
+    fn settings(&self, o: &StoreOptions) -> Vec<(String, String)> {
+        vec![
+            ("cluster_masters".into(), o.str("cluster").into()),
+            ("cluster_replicas".into(), o.str("cluster_replicas").into()),
+            (
+                "replication_factor".into(),
+                (o.u64("cluster_replicas").unwrap_or(0) + 1).to_string(),
+            ),
+            ("node_timeout_ms".into(), o.str("node_timeout_ms").into()),
+            ("full_coverage".into(), o.str("full_coverage").into()),
+            ("wait_replicas".into(), o.str("wait_replicas").into()),
+            ("persistence".into(), o.str("persistence").into()),
+        ]
+    }
+}
+
+fn field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_the_cluster_specification() {
+        // The specification's test vector: CRC16("123456789") = 0x31C3.
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+        // Hash tags: only the part between the first { and the next } counts.
+        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        assert_eq!(slot(b"foo{}{bar}"), crc16(b"foo{}{bar}") as usize % SLOTS);
+        assert_eq!(slot(b"foo{{bar}}zap"), crc16(b"{bar") as usize % SLOTS);
+        // Redis's own answer for CLUSTER KEYSLOT foo is 12182.
+        assert_eq!(slot(b"foo"), 12182);
+        // Ranges cover every slot once; shards follow them.
+        for m in [3, 4, 6, 7] {
+            assert_eq!(range_start(m, m), SLOTS);
+            for i in 0..m {
+                assert_eq!(shard_of(range_start(i, m), m), i as u16);
+                assert_eq!(shard_of(range_start(i + 1, m) - 1, m), i as u16);
+            }
+        }
+    }
+}
