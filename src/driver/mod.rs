@@ -187,6 +187,22 @@ impl Run<'_> {
         self.summary.phases.push(ps);
     }
 
+    /// Energy around each fault, from the power samples telemetry.csv now holds in full.
+    fn fault_energy(&mut self) {
+        let Ok(csv) = std::fs::read_to_string(self.rundir.root().join("telemetry.csv")) else {
+            return;
+        };
+        let interval = self.plan.telemetry_interval.as_secs_f64();
+        for ps in self
+            .summary
+            .phases
+            .iter_mut()
+            .filter(|p| !p.faults.is_empty())
+        {
+            crate::fault::recovery::fill_energy(&mut ps.faults, &csv, &ps.name, interval);
+        }
+    }
+
     /// Stops telemetry and the server, writes the final summary and manifest, and shows the
     /// report. Returns the exit code.
     fn finish(mut self, mut exit: i32) -> anyhow::Result<i32> {
@@ -197,6 +213,7 @@ impl Run<'_> {
         self.progress.finish();
         if let Some(t) = self.telemetry.take() {
             t.stop();
+            self.fault_energy();
         }
         if let Some(c) = self.server.take() {
             let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
