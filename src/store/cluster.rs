@@ -150,6 +150,12 @@ pub struct StartCtx<'a> {
 }
 
 impl StartCtx<'_> {
+    /// Whether these options ask for one member only: its log is then the run directory's
+    /// server.log, as for every single server.
+    fn single(&self) -> bool {
+        let t = (self.spec.topology)(self.opts);
+        t.shape(self.opts).members.len() == 1
+    }
     pub fn binary(&self) -> anyhow::Result<PathBuf> {
         Ok(managed::binary_for(self.name, self.spec)?)
     }
@@ -158,6 +164,9 @@ impl StartCtx<'_> {
         let dir = self.dir.join(format!("{}-{i}", role.name()));
         std::fs::create_dir_all(&dir)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        if self.single() {
+            return Ok((dir, self.rundir.join("server.log")));
+        }
         let logs = self.rundir.join("members");
         std::fs::create_dir_all(&logs)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", logs.display()))?;
