@@ -121,6 +121,12 @@ fn etcd_leader_kill_shows_the_gap_and_the_run_recovers() {
         .unwrap();
     assert!((width - 0.1).abs() < 1e-6);
     assert!(f["cluster_reported_after_s"].as_f64().unwrap() < 3.0, "{f}");
+    // report.html shows the timeline (and figures/ has it), the fault table and the events.
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("id=\"fig-run-timeline\""));
+    assert!(html.contains("data-table=\"run-faults\""));
+    assert!(html.contains("data-table=\"run-events\""));
+    assert!(out.join("figures/run-timeline.svg").is_file());
 }
 
 #[test]
@@ -186,6 +192,7 @@ fn sigkill_of_kvmeter_leaves_no_member_and_no_data_directory() {
     let mut child = std::process::Command::new(bin())
         .env("TMPDIR", &tmp)
         .args(["run", "--store", "etcd", "--store-opt", "members=3"])
+        .args(["--store-opt", "cpus=1"])
         .args(["--records", "200", "--duration", "60s", "--out"])
         .arg(&out)
         .stdout(std::process::Stdio::null())
@@ -205,6 +212,21 @@ fn sigkill_of_kvmeter_leaves_no_member_and_no_data_directory() {
     let pids = member_pids(&m);
     assert_eq!(pids.len(), 3);
     assert!(pids.iter().all(|&p| alive(p)));
+    // Every member pinned to CPU 1, and the manifest says so.
+    for (i, &p) in pids.iter().enumerate() {
+        let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap();
+        let allowed = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .to_string();
+        assert_eq!(allowed, "1", "member {i}");
+        assert_eq!(
+            m["store"]["server"]["members"][i]["cpus"],
+            serde_json::json!([1])
+        );
+    }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     assert!(all_gone(&pids), "members outlived kvmeter");
@@ -330,6 +352,29 @@ fn bad_fault_and_cluster_input_is_one_line_and_exit_2() {
         (
             vec!["--store", "redis", "--store-opt", "replicas=5"],
             "replicas=5",
+        ),
+        (
+            vec!["--store", "redis", "--store-opt", "cpus=99"],
+            "does not exist here",
+        ),
+        (
+            vec!["--store", "etcd", "--store-opt", "cpus=x"],
+            "expected CPU numbers",
+        ),
+        (
+            vec!["--store", "redis", "--store-opt", "cluster=2"],
+            "cluster=2",
+        ),
+        (
+            vec![
+                "--store",
+                "redis",
+                "--store-opt",
+                "cluster=3",
+                "--store-opt",
+                "replicas=1",
+            ],
+            "leave replicas=",
         ),
         (
             vec![

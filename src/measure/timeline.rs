@@ -242,11 +242,12 @@ impl Timeline {
     }
 
     /// Merges every bucket that ended before `now_ns` (since the phase start) less one bucket
-    /// of grace (an operation is placed by its completion time), or all of them up to `now_ns`
-    /// when `last`.
+    /// of grace (an operation is placed by its completion time), or every whole bucket up to
+    /// `now_ns` when `last` (the workers have stopped; a final partial bucket would read as a
+    /// drop in throughput, so it is left out).
     pub fn take(&mut self, now_ns: u64, last: bool) -> Vec<Bucket> {
         let upto = if last {
-            now_ns.div_ceil(self.width_ns)
+            now_ns / self.width_ns
         } else {
             (now_ns / self.width_ns).saturating_sub(1)
         };
@@ -343,5 +344,8 @@ mod tests {
         let p50 = got[0].class[AFFECTED].percentile(50.0).unwrap();
         assert!((4_600..=5_400).contains(&p50), "{p50}");
         assert!(t.take(400, false).is_empty());
+        // At the end, whole buckets only: 450 ns holds bucket 3 whole, not bucket 4's half.
+        let end = t.take(450, true);
+        assert_eq!(end.iter().map(|b| b.index).collect::<Vec<_>>(), [3]);
     }
 }

@@ -23,7 +23,7 @@ mod workload;
 pub use model::*;
 pub use props::BUILTIN_WORKLOADS;
 pub use request::Request;
-pub use values::{parse_duration, parse_size};
+pub use values::{parse_cpus, parse_duration, parse_size};
 
 use crate::error::UsageError;
 use crate::store::{StoreKind, StoreOptions};

@@ -156,6 +156,10 @@ impl StartCtx<'_> {
         let t = (self.spec.topology)(self.opts);
         t.shape(self.opts).members.len() == 1
     }
+    /// CPUs every member is pinned to (`--store-opt cpus=`).
+    pub fn cpus(&self) -> Vec<usize> {
+        managed::cpus_of(self.opts)
+    }
     pub fn binary(&self) -> anyhow::Result<PathBuf> {
         Ok(managed::binary_for(self.name, self.spec)?)
     }
@@ -272,6 +276,7 @@ impl Cluster {
                 pid: m.server.pid,
                 version: m.server.version.clone(),
                 lives: m.server.lives,
+                cpus: m.server.cpus.clone(),
                 cpu_seconds: (m.server.cpu_seconds() * 1000.0).round() / 1000.0,
                 log: m
                     .server
@@ -302,6 +307,9 @@ pub struct MemberManifest {
     pub lives: u32,
     /// CPU seconds over every life, while kvmeter ran (members share this machine's CPUs).
     pub cpu_seconds: f64,
+    /// CPUs the member was pinned to (empty: not pinned).
+    #[serde(default)]
+    pub cpus: Vec<usize>,
     pub log: String,
     pub command: Vec<String>,
 }

@@ -38,6 +38,8 @@ pub struct Managed {
     pub paused: bool,
     /// Times it was started.
     pub lives: u32,
+    /// CPUs it is pinned to (`--store-opt cpus=`); empty: not pinned.
+    pub cpus: Vec<usize>,
 }
 /// The binary on PATH (and /usr/sbin, where some packages put daemons).
 pub fn find_binary(name: &str) -> Option<PathBuf> {
@@ -127,7 +129,13 @@ fn spawn_kept(cmd: Command) -> std::io::Result<Child> {
 
 /// Runs `binary args` with output appended to (or truncating) `log`, in its own process group,
 /// killed when kvmeter dies.
-fn launch(binary: &str, args: &[String], log: &Path, append: bool) -> anyhow::Result<Child> {
+fn launch(
+    binary: &str,
+    args: &[String],
+    log: &Path,
+    append: bool,
+    cpus: &[usize],
+) -> anyhow::Result<Child> {
     let out = std::fs::OpenOptions::new()
         .create(true)
         .append(append)
@@ -142,10 +150,22 @@ fn launch(binary: &str, args: &[String], log: &Path, append: bool) -> anyhow::Re
         .stdout(out)
         .stderr(err)
         .process_group(0);
+    // The CPU mask is built before the fork: nothing is allocated in the child.
+    // SAFETY: cpu_set_t is plain data; zeroed is its empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        // SAFETY: CPU_SET bounds-checks against the set's size.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    let pin = !cpus.is_empty();
     // SAFETY: async-signal-safe calls only, between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if pin && libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+            {
                 return Err(std::io::Error::last_os_error());
             }
             // The parent may have died between fork and prctl.
@@ -188,7 +208,7 @@ impl Managed {
             let ports = free_ports(spec.ports)?;
             let args = (spec.args)(opts, &ports, dir);
             let addr = format!("127.0.0.1:{}", ports[0]);
-            let mut m = Managed::spawn(name, &binary, args, addr, log)?;
+            let mut m = Managed::spawn(name, &binary, args, addr, log, &cpus_of(opts))?;
             let mut ping_opts = opts.clone();
             ping_opts.set("addr", &m.addr);
             match m.wait_ready(|a| (spec.ping)(&ping_opts, a), timeout) {
@@ -209,9 +229,10 @@ impl Managed {
         args: Vec<String>,
         addr: String,
         log: &Path,
+        cpus: &[usize],
     ) -> anyhow::Result<Managed> {
         let bin = binary.display().to_string();
-        let child = launch(&bin, &args, log, false)?;
+        let child = launch(&bin, &args, log, false, cpus)?;
         let mut command = vec![bin];
         command.extend(args);
         Ok(Managed {
@@ -225,6 +246,7 @@ impl Managed {
             cpu_before: 0.0,
             paused: false,
             lives: 1,
+            cpus: cpus.to_vec(),
         })
     }
 
@@ -332,7 +354,13 @@ impl Managed {
         if self.running() {
             self.kill()?;
         }
-        let child = launch(&self.command[0], &self.command[1..], &self.log, true)?;
+        let child = launch(
+            &self.command[0],
+            &self.command[1..],
+            &self.log,
+            true,
+            &self.cpus,
+        )?;
         self.pid = child.id();
         self.child = Some(child);
         self.lives += 1;
@@ -366,6 +394,36 @@ impl Managed {
         Ok(format!(
             "killed after 10 s without exiting on SIGTERM ({s})"
         ))
+    }
+}
+
+/// The CPUs `--store-opt cpus=` pins managed servers to (empty: not pinned).
+pub fn cpus_of(opts: &StoreOptions) -> Vec<usize> {
+    crate::plan::parse_cpus(opts.str("cpus")).unwrap_or_default()
+}
+
+/// Checks `--store-opt cpus=` (a list such as 1 or 0-1 or 0/2, each below the CPU count).
+pub fn check_cpus(opts: &StoreOptions) -> Result<(), UsageError> {
+    let v = opts.str("cpus");
+    if v.is_empty() {
+        return Ok(());
+    }
+    let n = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let cpus = crate::plan::parse_cpus(v)
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| {
+            UsageError::new(format!(
+                "--store-opt cpus={v}: expected CPU numbers such as 1, 0-1 or 0/2"
+            ))
+        })?;
+    match cpus.iter().find(|&&x| x >= n) {
+        Some(bad) => Err(UsageError::new(format!(
+            "--store-opt cpus={v}: CPU {bad} does not exist here (CPUs 0 to {})",
+            n - 1
+        ))),
+        None => Ok(()),
     }
 }
 

@@ -8,6 +8,7 @@
 //! existing directory, including ones cut short by a crash (the page then says so).
 
 mod experiment;
+mod faults;
 mod run;
 mod telemetry;
 

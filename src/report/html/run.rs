@@ -222,6 +222,7 @@ fn phase_section(p: &mut Page, d: &RunData, name: &str) {
     over_time(p, d, name, &metrics, warmup);
     spectrum(p, d, name, &metrics, warmup);
     if let Some(ph) = ph {
+        super::faults::section(p, d, ph);
         counters(p, ph);
         pressure(p, ph);
     }

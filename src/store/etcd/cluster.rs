@@ -188,7 +188,7 @@ impl Topology for Etcd {
                 let p = &ports[2 * i..2 * i + 2];
                 let args = member_args(ctx.opts, &format!("m{i}"), p, &dir.join("etcd"), &initial);
                 let addr = format!("127.0.0.1:{}", p[0]);
-                let server = Managed::spawn("etcd", &binary, args, addr, &log)?;
+                let server = Managed::spawn("etcd", &binary, args, addr, &log, &ctx.cpus())?;
                 members.push(Member {
                     role: Role::Member,
                     index: i,

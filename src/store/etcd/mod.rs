@@ -24,6 +24,7 @@ const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STA
 
 const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "addr", default: "", help: "host:port[,host:port…] of etcd client URLs you run (http; the client starts at the leader and moves to the next member when one fails); empty: kvmeter starts the cluster on loopback (managed)" },
+    OptSpec { name: "cpus", default: "", help: "managed: CPUs the server (every member of a cluster) is pinned to, e.g. 1, 0-1 or 0/2; recorded in the manifest" },
     OptSpec { name: "members", default: "1", help: "managed: members of the Raft group, 1, 3, 5 or 7 (each its own process, ports and data directory)" },
     OptSpec { name: "heartbeat_ms", default: "100", help: "managed: Raft heartbeat interval (--heartbeat-interval)" },
     OptSpec { name: "election_ms", default: "1000", help: "managed: Raft election timeout (--election-timeout), at least 5 heartbeats" },
@@ -54,7 +55,11 @@ pub static KIND: StoreKind = StoreKind {
     },
     version: || super::managed::binary_version("etcd", &["--version"]),
     probe: || probe_server(&SERVER),
-    check: |o| settings(o).and_then(|_| cluster::check_input(o)),
+    check: |o| {
+        settings(o)?;
+        cluster::check_input(o)?;
+        super::managed::check_cpus(o)
+    },
     open,
     server: Some(&SERVER),
 };

@@ -33,6 +33,7 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "timeout_ms", default: "5000", help: "how long to wait for a reply before the operation counts as a timeout" },
     OptSpec { name: "memory_mb", default: "1024", help: "managed server: item memory (-m)" },
     OptSpec { name: "threads", default: "4", help: "managed server: worker threads (-t)" },
+    OptSpec { name: "cpus", default: "", help: "managed: CPUs the server is pinned to, e.g. 1, 0-1 or 0/2; recorded in the manifest" },
 ];
 
 pub static SERVER: ServerSpec = ServerSpec {
@@ -56,7 +57,10 @@ pub static KIND: StoreKind = StoreKind {
     },
     version: || super::managed::binary_version("memcached", &["-V"]),
     probe: || probe_server(&SERVER),
-    check: |o| settings(o).map(|_| ()),
+    check: |o| {
+        settings(o)?;
+        super::managed::check_cpus(o)
+    },
     open,
     server: Some(&SERVER),
 };

@@ -144,8 +144,9 @@ pub(super) fn slot_map(c: &mut net::Conn) -> Result<Vec<SocketAddr>, String> {
             }
         }
         if let Some(a) = owner {
-            for s in lo.max(0) as usize..=(hi.max(0) as usize).min(SLOTS - 1) {
-                map[s] = a;
+            let (lo, hi) = (lo.max(0) as usize, (hi.max(0) as usize).min(SLOTS - 1));
+            if lo <= hi {
+                map[lo..=hi].fill(a);
             }
         }
     }
@@ -220,7 +221,7 @@ impl Topology for RedisCluster {
             members.push(Member {
                 role,
                 index,
-                server: Managed::spawn("redis", &binary, args, addr, &log)?,
+                server: Managed::spawn("redis", &binary, args, addr, &log, &ctx.cpus())?,
                 ports: vec![ports[k]],
                 dir,
             });

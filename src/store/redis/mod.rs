@@ -39,6 +39,7 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "persistence", default: "none", help: "managed server: none, rdb (save every 60 s with a write), aof (appendfsync everysec) or aof-always (fsync every write)" },
     OptSpec { name: "maxmemory_mb", default: "0", help: "managed server: memory limit in MiB (0: none)" },
     OptSpec { name: "io_threads", default: "1", help: "managed server: I/O threads (io-threads)" },
+    OptSpec { name: "cpus", default: "", help: "managed: CPUs the server (every member of a cluster) is pinned to, e.g. 1, 0-1 or 0/2; recorded in the manifest" },
     OptSpec { name: "replicas", default: "0", help: "managed: replicas of the primary, 0 to 4 (each its own redis-server with --replicaof)" },
     OptSpec { name: "wait_replicas", default: "0", help: "WAIT for this many replicas after every write; a write fewer confirmed in wait_timeout_ms counts as 'unconfirmed'" },
     OptSpec { name: "wait_timeout_ms", default: "1000", help: "WAIT's timeout" },
@@ -78,7 +79,11 @@ pub static KIND: StoreKind = StoreKind {
     },
     version: || super::managed::binary_version("redis-server", &["--version"]),
     probe: || probe_server(&SERVER),
-    check: |o| settings(o).and_then(|_| replication::check_input(o)),
+    check: |o| {
+        settings(o)?;
+        replication::check_input(o)?;
+        super::managed::check_cpus(o)
+    },
     open,
     server: Some(&SERVER),
 };

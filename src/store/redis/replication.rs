@@ -172,7 +172,7 @@ impl Topology for Replication {
             members.push(Member {
                 role,
                 index,
-                server: Managed::spawn("redis", &binary, args, addr, &log)?,
+                server: Managed::spawn("redis", &binary, args, addr, &log, &ctx.cpus())?,
                 ports: vec![ports[i]],
                 dir,
             });
@@ -187,7 +187,7 @@ impl Topology for Replication {
             members.push(Member {
                 role: Role::Sentinel,
                 index: j,
-                server: Managed::spawn("redis-sentinel", &binary, args, addr, &log)?,
+                server: Managed::spawn("redis-sentinel", &binary, args, addr, &log, &ctx.cpus())?,
                 ports: vec![port],
                 dir,
             });

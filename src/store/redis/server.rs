@@ -214,10 +214,13 @@ pub(super) fn ping(o: &StoreOptions, addr: &str) -> Result<String, String> {
     let s = settings(o).map_err(|e| e.to_string())?;
     let addr = net::resolve(addr)?;
     let mut c = connect(&s, addr).map_err(|e| e.message)?;
-    let info = simple(&mut c, &[b"INFO", b"server"]).map_err(|e| e.message)?;
-    if info.contains("loading:1") {
+    // A restarted server answers INFO while it loads its RDB or AOF; `loading` is in the
+    // persistence section.
+    let persistence = simple(&mut c, &[b"INFO", b"persistence"]).map_err(|e| e.message)?;
+    if persistence.contains("loading:1") {
         return Err("Redis is loading its data set".into());
     }
+    let info = simple(&mut c, &[b"INFO", b"server"]).map_err(|e| e.message)?;
     Ok(info
         .lines()
         .find_map(|l| l.strip_prefix("redis_version:"))
