@@ -121,6 +121,13 @@ fn etcd_leader_kill_shows_the_gap_and_the_run_recovers() {
         .unwrap();
     assert!((width - 0.1).abs() < 1e-6);
     assert!(f["cluster_reported_after_s"].as_f64().unwrap() < 3.0, "{f}");
+    // Which member served: the old leader before the kill, the new one after (the clients
+    // follow the leader), so at least two members served requests.
+    let sent = run["sent_to"].as_object().unwrap();
+    assert!(sent.len() >= 2, "{sent:?}");
+    assert!(sent.keys().all(|k| k.starts_with("member:")), "{sent:?}");
+    let leader = ev("leader").unwrap()[5].clone();
+    assert!(sent[&leader].as_u64().unwrap() > 0, "{leader}: {sent:?}");
     // report.html shows the timeline (and figures/ has it), the fault table and the events.
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("id=\"fig-run-timeline\""));
@@ -685,4 +692,61 @@ fn redis_cluster_master_kill_stops_its_keys_while_the_others_go_on() {
         ok("affected", at + unavailable + 0.3, 8.0) > 0,
         "the victim's keys came back"
     );
+}
+
+#[test]
+fn sentinels_fail_over_and_the_client_finds_the_new_primary() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("sentinel");
+    let o = kvmeter()
+        .args(["run", "--store", "redis", "--store-opt", "replicas=1"])
+        .args([
+            "--store-opt",
+            "sentinels=3",
+            "-P",
+            "workloada",
+            "--records",
+            "1000",
+        ])
+        .args([
+            "--threads",
+            "2",
+            "--duration",
+            "9s",
+            "--fault",
+            "at=2s,kill=primary",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("summary.json"));
+    let m = json(&out.join("manifest.json"));
+    let roles: Vec<&str> = m["store"]["server"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["primary", "replica", "sentinel", "sentinel", "sentinel"]
+    );
+    assert!(all_gone(&member_pids(&m)));
+    let run = phase(&s, "run");
+    // The Sentinels named the replica the new primary, and the clients then sent to it.
+    let events = run["fault_events"].as_array().unwrap();
+    let promoted = events
+        .iter()
+        .find(|e| e["event"] == "primary")
+        .expect("a new primary");
+    assert_eq!(promoted["member"], "replica:0");
+    let sent = run["sent_to"].as_object().unwrap();
+    assert!(sent["primary:0"].as_u64().unwrap() > 0, "{sent:?}");
+    assert!(sent["replica:0"].as_u64().unwrap() > 0, "{sent:?}");
+    let f = &run["faults"][0];
+    // down-after-milliseconds (1 s), the Sentinels' vote and the promotion.
+    let unavailable = f["unavailable_s"].as_f64().unwrap();
+    assert!((0.8..6.0).contains(&unavailable), "{f}");
 }

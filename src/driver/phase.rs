@@ -85,6 +85,7 @@ fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
         open_loop: None,
         faults: vec![],
         fault_events: vec![],
+        sent_to: Default::default(),
     }
 }
 
@@ -156,7 +157,7 @@ pub(super) fn run(
     ps.started_at = humantime::format_rfc3339_millis(wall_start).to_string();
     let mut iv = Intervals::new(phase, &collector, shared.t0, wall_start, arrivals.as_ref());
     // The interval loop, while the workers run.
-    let (samples, per_worker) = run_workers(
+    let (samples, per_worker, sent) = run_workers(
         ctx,
         &shared,
         &collector,
@@ -190,6 +191,7 @@ pub(super) fn run(
     ps.measured_seconds = (end - measured_from).as_secs_f64();
     ps.fill(&iv.measured);
     ps.error_samples = samples;
+    ps.sent_to = sent_by_member(ctx, &sent);
     if let (Some(o), Some(_)) = (&phase.open_loop, &arrivals) {
         ps.open_loop = Some(open_loop::summary(
             o,
@@ -250,17 +252,52 @@ fn run_workers(
             // would wait for them forever.
             shared.stop.store(true, Ordering::Relaxed);
         }
-        let mut end = (Vec::new(), Vec::new());
+        let mut end: WorkerEnd = (Vec::new(), Vec::new(), Vec::new());
         for h in handles {
-            let (s, c) = h
+            let (s, c, sent) = h
                 .join()
                 .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?;
             end.0.extend(s);
             end.1.extend(c);
+            for (a, n) in sent {
+                match end.2.iter_mut().find(|x| x.0 == a) {
+                    Some(x) => x.1 += n,
+                    None => end.2.push((a, n)),
+                }
+            }
         }
         supervised?;
         Ok(end)
     })
+}
+
+/// Requests sent by member label (`primary:0`, `member:2`), or by address for servers kvmeter
+/// did not start; empty where every request went to one server.
+fn sent_by_member(
+    ctx: &PhaseCtx,
+    sent: &[(std::net::SocketAddr, u64)],
+) -> std::collections::BTreeMap<String, u64> {
+    let labels: Vec<(String, String)> = ctx
+        .cluster
+        .map(|c| {
+            let c = c.lock().unwrap_or_else(|p| p.into_inner());
+            c.members
+                .iter()
+                .map(|m| (m.server.addr.clone(), m.label()))
+                .collect()
+        })
+        .unwrap_or_default();
+    sent.iter()
+        .map(|(a, n)| {
+            let addr = a.to_string();
+            let name = labels
+                .iter()
+                .find(|(x, _)| *x == addr)
+                .map(|(_, l)| l.clone())
+                .unwrap_or(addr);
+            (name, *n)
+        })
+        .collect()
 }
 
 /// The phase's outcome: a worker's fatal error first, then a failed close, then Ctrl-C.
@@ -297,8 +334,13 @@ fn energy(ps: &mut PhaseSummary, idle: Option<&(f64, String)>) {
     }
 }
 
-/// What the workers hand back: error samples and each worker's own counters.
-type WorkerEnd = (Vec<ErrorSample>, Vec<CounterFigures>);
+/// What the workers hand back: error samples, each worker's own counters, and requests sent
+/// by server address.
+type WorkerEnd = (
+    Vec<ErrorSample>,
+    Vec<CounterFigures>,
+    Vec<(std::net::SocketAddr, u64)>,
+);
 
 /// A load or run phase's store, workload and worker sessions, opened before the clock starts.
 struct Opened {

@@ -90,6 +90,7 @@ pub fn run(
 ) -> (
     Vec<ErrorSample>,
     Option<crate::telemetry::counters::CounterFigures>,
+    Vec<(std::net::SocketAddr, u64)>,
 ) {
     // Pacing sleeps should wake on time, not up to 50 µs late (Linux's default timer slack).
     #[cfg(target_os = "linux")]
@@ -131,6 +132,7 @@ pub fn run(
         samples,
         ..
     } = w;
+    let sent = session.sent_to();
     let t = Instant::now();
     let st = session.close();
     let took = ns(t.elapsed());
@@ -138,7 +140,7 @@ pub fn run(
     rec.finish();
     sh.end_ns.fetch_max(ns(sh.t0.elapsed()), Ordering::Relaxed);
     sh.finished.fetch_add(1, Ordering::Release);
-    (samples, counted)
+    (samples, counted, sent)
 }
 
 impl Worker<'_, '_> {

@@ -150,6 +150,10 @@ pub struct PhaseSummary {
     /// Every fault event (also in events.csv).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fault_events: Vec<crate::fault::schedule::Event>,
+    /// Requests sent by member of a cluster (the leader etcd clients followed, the primary
+    /// after a failover, each Redis Cluster master).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub sent_to: std::collections::BTreeMap<String, u64>,
 }
 
 /// How a phase ended.

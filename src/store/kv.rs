@@ -61,6 +61,10 @@ pub trait RawKv: Send {
     fn flush(&mut self, _done: &mut dyn FnMut(Status, u64)) -> Option<String> {
         None
     }
+    /// As `Session::sent_to`.
+    fn sent_to(&self) -> Vec<(std::net::SocketAddr, u64)> {
+        vec![]
+    }
 }
 
 /// A scan ends on a store error or on an undecodable record.
@@ -207,6 +211,10 @@ impl<R: RawKv> Session for KvSession<R> {
         if let Some(m) = self.raw.flush(done) {
             self.last_error = Some(m);
         }
+    }
+
+    fn sent_to(&self) -> Vec<(std::net::SocketAddr, u64)> {
+        self.raw.sent_to()
     }
 
     fn close(mut self: Box<Self>) -> Status {

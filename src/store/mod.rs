@@ -214,6 +214,12 @@ pub trait Session: Send {
     fn shard(&self) -> Option<u16> {
         None
     }
+    /// Requests this session sent, by server address (a cluster's members; empty where there
+    /// is one server or none): which member served the clients, e.g. the etcd leader they
+    /// followed. Asked once, before `close`.
+    fn sent_to(&self) -> Vec<(std::net::SocketAddr, u64)> {
+        vec![]
+    }
     /// Ends the session (YCSB's `cleanup`).
     fn close(self: Box<Self>) -> Status {
         Status::Ok
@@ -272,6 +278,16 @@ pub struct ServerSpec {
     /// The members a managed server is made of for these options (a single server, an etcd
     /// group, a Redis primary with replicas, a Redis Cluster).
     pub topology: fn(opts: &StoreOptions) -> &'static dyn cluster::Topology,
+}
+
+/// Counts one request sent to `addr` (a linear search over a cluster's few members; a new
+/// member is pushed once).
+#[inline]
+pub fn count_sent(v: &mut Vec<(std::net::SocketAddr, u64)>, addr: std::net::SocketAddr) {
+    match v.iter_mut().find(|(a, _)| *a == addr) {
+        Some((_, n)) => *n += 1,
+        None => v.push((addr, 1)),
+    }
 }
 
 /// Server probe: usable when the binary is installed (managed mode); a user's own server

@@ -383,6 +383,7 @@ impl Store for EtcdStore {
             next: 0,
             value: Vec::new(),
             key: Vec::new(),
+            sent: Vec::new(),
         })))
     }
 
@@ -399,6 +400,8 @@ struct EtcdRaw {
     value: Vec<u8>,
     /// A scanned key, decoded.
     key: Vec<u8>,
+    /// Requests sent, by member (which member served: the leader the client follows).
+    sent: Vec<(SocketAddr, u64)>,
 }
 
 /// Appends `"name":"<base64 of b>"`.
@@ -445,11 +448,18 @@ impl EtcdRaw {
         json.push(b'}');
         let r = h.request(b"POST", path, &json).map(|_| i);
         h.json = json;
+        // The member the request went to (after any reconnect the request made).
+        let addr = self.conns[i].conn.addr;
+        count_sent(&mut self.sent, addr);
         r
     }
 }
 
 impl RawKv for EtcdRaw {
+    fn sent_to(&self) -> Vec<(SocketAddr, u64)> {
+        self.sent.clone()
+    }
+
     fn get(&mut self, key: &[u8]) -> Result<Option<&[u8]>, RawError> {
         let i = self.post(b"/v3/kv/range", |j| b64_field(j, b"key", key))?;
         let body = &self.conns[i].body;

@@ -118,6 +118,7 @@ impl Store for RedisStore {
         Ok(Box::new(RedisSession {
             conns,
             routes,
+            sent: Vec::new(),
             next: 0,
             s: self.s.clone(),
             spans: Vec::new(),
@@ -139,6 +140,8 @@ struct RedisSession {
     conns: Vec<Conn>,
     /// Redis Cluster: which node serves each slot.
     routes: Option<Routes>,
+    /// Requests sent, by server (after a failover: the new primary or master).
+    sent: Vec<(std::net::SocketAddr, u64)>,
     next: usize,
     s: Settings,
     spans: Vec<record::Span>,
@@ -248,6 +251,7 @@ impl RedisSession {
                 }
             }
             self.conns[i].begin();
+            count_sent(&mut self.sent, self.conns[i].addr);
             return Ok(i);
         }
         let i = self.next;
@@ -256,6 +260,10 @@ impl RedisSession {
             self.reconnect(i)?;
         }
         self.conns[i].begin();
+        if !self.s.sentinels.is_empty() {
+            // Which server served: it changes with a failover.
+            count_sent(&mut self.sent, self.conns[i].addr);
+        }
         Ok(i)
     }
 
@@ -605,6 +613,10 @@ impl Session for RedisSession {
 
     fn pipeline_depth(&self) -> usize {
         self.s.pipeline
+    }
+
+    fn sent_to(&self) -> Vec<(std::net::SocketAddr, u64)> {
+        self.sent.clone()
     }
 
     fn shard(&self) -> Option<u16> {
