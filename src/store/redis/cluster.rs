@@ -380,6 +380,78 @@ fn field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
+/// A cluster session's slot map: slot → node index, and the nodes (a node's connection is
+/// `conns[index]`). Refreshed after a MOVED or ASK reply and after a node stops answering.
+#[derive(Default)]
+pub(super) struct Routes {
+    nodes: Vec<std::net::SocketAddr>,
+    pub(super) slots: Vec<u16>,
+    pub(super) stale: bool,
+    /// The slot of the latest key (its shard, for the recovery timeline).
+    pub(super) slot: usize,
+}
+
+impl Routes {
+    /// Asks the nodes in turn for the slot map; connections follow the node list.
+    pub(super) fn refresh(
+        &mut self,
+        s: &Settings,
+        conns: &mut Vec<net::Conn>,
+    ) -> Result<(), String> {
+        let mut last = String::from("no node to ask");
+        let mut candidates: Vec<std::net::SocketAddr> = conns.iter().map(|c| c.addr).collect();
+        candidates.extend(self.nodes.iter().copied());
+        candidates.dedup();
+        for a in candidates {
+            let Ok(mut c) = connect(s, a) else {
+                last = format!("{a} does not answer");
+                continue;
+            };
+            match slot_map(&mut c) {
+                Ok(map) => {
+                    let mut nodes: Vec<std::net::SocketAddr> = vec![];
+                    let mut slots = Vec::with_capacity(map.len());
+                    for addr in map {
+                        let i = match nodes.iter().position(|n| *n == addr) {
+                            Some(i) => i,
+                            None => {
+                                nodes.push(addr);
+                                nodes.len() - 1
+                            }
+                        };
+                        slots.push(i as u16);
+                    }
+                    let mut fresh = Vec::with_capacity(nodes.len());
+                    for n in &nodes {
+                        let old = conns.iter().position(|c| c.addr == *n && !c.broken);
+                        fresh.push(match old {
+                            Some(i) => conns.swap_remove(i),
+                            None => match connect(s, *n) {
+                                Ok(c) => c,
+                                Err(_) => {
+                                    // Dead but still in the map: a broken placeholder that
+                                    // reconnects (and fails fast) until the map changes.
+                                    let mut c = connect(s, a).map_err(|e| e.message)?;
+                                    c.addr = *n;
+                                    c.broken = true;
+                                    c
+                                }
+                            },
+                        });
+                    }
+                    *conns = fresh;
+                    self.nodes = nodes;
+                    self.slots = slots;
+                    self.stale = false;
+                    return Ok(());
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

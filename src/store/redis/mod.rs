@@ -108,7 +108,7 @@ impl Store for RedisStore {
             conns.push(connect(&self.s, addr).map_err(|e| anyhow::anyhow!(e.message))?);
         }
         let routes = if self.s.cluster > 0 {
-            let mut r = Routes::default();
+            let mut r = cluster::Routes::default();
             r.refresh(&self.s, &mut conns)
                 .map_err(|e| anyhow::anyhow!("Redis Cluster at {addr}: {e}"))?;
             Some(r)
@@ -139,7 +139,7 @@ struct RedisSession {
     /// order.
     conns: Vec<Conn>,
     /// Redis Cluster: which node serves each slot.
-    routes: Option<Routes>,
+    routes: Option<cluster::Routes>,
     /// Requests sent, by server (after a failover: the new primary or master).
     sent: Vec<(std::net::SocketAddr, u64)>,
     next: usize,
@@ -162,74 +162,6 @@ enum Pending {
     Insert,
     /// DEL (+ ZREM with the index).
     Delete,
-}
-
-/// A cluster session's slot map: slot → node index, and the nodes (a node's connection is
-/// `conns[index]`). Refreshed after a MOVED or ASK reply and after a node stops answering.
-#[derive(Default)]
-struct Routes {
-    nodes: Vec<std::net::SocketAddr>,
-    slots: Vec<u16>,
-    stale: bool,
-    /// The slot of the latest key (its shard, for the recovery timeline).
-    slot: usize,
-}
-
-impl Routes {
-    /// Asks the nodes in turn for the slot map; connections follow the node list.
-    fn refresh(&mut self, s: &Settings, conns: &mut Vec<Conn>) -> Result<(), String> {
-        let mut last = String::from("no node to ask");
-        let mut candidates: Vec<std::net::SocketAddr> = conns.iter().map(|c| c.addr).collect();
-        candidates.extend(self.nodes.iter().copied());
-        candidates.dedup();
-        for a in candidates {
-            let Ok(mut c) = connect(s, a) else {
-                last = format!("{a} does not answer");
-                continue;
-            };
-            match cluster::slot_map(&mut c) {
-                Ok(map) => {
-                    let mut nodes: Vec<std::net::SocketAddr> = vec![];
-                    let mut slots = Vec::with_capacity(map.len());
-                    for addr in map {
-                        let i = match nodes.iter().position(|n| *n == addr) {
-                            Some(i) => i,
-                            None => {
-                                nodes.push(addr);
-                                nodes.len() - 1
-                            }
-                        };
-                        slots.push(i as u16);
-                    }
-                    let mut fresh = Vec::with_capacity(nodes.len());
-                    for n in &nodes {
-                        let old = conns.iter().position(|c| c.addr == *n && !c.broken);
-                        fresh.push(match old {
-                            Some(i) => conns.swap_remove(i),
-                            None => match connect(s, *n) {
-                                Ok(c) => c,
-                                Err(_) => {
-                                    // Dead but still in the map: a broken placeholder that
-                                    // reconnects (and fails fast) until the map changes.
-                                    let mut c = connect(s, a).map_err(|e| e.message)?;
-                                    c.addr = *n;
-                                    c.broken = true;
-                                    c
-                                }
-                            },
-                        });
-                    }
-                    *conns = fresh;
-                    self.nodes = nodes;
-                    self.slots = slots;
-                    self.stale = false;
-                    return Ok(());
-                }
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
-    }
 }
 
 impl RedisSession {
