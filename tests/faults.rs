@@ -750,3 +750,111 @@ fn sentinels_fail_over_and_the_client_finds_the_new_primary() {
     let unavailable = f["unavailable_s"].as_f64().unwrap();
     assert!((0.8..6.0).contains(&unavailable), "{f}");
 }
+
+fn cli(port: &str, args: &[&str]) -> String {
+    let o = std::process::Command::new("redis-cli")
+        .args(["-p", port])
+        .args(args)
+        .output()
+        .expect("redis-cli (Debian's redis-tools, a dependency of redis-server)");
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// Slots move between masters while kvmeter runs (CLUSTER SETSLOT, MIGRATE — what
+/// `redis-cli --cluster reshard` does): requests for a migrated key get ASK while the slot is
+/// migrating and MOVED afterwards; the client follows both, so no operation fails.
+#[test]
+fn redis_cluster_client_follows_ask_and_moved_while_slots_migrate() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("reshard");
+    let mut child = std::process::Command::new(bin())
+        .args([
+            "run",
+            "--store",
+            "redis",
+            "--store-opt",
+            "cluster=3",
+            "-P",
+            "workloada",
+        ])
+        .args([
+            "-p",
+            "requestdistribution=uniform",
+            "--records",
+            "60",
+            "--threads",
+            "2",
+        ])
+        .args(["--duration", "7s", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(out.join("intervals.csv"))
+        .map(|s| s.lines().any(|l| l.starts_with("run,")))
+        .unwrap_or(false)
+    {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no run interval");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let m = json(&out.join("manifest.json"));
+    let ports: Vec<String> = m["store"]["server"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            m["addr"]
+                .as_str()
+                .unwrap()
+                .rsplit(':')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let ids: Vec<String> = ports.iter().map(|p| cli(p, &["CLUSTER", "MYID"])).collect();
+    // Move the slots of 5 keys of master 0 to master 1.
+    let (a, b) = (&ports[0], &ports[1]);
+    let mut moved = vec![];
+    for _ in 0..50 {
+        let k = cli(a, &["RANDOMKEY"]);
+        let slot = cli(a, &["CLUSTER", "KEYSLOT", &k]);
+        if !k.is_empty() && !moved.contains(&slot) {
+            moved.push(slot);
+        }
+        if moved.len() == 5 {
+            break;
+        }
+    }
+    assert_eq!(moved.len(), 5);
+    for slot in &moved {
+        cli(b, &["CLUSTER", "SETSLOT", slot, "IMPORTING", &ids[0]]);
+        cli(a, &["CLUSTER", "SETSLOT", slot, "MIGRATING", &ids[1]]);
+        for k in cli(a, &["CLUSTER", "GETKEYSINSLOT", slot, "100"]).lines() {
+            cli(a, &["MIGRATE", "127.0.0.1", b, k, "0", "5000"]);
+        }
+    }
+    // While the slots are still migrating, their keys answer ASK at master 0.
+    std::thread::sleep(Duration::from_millis(1500));
+    for slot in &moved {
+        // The destination first, then the source, then the rest (the resharding order).
+        for p in [b, a, &ports[2]] {
+            cli(p, &["CLUSTER", "SETSLOT", slot, "NODE", &ids[1]]);
+        }
+        // The keys are on master 1 now (kvmeter's client is sent there by MOVED).
+        let n: u64 = cli(b, &["CLUSTER", "COUNTKEYSINSLOT", slot])
+            .parse()
+            .unwrap();
+        assert!(n >= 1, "slot {slot}");
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let s = json(&out.join("summary.json"));
+    let run = phase(&s, "run");
+    assert_eq!(run["outcome"], "completed");
+    // Every redirected request was sent again where the reply said: no operation failed.
+    assert_eq!(run["errors"], 0, "{}", run["error_samples"]);
+    assert!(count(run, "READ") > 1000);
+}

@@ -14,8 +14,9 @@ use super::resp::*;
 use super::server::{connect, ping, server_args, settings, Settings};
 use crate::error::UsageError;
 use crate::store::cluster::{Cluster, Member, Role, Shape, StartCtx, Topology};
+use crate::store::kv::RawError;
 use crate::store::managed::{free_ports, Managed};
-use crate::store::{net, StoreOptions};
+use crate::store::{count_sent, net, StoreOptions};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -452,6 +453,57 @@ impl Routes {
     }
 }
 
+/// Following MOVED and ASK: the session's side (its fields are private to `redis`).
+impl super::RedisSession {
+    /// A redirected request's connection (MOVED or ASK): to `addr`, opened if need be, with
+    /// ASKING sent first for an ASK (it allows the next command only).
+    #[cold]
+    pub(super) fn conn_to(
+        &mut self,
+        addr: std::net::SocketAddr,
+        asking: bool,
+    ) -> Result<usize, RawError> {
+        let i = match self.conns.iter().position(|c| c.addr == addr && !c.broken) {
+            Some(i) => i,
+            None => {
+                self.conns.push(connect(&self.s, addr)?);
+                self.conns.len() - 1
+            }
+        };
+        if asking {
+            simple(&mut self.conns[i], &[b"ASKING"])?;
+        }
+        self.conns[i].begin();
+        count_sent(&mut self.sent, addr);
+        Ok(i)
+    }
+
+    /// A MOVED or ASK reply's target: `-MOVED 3999 127.0.0.1:6381`.
+    pub(super) fn redirect_of(message: &str) -> Option<(std::net::SocketAddr, bool)> {
+        let rest = message.strip_prefix("Redis: ")?;
+        let (kind, rest) = rest.split_once(' ')?;
+        let asking = match kind {
+            "MOVED" => false,
+            "ASK" => true,
+            _ => return None,
+        };
+        let addr = rest.split_whitespace().nth(1)?;
+        Some((net::resolve(addr).ok()?, asking))
+    }
+
+    /// After a MOVED or ASK reply: the next attempt goes where the reply said (once).
+    #[inline]
+    pub(super) fn follow(&mut self) -> bool {
+        match self.redirect.take() {
+            Some(to) => {
+                self.force = Some(to);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -474,5 +526,15 @@ mod tests {
                 assert_eq!(shard_of(range_start(i + 1, m) - 1, m), i as u16);
             }
         }
+    }
+
+    #[test]
+    fn redirects_name_their_node() {
+        let r = |m: &str| super::super::RedisSession::redirect_of(m);
+        let a: std::net::SocketAddr = "127.0.0.1:6381".parse().unwrap();
+        assert_eq!(r("Redis: MOVED 3999 127.0.0.1:6381"), Some((a, false)));
+        assert_eq!(r("Redis: ASK 3999 127.0.0.1:6381"), Some((a, true)));
+        assert_eq!(r("Redis: ERR wrong number of arguments"), None);
+        assert_eq!(r("Redis: CLUSTERDOWN The cluster is down"), None);
     }
 }

@@ -13,6 +13,7 @@ use super::Queued;
 use super::*;
 
 mod cluster;
+mod ops;
 mod replication;
 mod resp;
 mod server;
@@ -119,6 +120,8 @@ impl Store for RedisStore {
             conns,
             routes,
             sent: Vec::new(),
+            redirect: None,
+            force: None,
             next: 0,
             s: self.s.clone(),
             spans: Vec::new(),
@@ -142,6 +145,10 @@ struct RedisSession {
     routes: Option<cluster::Routes>,
     /// Requests sent, by server (after a failover: the new primary or master).
     sent: Vec<(std::net::SocketAddr, u64)>,
+    /// Redis Cluster: the latest reply was MOVED or ASK to this node (ASK: true).
+    redirect: Option<(std::net::SocketAddr, bool)>,
+    /// The next request goes to this node (preceded by ASKING when true), not its slot's.
+    force: Option<(std::net::SocketAddr, bool)>,
     next: usize,
     s: Settings,
     spans: Vec<record::Span>,
@@ -168,6 +175,9 @@ impl RedisSession {
     /// The connection for `key`: its slot's node in a cluster, else the next in turn.
     #[inline]
     fn conn(&mut self, key: &[u8]) -> Result<usize, RawError> {
+        if let Some((addr, asking)) = self.force.take() {
+            return self.conn_to(addr, asking);
+        }
         if let Some(r) = self.routes.as_mut() {
             if r.stale {
                 let _ = r.refresh(&self.s, &mut self.conns);
@@ -249,9 +259,13 @@ impl RedisSession {
     #[cold]
     fn fail(&mut self, e: RawError) -> Status {
         if let Some(r) = self.routes.as_mut() {
-            // MOVED / ASK (a slot has another owner now), CLUSTERDOWN, or a lost node: ask
-            // for the slot map before the next operation.
-            r.stale = true;
+            let to = Self::redirect_of(&e.message);
+            // MOVED (the slot has another owner now), CLUSTERDOWN, or a lost node: ask for
+            // the slot map before the next operation. ASK is one request's detour only.
+            if !to.is_some_and(|t| t.1) {
+                r.stale = true;
+            }
+            self.redirect = to;
         }
         if e.message.contains("READONLY") && !self.s.sentinels.is_empty() {
             // A demoted primary: every connection moves to the new one.
@@ -327,36 +341,14 @@ impl RedisSession {
 
 impl Session for RedisSession {
     fn read(&mut self, _table: &str, key: &[u8], fields: Fields) -> (Status, RecordView<'_>) {
-        let i = match self.conn(key) {
-            Ok(i) => i,
-            Err(e) => return (self.fail(e), RecordView::EMPTY),
-        };
-        let c = &mut self.conns[i];
-        match fields {
-            Fields::All => command(&mut c.wbuf, &[b"HGETALL", key]),
-            Fields::One(f) => command(&mut c.wbuf, &[b"HGET", key, f]),
+        let mut r = self.read_raw(key, fields);
+        if self.redirect.is_some() && self.follow() {
+            r = self.read_raw(key, fields);
         }
-        let r = c
-            .send()
-            .and_then(|_| Self::read_hash(c, fields, &mut self.spans));
         match r {
-            Ok(true) => {
-                if let Fields::One(f) = fields {
-                    // One field: its value is copied next to its name (at most one field's
-                    // bytes); HGETALL would move every field over the wire instead.
-                    let v = self.spans[0];
-                    let bytes = self.conns[i].bytes(v.value_range());
-                    self.one.clear();
-                    self.one.push(f, bytes);
-                    return (Status::Ok, self.one.view());
-                }
-                (
-                    Status::Ok,
-                    RecordView::new(self.conns[i].buffer(), &self.spans),
-                )
-            }
-            Ok(false) => (Status::NotFound, RecordView::EMPTY),
-            Err(e) => (self.fail(e), RecordView::EMPTY),
+            (st, Some(i)) if i == usize::MAX => (st, self.one.view()),
+            (st, Some(i)) => (st, RecordView::new(self.conns[i].buffer(), &self.spans)),
+            (st, None) => (st, RecordView::EMPTY),
         }
     }
 
@@ -461,82 +453,27 @@ impl Session for RedisSession {
     }
 
     fn update(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
-        let i = match self.conn(key) {
-            Ok(i) => i,
-            Err(e) => return self.fail(e),
-        };
-        let c = &mut self.conns[i];
-        Self::hset(&mut c.wbuf, key, values);
-        Self::push_wait(&self.s, &mut c.wbuf);
-        let s = &self.s;
-        match c.send().and_then(|_| {
-            let a = Self::expect_ok(c, "update");
-            a.and(Self::read_wait(s, c))
-        }) {
-            Ok(()) => Status::Ok,
-            Err(e) => self.fail(e),
+        let st = self.update_once(key, values);
+        if self.redirect.is_some() && self.follow() {
+            return self.update_once(key, values);
         }
+        st
     }
 
     fn insert(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
-        let i = match self.conn(key) {
-            Ok(i) => i,
-            Err(e) => return self.fail(e),
-        };
-        let index = self.s.index;
-        let c = &mut self.conns[i];
-        command(&mut c.wbuf, &[b"DEL", key]);
-        Self::hset(&mut c.wbuf, key, values);
-        if index {
-            command(&mut c.wbuf, &[b"ZADD", INDEX, b"0", key]);
+        let st = self.insert_once(key, values);
+        if self.redirect.is_some() && self.follow() {
+            return self.insert_once(key, values);
         }
-        Self::push_wait(&self.s, &mut c.wbuf);
-        let s = &self.s;
-        let r = c.send().and_then(|_| {
-            // Every reply is read, so the connection stays in step even after an error.
-            let a = Self::expect_ok(c, "insert");
-            let b = Self::expect_ok(c, "insert");
-            let z = if index {
-                Self::expect_ok(c, "insert")
-            } else {
-                Ok(())
-            };
-            let w = Self::read_wait(s, c);
-            a.and(b).and(z).and(w)
-        });
-        match r {
-            Ok(()) => Status::Ok,
-            Err(e) => self.fail(e),
-        }
+        st
     }
 
     fn delete(&mut self, _table: &str, key: &[u8]) -> Status {
-        let i = match self.conn(key) {
-            Ok(i) => i,
-            Err(e) => return self.fail(e),
-        };
-        let index = self.s.index;
-        let c = &mut self.conns[i];
-        command(&mut c.wbuf, &[b"DEL", key]);
-        if index {
-            command(&mut c.wbuf, &[b"ZREM", INDEX, key]);
+        let st = self.delete_once(key);
+        if self.redirect.is_some() && self.follow() {
+            return self.delete_once(key);
         }
-        Self::push_wait(&self.s, &mut c.wbuf);
-        let s = &self.s;
-        let r = c.send().and_then(|_| {
-            let a = Self::expect_ok(c, "delete");
-            let z = if index {
-                Self::expect_ok(c, "delete")
-            } else {
-                Ok(())
-            };
-            let w = Self::read_wait(s, c);
-            a.and(z).and(w)
-        });
-        match r {
-            Ok(()) => Status::Ok,
-            Err(e) => self.fail(e),
-        }
+        st
     }
 
     fn last_error(&mut self) -> Option<String> {
