@@ -30,6 +30,18 @@ fn csv_rows(path: &Path) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Waits (up to 60 s) until the run phase of the kvmeter writing `out` has written an interval.
+fn wait_for_run_interval(out: &Path) {
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(out.join("intervals.csv"))
+        .map(|s| s.lines().any(|l| l.starts_with("run,")))
+        .unwrap_or(false)
+    {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no run interval");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Waits up to 5 s for every pid to be gone.
 fn all_gone(pids: &[i64]) -> bool {
     let t = Instant::now();
@@ -207,14 +219,7 @@ fn sigkill_of_kvmeter_leaves_no_member_and_no_data_directory() {
         .spawn()
         .unwrap();
     // Until the run phase writes its first interval.
-    let t0 = Instant::now();
-    while !std::fs::read_to_string(out.join("intervals.csv"))
-        .map(|s| s.lines().any(|l| l.starts_with("run,")))
-        .unwrap_or(false)
-    {
-        assert!(t0.elapsed() < Duration::from_secs(60), "no run interval");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_run_interval(&out);
     let m = json(&out.join("manifest.json"));
     let pids = member_pids(&m);
     assert_eq!(pids.len(), 3);
@@ -791,14 +796,7 @@ fn redis_cluster_client_follows_ask_and_moved_while_slots_migrate() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while !std::fs::read_to_string(out.join("intervals.csv"))
-        .map(|s| s.lines().any(|l| l.starts_with("run,")))
-        .unwrap_or(false)
-    {
-        assert!(t0.elapsed() < Duration::from_secs(60), "no run interval");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_run_interval(&out);
     let m = json(&out.join("manifest.json"));
     let ports: Vec<String> = m["store"]["server"]["members"]
         .as_array()

@@ -28,10 +28,7 @@ pub fn run_point(req: &Request, out: &Path) -> anyhow::Result<(i32, Summary)> {
 /// The experiment's directory: `--out`, or kvmeter-runs/<time>-<command>-<store>; new or
 /// empty, as a run directory.
 pub fn experiment_dir(given: Option<&Path>, command: &str, store: &str) -> anyhow::Result<PathBuf> {
-    let root = given
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| crate::plan::default_out(command, store));
-    crate::report::rundir::claim(&root)?;
+    let root = experiment_dir_plain(given, command, store)?;
     std::fs::create_dir_all(root.join("points"))?;
     Ok(root)
 }

@@ -69,7 +69,7 @@ impl Shape {
         let mut out: Vec<String> = self.dynamic.iter().map(|s| s.to_string()).collect();
         let mut seen = vec![];
         for (r, _) in &self.members {
-            if !seen.contains(r) {
+            if !seen.contains(r) && !self.dynamic.contains(&r.name()) {
                 seen.push(*r);
                 let n = self.count(*r);
                 out.push(if n == 1 {
@@ -204,7 +204,7 @@ impl Cluster {
     /// The member a fault targets: `member:i`, `replica:i`, `primary`, `master:i`,
     /// `sentinel:i`, `server`, or a run-time role ("leader").
     pub fn resolve(&self, target: &str) -> Result<usize, String> {
-        if self.topology.shape(&self.opts).dynamic.contains(&target) || target == "primary" {
+        if self.topology.shape(&self.opts).dynamic.contains(&target) {
             if let Ok(i) = self.topology.resolve(self, target) {
                 return Ok(i);
             }

@@ -34,7 +34,11 @@ pub(super) fn run(
         .into());
     }
     if !adapter.capabilities.persistent {
-        return Err(refuse_for(adapter, "the store keeps nothing across a reopen").into());
+        return Err(refuse_for(
+            adapter,
+            "the store keeps nothing across a reopen, so there is nothing to check; choose a persistent store (rocksdb, lmdb, leveldb, wiredtiger, sqlite) or a server",
+        )
+        .into());
     }
     let kills = if s.kills == 0 { 5 } else { s.kills };
     let dir = out_dir(s)?;

@@ -448,9 +448,12 @@ impl EtcdRaw {
         json.push(b'}');
         let r = h.request(b"POST", path, &json).map(|_| i);
         h.json = json;
-        // The member the request went to (after any reconnect the request made).
-        let addr = self.conns[i].conn.addr;
-        count_sent(&mut self.sent, addr);
+        // The member the request went to (after any reconnect the request made); one member
+        // needs no count.
+        if self.conns[i].endpoints.len() > 1 {
+            let addr = self.conns[i].conn.addr;
+            count_sent(&mut self.sent, addr);
+        }
         r
     }
 }

@@ -11,7 +11,7 @@
 //! promoted replica.
 
 use super::resp::*;
-use super::server::{connect, ping, server_args, settings, Settings};
+use super::server::{ask, connect, field, ping, server_args, settings, Settings};
 use crate::error::UsageError;
 use crate::store::cluster::{Cluster, Member, Role, Shape, StartCtx, Topology};
 use crate::store::kv::RawError;
@@ -155,21 +155,11 @@ pub(super) fn slot_map(c: &mut net::Conn) -> Result<Vec<SocketAddr>, String> {
 }
 
 fn cluster_info(s: &Settings, addr: &str) -> Result<String, String> {
-    let a = net::resolve(addr)?;
-    let mut c = connect(s, a).map_err(|e| e.message)?;
-    simple(&mut c, &[b"CLUSTER", b"INFO"]).map_err(|e| e.message)
+    ask(s, addr, &[b"CLUSTER", b"INFO"])
 }
 
 fn node_id(s: &Settings, addr: &str) -> Result<String, String> {
-    let a = net::resolve(addr)?;
-    let mut c = connect(s, a).map_err(|e| e.message)?;
-    simple(&mut c, &[b"CLUSTER", b"MYID"]).map_err(|e| e.message)
-}
-
-fn run(s: &Settings, addr: &str, args: &[&[u8]]) -> Result<String, String> {
-    let a = net::resolve(addr)?;
-    let mut c = connect(s, a).map_err(|e| e.message)?;
-    simple(&mut c, args).map_err(|e| e.message)
+    ask(s, addr, &[b"CLUSTER", b"MYID"])
 }
 
 impl Topology for RedisCluster {
@@ -247,7 +237,7 @@ impl Topology for RedisCluster {
         // Slots: master i takes the i-th of m equal ranges.
         for i in 0..m {
             let (lo, hi) = (range_start(i, m), range_start(i + 1, m) - 1);
-            run(
+            ask(
                 &s,
                 &c.members[i].server.addr,
                 &[
@@ -262,7 +252,7 @@ impl Topology for RedisCluster {
         let first = c.members[0].server.addr.clone();
         for k in 1..n {
             let port = c.members[k].ports[0].to_string();
-            run(
+            ask(
                 &s,
                 &first,
                 &[b"CLUSTER", b"MEET", b"127.0.0.1", port.as_bytes()],
@@ -292,7 +282,7 @@ impl Topology for RedisCluster {
         for j in 0..m * r {
             let master = j % m;
             let id = node_id(&s, &c.members[master].server.addr).map_err(e)?;
-            run(
+            ask(
                 &s,
                 &c.members[m + j].server.addr,
                 &[b"CLUSTER", b"REPLICATE", id.as_bytes()],
@@ -312,7 +302,7 @@ impl Topology for RedisCluster {
                 return Err(format!("{}: cluster_state not ok", m.label()));
             }
             if m.role == Role::Replica {
-                let r = run(&s, &m.server.addr, &[b"INFO", b"replication"])?;
+                let r = ask(&s, &m.server.addr, &[b"INFO", b"replication"])?;
                 if field(&r, "role") == Some("slave")
                     && field(&r, "master_link_status") != Some("up")
                 {
@@ -373,12 +363,6 @@ impl Topology for RedisCluster {
             ("persistence".into(), o.str("persistence").into()),
         ]
     }
-}
-
-fn field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
-    info.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .map(str::trim)
 }
 
 /// A cluster session's slot map: slot → node index, and the nodes (a node's connection is

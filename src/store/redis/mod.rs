@@ -342,7 +342,7 @@ impl RedisSession {
 impl Session for RedisSession {
     fn read(&mut self, _table: &str, key: &[u8], fields: Fields) -> (Status, RecordView<'_>) {
         let mut r = self.read_raw(key, fields);
-        if self.redirect.is_some() && self.follow() {
+        if self.follow() {
             r = self.read_raw(key, fields);
         }
         match r {
@@ -454,7 +454,7 @@ impl Session for RedisSession {
 
     fn update(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
         let st = self.update_once(key, values);
-        if self.redirect.is_some() && self.follow() {
+        if self.follow() {
             return self.update_once(key, values);
         }
         st
@@ -462,7 +462,7 @@ impl Session for RedisSession {
 
     fn insert(&mut self, _table: &str, key: &[u8], values: &Record) -> Status {
         let st = self.insert_once(key, values);
-        if self.redirect.is_some() && self.follow() {
+        if self.follow() {
             return self.insert_once(key, values);
         }
         st
@@ -470,7 +470,7 @@ impl Session for RedisSession {
 
     fn delete(&mut self, _table: &str, key: &[u8]) -> Status {
         let st = self.delete_once(key);
-        if self.redirect.is_some() && self.follow() {
+        if self.follow() {
             return self.delete_once(key);
         }
         st

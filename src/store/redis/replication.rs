@@ -5,7 +5,7 @@
 //! waits for: every replica `online` at the primary and `master_link_status:up` itself.
 
 use super::resp::*;
-use super::server::{connect, ping, server_args, settings, Settings};
+use super::server::{ask, connect, field, ping, server_args, settings, Settings};
 use crate::error::UsageError;
 use crate::store::cluster::{Cluster, Member, Role, Shape, StartCtx, Topology};
 use crate::store::managed::{free_ports, Managed};
@@ -116,15 +116,7 @@ pub(super) fn ask_sentinels(list: &str, timeout: Duration) -> Option<String> {
 
 /// `INFO replication` of the member at `addr`, as key:value lines.
 fn info(s: &Settings, addr: &str) -> Result<String, String> {
-    let a = net::resolve(addr)?;
-    let mut c = connect(s, a).map_err(|e| e.message)?;
-    simple(&mut c, &[b"INFO", b"replication"]).map_err(|e| e.message)
-}
-
-fn field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
-    info.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .map(str::trim)
+    ask(s, addr, &[b"INFO", b"replication"])
 }
 
 impl Replication {
@@ -142,7 +134,8 @@ impl Topology for Replication {
         members.extend((0..s).map(|i| (Role::Sentinel, i)));
         Shape {
             members,
-            dynamic: &[],
+            // After a failover the primary is whichever member the Sentinels promoted.
+            dynamic: &["primary"],
         }
     }
 

@@ -236,3 +236,18 @@ pub(super) fn clear(o: &StoreOptions) -> anyhow::Result<()> {
     simple(&mut c, &[b"FLUSHDB"]).map_err(|e| anyhow::anyhow!(e.message))?;
     Ok(())
 }
+
+/// One command on a fresh connection to `addr` (the cluster and replication checks, not the
+/// measured path): its simple, integer or bulk reply as text.
+pub(super) fn ask(s: &Settings, addr: &str, args: &[&[u8]]) -> Result<String, String> {
+    let a = net::resolve(addr)?;
+    let mut c = connect(s, a).map_err(|e| e.message)?;
+    simple(&mut c, args).map_err(|e| e.message)
+}
+
+/// A `key:value` line of an INFO reply.
+pub(super) fn field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .map(str::trim)
+}
