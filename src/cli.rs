@@ -2,7 +2,8 @@
 //! lives in the library so tests can call it in-process.
 
 use crate::error::{EXIT_OK, EXIT_USAGE};
-use crate::plan::{self, Format, Request};
+use crate::experiment::job::Job;
+use crate::plan::{Format, Request};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -53,6 +54,11 @@ pub enum Command {
     /// medians, ratio B/A with its 95 % interval, a test (Mann-Whitney with 4+ runs a side),
     /// Holm's correction, and better/worse only when significant and outside the noise band.
     Compare(CompareArgs),
+    /// Run an experiment file (TOML): steps (suite, run, sweep, capacity, pressure, fault runs)
+    /// with shared settings and a scale, into one directory with every step's run directories,
+    /// report.html with the paper's figures, and findings.md (the paper's value against this
+    /// run's). The presets in experiments/ reproduce the five papers; --resume finishes one.
+    Experiment(ExperimentArgs),
     /// Do acknowledged writes survive a crash? Unique keys written and logged (ok, failed,
     /// indeterminate), then read back: servers while --fault breaks the cluster kvmeter
     /// started; embedded stores by SIGKILLing a writer process --kills times (process-crash
@@ -158,6 +164,31 @@ pub struct SweepArgs {
     pub repeat: usize,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ExperimentArgs {
+    /// The experiment file (experiments/*.toml; docs/experiments.md).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// quick (minutes on a small machine), paper (the published sizes and durations), or
+    /// smoke (seconds: proves the file runs, figures not meaningful).
+    #[arg(long, default_value = "quick", value_parser = ["quick", "paper", "smoke"])]
+    pub scale: String,
+    /// Experiment directory (default kvmeter-runs/<time>-experiment-<name>); new or empty.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Finish an interrupted experiment in DIR: completed steps are kept, the rest run, then
+    /// the report and findings are made from all of them.
+    #[arg(long, value_name = "DIR", conflicts_with = "out")]
+    pub resume: Option<PathBuf>,
+    /// A data directory on a device to measure, repeatable: steps marked per_device run once
+    /// on each (papers/001 compares devices). kvmeter works in a new subdirectory of it.
+    #[arg(long = "data-dir", value_name = "DIR")]
+    pub data_dir: Vec<PathBuf>,
+    /// Check the file and print each step's command line; run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Args, Debug)]
@@ -409,38 +440,51 @@ fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: Commo
     }
 }
 
-fn capacity(a: CapacityArgs) -> anyhow::Result<i32> {
+/// The measuring commands as a `Job` (checked and run the same way from the command line and
+/// from an experiment file's steps); `None` for the others.
+pub fn job_of(command: Command) -> Result<Option<Job>, crate::error::UsageError> {
     use crate::experiment::capacity::Settings;
-    let out = a.common.out.clone();
-    let settings = Settings {
-        slo: Settings::parse_slo(&a.slo)?,
-        require_achieved: a.require_achieved,
-        start_rate: a.start_rate,
-        max_rate: a.max_rate,
-        factor: a.step_factor,
-        precision: a.precision,
-        repeat: a.repeat,
-        max_points: a.max_points,
-    };
-    let mut r = request("capacity", a.workload, Some("both".into()), a.common);
-    r.duration.get_or_insert_with(|| "10s".into());
-    r.warmup.get_or_insert_with(|| "2s".into());
-    crate::experiment::capacity::run(&r, out.as_deref(), settings)
-}
-
-fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
     use crate::experiment::sweep::Param;
-    let out = a.common.out.clone();
-    if a.repeat == 0 {
-        return Err(crate::error::UsageError::new("--repeat 0: expected at least 1").into());
-    }
-    let params = a
-        .param
-        .iter()
-        .map(|p| Param::parse(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    let r = request("sweep", a.workload, Some(a.phase), a.common);
-    crate::experiment::sweep::run(&r, out.as_deref(), params, a.repeat)
+    Ok(Some(match command {
+        Command::Run(r) => Job::Plan(request("run", r.workload, Some(r.phase), r.common)),
+        Command::Suite(c) => Job::Plan(request("suite", vec![], None, c)),
+        Command::Pressure(p) => {
+            let mut r = request("pressure", p.workload, Some(p.phase), p.common);
+            r.block_sizes = p.block_sizes;
+            r.step = p.step;
+            r.random_ratio = p.random_ratio;
+            Job::Plan(r)
+        }
+        Command::Capacity(a) => {
+            let settings = Settings {
+                slo: Settings::parse_slo(&a.slo)?,
+                require_achieved: a.require_achieved,
+                start_rate: a.start_rate,
+                max_rate: a.max_rate,
+                factor: a.step_factor,
+                precision: a.precision,
+                repeat: a.repeat,
+                max_points: a.max_points,
+            };
+            let mut r = request("capacity", a.workload, Some("both".into()), a.common);
+            r.duration.get_or_insert_with(|| "10s".into());
+            r.warmup.get_or_insert_with(|| "2s".into());
+            Job::Capacity { base: r, settings }
+        }
+        Command::Sweep(a) => {
+            let params = a
+                .param
+                .iter()
+                .map(|p| Param::parse(p))
+                .collect::<Result<Vec<_>, _>>()?;
+            Job::Sweep {
+                base: request("sweep", a.workload, Some(a.phase), a.common),
+                params,
+                repeat: a.repeat,
+            }
+        }
+        _ => return Ok(None),
+    }))
 }
 
 #[derive(Args, Debug)]
@@ -527,24 +571,13 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
             seconds,
             power,
         } => crate::calibrate::run(calibration, seconds, power),
-        Command::Run(r) => plan::build(&request("run", r.workload, Some(r.phase), r.common))
-            .map_err(anyhow::Error::from)
-            .and_then(crate::driver::execute),
-        Command::Suite(c) => plan::build(&request("suite", vec![], None, c))
-            .map_err(anyhow::Error::from)
-            .and_then(crate::driver::execute),
-        Command::Capacity(a) => capacity(a),
+        Command::Experiment(a) => crate::experiment::file::run::main(a),
         Command::Compare(a) => compare(a),
-        Command::Sweep(a) => sweep(a),
-        Command::Pressure(p) => {
-            let mut r = request("pressure", p.workload, Some(p.phase), p.common);
-            r.block_sizes = p.block_sizes;
-            r.step = p.step;
-            r.random_ratio = p.random_ratio;
-            plan::build(&r)
-                .map_err(anyhow::Error::from)
-                .and_then(crate::driver::execute)
-        }
+        measuring => match job_of(measuring) {
+            Ok(Some(job)) => job.execute(),
+            Ok(None) => unreachable!("every other command is matched above"),
+            Err(e) => Err(e.into()),
+        },
     };
     match result {
         Ok(code) => code,

@@ -8,6 +8,8 @@
 
 pub mod capacity;
 pub mod durability;
+pub mod file;
+pub mod job;
 pub mod sweep;
 
 use crate::plan::Request;

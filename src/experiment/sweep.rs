@@ -158,13 +158,32 @@ pub fn metrics_of(p: &PhaseSummary) -> Vec<(String, f64)> {
         let tag = if e.estimate { "_estimate" } else { "" };
         m.push((format!("ops_per_joule{tag}"), e.ops_per_joule));
     }
-    if let Some(c) = p
-        .telemetry
-        .as_ref()
-        .and_then(|t| t.process.as_ref())
-        .map(|p| p.cpu_pct)
-    {
-        m.push(("kvmeter_cpu_pct".to_string(), c));
+    if let Some(t) = &p.telemetry {
+        if let Some(c) = t.process.as_ref().map(|p| p.cpu_pct) {
+            m.push(("kvmeter_cpu_pct".to_string(), c));
+        }
+        if let Some(c) = t.server.as_ref().map(|p| p.cpu_pct) {
+            m.push(("server_cpu_pct".to_string(), c));
+        }
+        if let Some(c) = &t.cpu {
+            m.push(("cpu_busy_pct".to_string(), c.busy));
+            m.push(("cpu_iowait_pct".to_string(), c.iowait));
+        }
+        if let Some(d) = &t.disk {
+            m.push(("disk_util_pct".to_string(), d.util_pct));
+            m.push(("disk_write_mb_per_s".to_string(), d.write_mb_per_s));
+        }
+        if let Some(c) = &t.counters {
+            for (k, v) in [
+                ("ipc", c.ipc),
+                ("branch_miss_ratio", c.branch_miss_ratio),
+                ("llc_miss_ratio", c.llc_miss_ratio),
+            ] {
+                if let Some(v) = v {
+                    m.push((k.to_string(), v));
+                }
+            }
+        }
     }
     m
 }
@@ -240,21 +259,17 @@ fn safe(s: &str) -> String {
         .collect()
 }
 
-pub fn run(
-    base: &Request,
-    out: Option<&Path>,
-    params: Vec<Param>,
-    repeat: usize,
-) -> anyhow::Result<i32> {
+/// Checks every point's plan without running or creating anything.
+pub fn check(base: &Request, params: &[Param], repeat: usize) -> Result<(), UsageError> {
+    if repeat == 0 {
+        return Err(UsageError::new("--repeat 0: expected at least 1"));
+    }
     if params.is_empty() {
         return Err(UsageError::new(format!(
             "--param: give at least one, e.g. --param threads=1,2,4 (names: {PARAMS_HELP})"
-        ))
-        .into());
+        )));
     }
-    let pts = points(&params);
-    // Every point's plan is checked before anything runs or any directory exists.
-    for p in &pts {
+    for p in &points(params) {
         let mut r = base.clone();
         for (k, v) in p {
             apply(&mut r, k, v)?;
@@ -262,6 +277,18 @@ pub fn run(
         crate::plan::build(&r)
             .map_err(|e| UsageError::new(format!("sweep point {}: {}", label(p), e.0)))?;
     }
+    Ok(())
+}
+
+pub fn run(
+    base: &Request,
+    out: Option<&Path>,
+    params: Vec<Param>,
+    repeat: usize,
+) -> anyhow::Result<i32> {
+    // Every point's plan is checked before anything runs or any directory exists.
+    check(base, &params, repeat)?;
+    let pts = points(&params);
     let root = super::experiment_dir(out, "sweep", &base.store)?;
     eprintln!(
         "sweep: {} point{} × {repeat} run{} on {}; results in {}",

@@ -36,7 +36,7 @@ pub struct Table {
 }
 
 impl Table {
-    fn parse(text: &str) -> Self {
+    pub fn parse(text: &str) -> Self {
         let mut lines = text.lines();
         let header: Vec<String> = lines
             .next()

@@ -80,6 +80,7 @@ fn fmt_num(x: f64) -> String {
     }
 }
 
+#[derive(Clone, Debug)]
 pub struct Settings {
     pub slo: Vec<Term>,
     pub require_achieved: bool,
@@ -281,24 +282,28 @@ pub fn next_rate(lo: Option<f64>, hi: Option<f64>, last: f64, s: &Settings) -> O
     }
 }
 
-pub fn run(base: &Request, out: Option<&Path>, s: Settings) -> anyhow::Result<i32> {
+/// Checks a capacity search without running or creating anything.
+pub fn check(base: &Request, s: &Settings) -> Result<(), UsageError> {
     if base.rate.is_some() {
         return Err(UsageError::new(
             "--rate: kvmeter capacity chooses the offered load; use --start-rate and --max-rate",
-        )
-        .into());
+        ));
     }
     if base.target.is_some() {
         return Err(UsageError::new(
             "--target: kvmeter capacity runs an open loop; leave --target out",
-        )
-        .into());
+        ));
     }
     s.check()?;
-    // Checks the whole request once, at the first rate, before any directory exists.
+    // Checks the whole request once, at the first rate.
     let mut probe = base.clone();
     probe.rate = Some(s.start_rate);
     crate::plan::build(&probe)?;
+    Ok(())
+}
+
+pub fn run(base: &Request, out: Option<&Path>, s: Settings) -> anyhow::Result<i32> {
+    check(base, &s)?;
     let root = super::experiment_dir(out, "capacity", &base.store)?;
     let mut search = Search::new(base, &s, root);
     eprintln!(

@@ -9,6 +9,7 @@
 
 mod experiment;
 mod faults;
+mod paper;
 mod run;
 mod telemetry;
 
@@ -211,7 +212,9 @@ pub fn write_with_cost(dir: &Path, cost: Option<&Path>) -> anyhow::Result<Writte
         }
         None => None,
     };
-    let (mut page, data) = if dir.join("capacity.json").is_file() {
+    let (mut page, data) = if dir.join("experiment.json").is_file() {
+        paper::page(dir)?
+    } else if dir.join("capacity.json").is_file() {
         experiment::capacity(dir)?
     } else if dir.join("sweep.json").is_file() || dir.join("index.csv").is_file() {
         experiment::sweep(dir)?

@@ -1,0 +1,230 @@
+//! Every figure a finished step produced, as flat keys a finding or a figure can name, read
+//! back from the step's own files (summary.json, sweep.json, capacity.json) so that each value
+//! in findings.md traces to a run directory. results.json in the experiment directory lists
+//! them all: it is the vocabulary of `{step:key}` references (docs/experiments.md).
+//!
+//! Keys:
+//! - run, suite, pressure: `<phase>.<figure>` — the sweep's figures (throughput_ops_per_s,
+//!   latency_p99_us, ops_per_joule, cpu_busy_pct, ipc, ...) and every number in the phase's
+//!   summary by its JSON path (`run.ops.READ.latency_us.p99`, `run.pressure.steps.w5.
+//!   normalized_pressure`, `run.faults.0.unavailable_s`).
+//! - sweep: `<param>=<value>[,...]/<phase>.<figure>`, the mean over the point's repetitions.
+//! - capacity: capacity_ops_per_s, upper_bound_ops_per_s, and
+//!   max_p50_us_up_to_capacity / max_mean_us_up_to_capacity (the curve below the capacity).
+
+use super::expr::{matches, Lookup, Val};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// (key, value, from an estimate) in the step's order.
+type Figures = Vec<(String, f64, bool)>;
+
+/// One step's figures, in order.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct StepResults {
+    /// completed, or why not (from the experiment's record of the step).
+    pub status: String,
+    /// What the step's own file says of itself (a capacity search "stopped: --max-points
+    /// reached" still found a capacity).
+    pub detail: String,
+    pub figures: Vec<(String, f64, bool)>,
+}
+
+/// All steps' figures by step name.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Results {
+    pub steps: BTreeMap<String, StepResults>,
+}
+
+impl Lookup for Results {
+    fn find(&self, step: &str, pattern: &str) -> Result<Vec<Val>, String> {
+        let s = self
+            .steps
+            .get(step)
+            .ok_or_else(|| format!("step '{step}' has no results"))?;
+        if s.status != "completed" {
+            return Err(format!("step '{step}' {}", s.status));
+        }
+        Ok(s.figures
+            .iter()
+            .filter(|(k, _, _)| matches(pattern, k))
+            .map(|(_, v, e)| Val {
+                v: *v,
+                estimate: *e,
+            })
+            .collect())
+    }
+}
+
+fn read_json(path: &Path) -> Option<Value> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+/// Numbers under `v`, by dotted path. Arrays of objects are keyed by their `step`, `name` or
+/// `role` field where they have one, else by index.
+fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, f64)>) {
+    match v {
+        Value::Number(n) => {
+            if let Some(x) = n.as_f64() {
+                out.push((prefix.to_string(), x));
+            }
+        }
+        Value::Bool(b) => out.push((prefix.to_string(), if *b { 1.0 } else { 0.0 })),
+        Value::Object(m) => {
+            for (k, x) in m {
+                flatten(&format!("{prefix}.{k}"), x, out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                let id = ["step", "name", "role"]
+                    .iter()
+                    .find_map(|f| x.get(f).and_then(Value::as_str))
+                    .map(str::to_string)
+                    .unwrap_or_else(|| i.to_string());
+                flatten(&format!("{prefix}.{id}"), x, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Is this figure from a power estimate rather than a meter?
+fn energy_key(k: &str) -> bool {
+    k.contains("ops_per_joule") || k.contains("joules_per_op") || k.contains(".energy.")
+}
+
+fn plan_figures(dir: &Path) -> Option<(String, Figures)> {
+    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
+    let s: crate::report::Summary = serde_json::from_str(&text).ok()?;
+    let raw: Value = serde_json::from_str(&text).ok()?;
+    let mut out = vec![];
+    for (i, p) in s.phases.iter().enumerate() {
+        if p.kind == crate::plan::PhaseKind::Clear {
+            continue;
+        }
+        let estimate = p.energy.as_ref().is_some_and(|e| e.estimate);
+        for (k, v) in crate::experiment::sweep::metrics_of(p) {
+            let k = k.trim_end_matches("_estimate").to_string();
+            out.push((format!("{}.{k}", p.name), v, estimate && energy_key(&k)));
+        }
+        let mut flat = vec![];
+        if let Some(ph) = raw.get("phases").and_then(|a| a.get(i)) {
+            flatten(&p.name, ph, &mut flat);
+        }
+        // The summary's own throughput_ops_per_s is the alias's twin: one key, one figure.
+        let known: std::collections::HashSet<String> =
+            out.iter().map(|(k, _, _)| k.clone()).collect();
+        out.extend(
+            flat.into_iter()
+                .filter(|(k, _)| !known.contains(k))
+                .map(|(k, v)| (k.clone(), v, estimate && energy_key(&k))),
+        );
+    }
+    Some((s.status.name().to_string(), out))
+}
+
+fn sweep_figures(dir: &Path) -> Option<(String, Figures)> {
+    let j = read_json(&dir.join("sweep.json"))?;
+    let names: Vec<String> = j["params"]
+        .as_array()?
+        .iter()
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .collect();
+    let mut out = vec![];
+    for p in j["points"].as_array()? {
+        let label = names
+            .iter()
+            .map(|n| format!("{n}={}", p["params"][n].as_str().unwrap_or("")))
+            .collect::<Vec<_>>()
+            .join(",");
+        for (phase, metrics) in p["phases"].as_object().into_iter().flatten() {
+            for (m, spread) in metrics.as_object().into_iter().flatten() {
+                if let Some(v) = spread["mean"].as_f64() {
+                    let estimate = m.ends_with("_estimate");
+                    let m = m.trim_end_matches("_estimate");
+                    out.push((format!("{label}/{phase}.{m}"), v, estimate));
+                }
+            }
+        }
+    }
+    Some((j["status"].as_str().unwrap_or("unknown").to_string(), out))
+}
+
+fn capacity_figures(dir: &Path) -> Option<(String, Figures)> {
+    let j = read_json(&dir.join("capacity.json"))?;
+    let mut out = vec![];
+    for k in [
+        "capacity_ops_per_s",
+        "upper_bound_ops_per_s",
+        "uncertainty_ops_per_s",
+    ] {
+        if let Some(v) = j[k].as_f64() {
+            out.push((k.to_string(), v, false));
+        }
+    }
+    if let Some(cap) = j["capacity_ops_per_s"].as_f64() {
+        let below: Vec<&Value> = j["points"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["offered_ops_per_s"].as_f64().is_some_and(|o| o <= cap))
+            .collect();
+        for (stat, key) in [
+            ("p50_us", "max_p50_us_up_to_capacity"),
+            ("mean_us", "max_mean_us_up_to_capacity"),
+        ] {
+            let m = below
+                .iter()
+                .filter_map(|p| p[stat].as_f64())
+                .fold(f64::NAN, f64::max);
+            if m.is_finite() {
+                out.push((key.to_string(), m, false));
+            }
+        }
+    }
+    let status = j["status"].as_str().unwrap_or("unknown").to_string();
+    Some((status, out))
+}
+
+/// The figures of the step whose output directory is `dir`; `None` if it has none (never ran,
+/// or died before writing any).
+pub fn of_step(dir: &Path) -> Option<StepResults> {
+    let (status, figures) = if dir.join("capacity.json").is_file() {
+        capacity_figures(dir)?
+    } else if dir.join("sweep.json").is_file() {
+        sweep_figures(dir)?
+    } else {
+        plan_figures(dir)?
+    };
+    Some(StepResults {
+        status: String::new(),
+        detail: status,
+        figures,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_flattened_by_path_with_arrays_keyed_by_name() {
+        let v = serde_json::json!({
+            "a": 1, "b": {"c": 2.5, "d": "text"},
+            "steps": [{"step": "w0", "x": 3}, {"step": "w1", "x": 4}],
+            "faults": [{"y": 5}],
+            "ok": true
+        });
+        let mut out = vec![];
+        flatten("run", &v, &mut out);
+        let m: BTreeMap<_, _> = out.into_iter().collect();
+        assert_eq!(m["run.a"], 1.0);
+        assert_eq!(m["run.b.c"], 2.5);
+        assert_eq!(m["run.steps.w1.x"], 4.0);
+        assert_eq!(m["run.faults.0.y"], 5.0);
+        assert_eq!(m["run.ok"], 1.0);
+        assert!(!m.contains_key("run.b.d"));
+    }
+}

@@ -1,0 +1,121 @@
+//! One measuring command made into a value: what `kvmeter run`, `suite`, `pressure`, `sweep`
+//! and `capacity` do, checked without side effects, then executed. The command line and an
+//! experiment file's steps (`kvmeter experiment`) both go through here, so a step is checked and
+//! run exactly as the same command typed by hand.
+
+use super::capacity::Settings;
+use super::sweep::Param;
+use crate::error::UsageError;
+use crate::plan::Request;
+
+/// A measuring command, fully parsed.
+#[derive(Clone, Debug)]
+pub enum Job {
+    /// run, suite, pressure: one plan, one run directory.
+    Plan(Request),
+    Sweep {
+        base: Request,
+        params: Vec<Param>,
+        repeat: usize,
+    },
+    Capacity {
+        base: Request,
+        settings: Settings,
+    },
+}
+
+/// Seconds assumed for an operation-bounded phase per operation (for the ETA only; the
+/// experiment rescales its estimates by the time its finished steps really took).
+const GUESS_OPS_PER_S: f64 = 100_000.0;
+
+impl Job {
+    pub fn request(&self) -> &Request {
+        match self {
+            Job::Plan(r) => r,
+            Job::Sweep { base, .. } | Job::Capacity { base, .. } => base,
+        }
+    }
+
+    pub fn request_mut(&mut self) -> &mut Request {
+        match self {
+            Job::Plan(r) => r,
+            Job::Sweep { base, .. } | Job::Capacity { base, .. } => base,
+        }
+    }
+
+    /// Everything `execute` would refuse, refused now: nothing is created or started.
+    pub fn check(&self) -> Result<(), UsageError> {
+        match self {
+            Job::Plan(r) => crate::plan::build(r).map(|_| ()),
+            Job::Sweep {
+                base,
+                params,
+                repeat,
+            } => super::sweep::check(base, params, *repeat),
+            Job::Capacity { base, settings } => super::capacity::check(base, settings),
+        }
+    }
+
+    /// Runs it; the exit code as the command's.
+    pub fn execute(self) -> anyhow::Result<i32> {
+        match self {
+            Job::Plan(r) => crate::plan::build(&r)
+                .map_err(anyhow::Error::from)
+                .and_then(crate::driver::execute),
+            Job::Sweep {
+                base,
+                params,
+                repeat,
+            } => {
+                let out = base.out.clone();
+                super::sweep::run(&base, out.as_deref(), params, repeat)
+            }
+            Job::Capacity { base, settings } => {
+                let out = base.out.clone();
+                super::capacity::run(&base, out.as_deref(), settings)
+            }
+        }
+    }
+
+    /// A rough length in seconds (phases' durations, or operations at a guessed rate), for
+    /// an experiment's ETA.
+    pub fn estimate_s(&self) -> f64 {
+        let plan_s = |r: &Request| -> f64 {
+            let Ok(p) = crate::plan::build(r) else {
+                return 10.0;
+            };
+            p.phases
+                .iter()
+                .map(|ph| {
+                    let by_ops = ph.operations as f64 / GUESS_OPS_PER_S;
+                    let run = match ph.duration {
+                        Some(d) if ph.operations > 0 => d.as_secs_f64().min(by_ops),
+                        Some(d) => d.as_secs_f64(),
+                        None => by_ops,
+                    };
+                    // A pressure phase is 26 steps (w0..w25) of its own length.
+                    match &ph.pressure {
+                        Some(p) => 1.0 + 26.0 * p.step.as_secs_f64(),
+                        None => 1.0 + run,
+                    }
+                })
+                .sum()
+        };
+        match self {
+            Job::Plan(r) => plan_s(r),
+            Job::Sweep {
+                base,
+                params,
+                repeat,
+            } => {
+                let points: usize = params.iter().map(|p| p.values.len()).product();
+                plan_s(base) * (points * repeat) as f64
+            }
+            Job::Capacity { base, settings } => {
+                let mut r = base.clone();
+                r.rate = Some(settings.start_rate);
+                plan_s(&r) * (settings.max_points.min(12)) as f64
+            }
+        }
+    }
+}
