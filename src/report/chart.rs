@@ -499,9 +499,17 @@ impl BarChart {
             px1: MT,
         };
         let mut out = String::new();
-        svg_open(&mut out, &self.id, &self.title, W, H);
         let n = bars.len().max(1) as f64;
         let slot = (W - ML - 20.0) / n;
+        // Labels wider than their slot are turned 45° and the figure grows to hold them.
+        let longest = bars.iter().map(|b| b.0.chars().count()).max().unwrap_or(0) as f64;
+        let turned = longest * 6.0 > slot;
+        let extra = if turned {
+            (longest * 4.6).min(160.0)
+        } else {
+            0.0
+        };
+        svg_open(&mut out, &self.id, &self.title, W, H + extra);
         for (v, label) in y.ticks() {
             let py = y.px(v);
             let _ = write!(
@@ -530,7 +538,7 @@ impl BarChart {
             let (top, base) = (y.px(v.max(0.0)), y.px(v.min(0.0)));
             let _ = write!(
                 out,
-                r##"<rect class="bar" x="{x0:.1}" y="{top:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{}: {}{}</title></rect><text x="{:.1}" y="{}" text-anchor="middle" font-size="10">{}</text>"##,
+                r##"<rect class="bar" x="{x0:.1}" y="{top:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{}: {}{}</title></rect><text x="{:.1}" y="{}" {} font-size="10">{}</text>"##,
                 slot * 0.7,
                 (base - top).max(0.5),
                 PALETTE[0],
@@ -543,6 +551,15 @@ impl BarChart {
                 },
                 x0 + slot * 0.35,
                 H - MB + 14.0,
+                if turned {
+                    format!(
+                        r#"text-anchor="end" transform="rotate(-45 {:.1} {})""#,
+                        x0 + slot * 0.35,
+                        H - MB + 14.0
+                    )
+                } else {
+                    r#"text-anchor="middle""#.to_string()
+                },
                 escape(label)
             );
         }

@@ -129,7 +129,7 @@ pub fn load(path: &Path) -> Result<CostFile, UsageError> {
 }
 
 impl CostFile {
-    fn check(&self, path: &Path) -> Result<(), UsageError> {
+    pub fn check(&self, path: &Path) -> Result<(), UsageError> {
         let bad = |what: String| UsageError::new(format!("--cost {}: {what}", path.display()));
         if self.machines.is_empty() {
             return Err(bad("no [[machine]]: expected at least one".into()));

@@ -49,8 +49,12 @@ pub enum FigureKind {
         log_x: bool,
         log_y: bool,
     },
-    /// Run or suite steps: one bar per phase (and step) of `metric`.
-    Phases { metric: String },
+    /// Run or suite steps: one bar per phase (and step) of `metric`; `phase` keeps the
+    /// phases whose name starts with it.
+    Phases {
+        metric: String,
+        phase: Option<String>,
+    },
     /// A time series from a step's CSV (a sweep's `point`, first repetition).
     Series {
         file: String,
@@ -112,6 +116,9 @@ pub struct Experiment {
     pub figures: Vec<Figure>,
     pub findings: Vec<Finding>,
     pub devices: Vec<PathBuf>,
+    /// A cost model (`[cost]`, as `kvmeter report --cost`; `capacity_from` is relative to the
+    /// experiment directory, e.g. "steps/capacity-udp").
+    pub cost: Option<crate::report::cost::CostFile>,
 }
 
 fn str_of(loc: &Loc, n: &Node, what: &str) -> Result<String, UsageError> {
@@ -349,6 +356,7 @@ pub fn from_text(
             "step",
             "figure",
             "finding",
+            "cost",
         ],
     )?;
     let meta = root
@@ -579,6 +587,23 @@ pub fn from_text(
             ));
         }
     }
+    let cost = match root.get("cost") {
+        None => None,
+        Some(n) => {
+            let table: toml::Table = toml::from_str(text)
+                .map_err(|e| loc.err(n.line, format!("[cost]: {}", e.message())))?;
+            let f: crate::report::cost::CostFile =
+                table["cost"]
+                    .clone()
+                    .try_into()
+                    .map_err(|e: toml::de::Error| {
+                        loc.err(n.line, format!("[cost]: {}", e.message()))
+                    })?;
+            f.check(path)
+                .map_err(|e| loc.err(n.line, format!("[cost]: {}", e.0)))?;
+            Some(f)
+        }
+    };
     let figures = figures(&loc, &root, scale, &steps)?;
     let findings = findings::parse(&loc, &root, scale, &steps)?;
     Ok(Experiment {
@@ -599,6 +624,7 @@ pub fn from_text(
         figures,
         findings,
         devices: devices.to_vec(),
+        cost,
     })
 }
 
@@ -717,6 +743,7 @@ fn figures(loc: &Loc, root: &Node, scale: &str, steps: &[Step]) -> Result<Vec<Fi
             "phases" => {
                 need(&["run", "suite", "pressure"])?;
                 FigureKind::Phases {
+                    phase: s("phase")?,
                     metric: s("metric")?
                         .ok_or_else(|| loc.err(f.line, format!("{what}: no metric")))?,
                 }

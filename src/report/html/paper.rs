@@ -70,6 +70,21 @@ pub fn page(dir: &Path) -> anyhow::Result<(Page, Option<Value>)> {
             ),
         }
     }
+    if let Some(f) = &exp.cost {
+        match crate::report::cost::evaluate(f, dir) {
+            Ok(r) => {
+                crate::report::rundir::write_atomic(
+                    &dir.join("cost.json"),
+                    (serde_json::to_string_pretty(&r)? + "\n").as_bytes(),
+                )?;
+                super::cost_section(&mut p, f, &r);
+            }
+            Err(e) => {
+                p.h2("Cost");
+                p.note("na", &format!("unavailable: {}", e.0));
+            }
+        }
+    }
     steps_table(&mut p, &st);
     let data = serde_json::json!({"experiment": exp.name, "findings": checked});
     Ok((p, Some(data)))
@@ -187,10 +202,12 @@ fn figure(dir: &Path, exp: &Experiment, f: &Figure) -> Option<(String, String)> 
                     if pts.is_empty() {
                         continue;
                     }
-                    let mut name = if metrics.len() > 1 {
-                        format!("{} {m}", label_of(exp, st))
-                    } else {
-                        label_of(exp, st)
+                    // The legend names what differs between the lines.
+                    let short_metric = metric.trim_start_matches("latency_");
+                    let mut name = match (f.steps.len() > 1, metrics.len() > 1) {
+                        (true, true) => format!("{} {phase} {short_metric}", label_of(exp, st)),
+                        (true, false) => label_of(exp, st),
+                        (false, _) => format!("{phase} {short_metric}"),
                     };
                     if estimate {
                         name += " (ESTIMATE)";
@@ -208,7 +225,7 @@ fn figure(dir: &Path, exp: &Experiment, f: &Figure) -> Option<(String, String)> 
             };
             (!chart.series.is_empty()).then(|| (chart.svg(), caption))
         }
-        FigureKind::Phases { metric } => {
+        FigureKind::Phases { metric, phase } => {
             let mut bars = vec![];
             let mut estimate = false;
             for st in &f.steps {
@@ -220,6 +237,12 @@ fn figure(dir: &Path, exp: &Experiment, f: &Figure) -> Option<(String, String)> 
                 };
                 for ph in j["phases"].as_array().into_iter().flatten() {
                     let name = ph["name"].as_str().unwrap_or("");
+                    if phase
+                        .as_ref()
+                        .is_some_and(|want| !name.starts_with(want.as_str()))
+                    {
+                        continue;
+                    }
                     let key = format!("{name}.{metric}");
                     if let Some((_, v, e)) = r.figures.iter().find(|(k, _, _)| *k == key) {
                         estimate |= *e;
