@@ -527,6 +527,9 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
         }
     };
     let result = match cli.command {
+        Command::Report { dir, cost: None } if dir.join("experiment.json").is_file() => {
+            crate::experiment::file::run::report(&dir).map(|()| EXIT_OK)
+        }
         Command::Report { dir, cost } => {
             crate::report::html::write_with_cost(&dir, cost.as_deref()).map(|w| {
                 println!(

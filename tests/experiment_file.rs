@@ -375,3 +375,86 @@ fn bad_experiment_files_are_one_line_and_exit_2_before_anything_runs() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no experiment here"));
 }
+
+/// `per_device` with two --data-dir: the step runs once on each device (its temporary data
+/// directories made there and removed), a finding across devices is computed, and nothing the
+/// user keeps in those directories is touched.
+#[test]
+fn per_device_steps_run_once_on_each_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("nvme"), dir.path().join("sata"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(a.join("mine.txt"), "the user's").unwrap();
+    let file = write(
+        dir.path(),
+        "dev.toml",
+        r#"
+[experiment]
+name = "dev"
+title = "Devices"
+paper = "none"
+
+[[step]]
+name = "load"
+command = "run"
+store = "lmdb"
+phase = "load"
+workload = "workloada"
+records = 2000
+telemetry_interval = "0"
+per_device = true
+
+[[finding]]
+id = "ratio"
+claim = "second device over first"
+paper = 1.0
+value = "{load@2:load.throughput_ops_per_s} / {load:load.throughput_ops_per_s}"
+expect = "> 0"
+needs = ["devices>=2"]
+"#,
+    );
+    let out = dir.path().join("exp");
+    let o = kvmeter()
+        .arg("experiment")
+        .arg(&file)
+        .arg("--data-dir")
+        .arg(&a)
+        .arg("--data-dir")
+        .arg(&b)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let st = json(&out.join("experiment.json"));
+    let names: Vec<&str> = st["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["load", "load@2"]);
+    for (step, dev) in [("load", &a), ("load@2", &b)] {
+        let m =
+            std::fs::read_to_string(out.join("steps").join(step).join("manifest.json")).unwrap();
+        assert!(
+            m.contains(&dev.join("kvmeter-data-").display().to_string()),
+            "{step}: {m}"
+        );
+    }
+    // The temporary data directories are gone; the user's file is as it was.
+    assert_eq!(std::fs::read_dir(&b).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(&a).unwrap().count(), 1);
+    assert_eq!(
+        std::fs::read_to_string(a.join("mine.txt")).unwrap(),
+        "the user's"
+    );
+    let f = finding(&out, "ratio");
+    assert_eq!(f["verdict"], "reproduced", "{f}");
+    let s1 = json(&out.join("steps/load/summary.json"));
+    let s2 = json(&out.join("steps/load@2/summary.json"));
+    let want = phase(&s2, "load")["throughput_ops_per_s"].as_f64().unwrap()
+        / phase(&s1, "load")["throughput_ops_per_s"].as_f64().unwrap();
+    assert!((f["value"].as_f64().unwrap() - want).abs() < 1e-9 * want);
+}

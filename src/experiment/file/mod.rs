@@ -10,6 +10,7 @@
 //! docs/experiments.md describes the format.
 
 pub mod expr;
+pub mod figures;
 pub mod findings;
 pub mod node;
 pub mod results;
@@ -17,14 +18,13 @@ pub mod run;
 
 use crate::error::UsageError;
 use crate::experiment::job::Job;
+pub use figures::{Figure, FigureKind};
 use node::{Loc, Node, V};
 use std::path::{Path, PathBuf};
 
 pub const COMMANDS: [&str; 5] = ["run", "suite", "pressure", "sweep", "capacity"];
 pub const SCALES: [&str; 3] = ["smoke", "quick", "paper"];
 const STEP_META: [&str; 5] = ["name", "command", "label", "about", "per_device"];
-const FIGURE_KINDS: [&str; 5] = ["sweep", "phases", "series", "capacity", "pressure"];
-const SERIES_FILES: [&str; 3] = ["intervals.csv", "telemetry.csv", "timeline.csv"];
 
 /// One step: a kvmeter command with its own output directory under steps/.
 #[derive(Clone, Debug)]
@@ -37,45 +37,9 @@ pub struct Step {
     pub args: Vec<String>,
     pub job: Job,
     pub line: usize,
-    /// The device directory this copy of a per-device step runs on.
+    /// The device directory this copy of a per-device step runs on: its runs' temporary data
+    /// directories are made there (TMPDIR), each new and removed at its end, as without it.
     pub device: Option<PathBuf>,
-}
-
-#[derive(Clone, Debug)]
-pub enum FigureKind {
-    /// Sweep steps: x = the swept parameter, y = each `<phase>.<metric>` (mean, 95 % CI).
-    Sweep {
-        metrics: Vec<String>,
-        log_x: bool,
-        log_y: bool,
-    },
-    /// Run or suite steps: one bar per phase (and step) of `metric`; `phase` keeps the
-    /// phases whose name starts with it.
-    Phases {
-        metric: String,
-        phase: Option<String>,
-    },
-    /// A time series from a step's CSV (a sweep's `point`, first repetition).
-    Series {
-        file: String,
-        columns: Vec<String>,
-        point: Option<String>,
-        phase: Option<String>,
-    },
-    /// Capacity steps: latency against offered load.
-    Capacity,
-    /// Pressure steps: normalized pressure of each step w1..w25, sorted (papers/004 Fig. 2).
-    Pressure,
-}
-
-#[derive(Clone, Debug)]
-pub struct Figure {
-    pub id: String,
-    pub title: String,
-    pub caption: String,
-    pub steps: Vec<String>,
-    pub kind: FigureKind,
-    pub line: usize,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -517,13 +481,9 @@ pub fn from_text(
             } else {
                 format!("{sname}@{}", i + 1)
             };
-            let mut args = args.clone();
-            if let Some(d) = &device {
-                if args.iter().any(|a| a == "--data-dir") {
-                    return Err(loc.err(raw.line, format!("step '{sname}': per_device and data_dir together: the experiment's --data-dir gives the devices")));
-                }
-                args.push("--data-dir".into());
-                args.push(d.join(format!("kvmeter-{name}")).display().to_string());
+            let args = args.clone();
+            if per_device && args.iter().any(|a| a == "--data-dir") {
+                return Err(loc.err(raw.line, format!("step '{sname}': per_device and data_dir together: the experiment's --data-dir gives the devices")));
             }
             let argv: Vec<String> = ["kvmeter".to_string(), command.clone()]
                 .into_iter()
@@ -604,7 +564,7 @@ pub fn from_text(
             Some(f)
         }
     };
-    let figures = figures(&loc, &root, scale, &steps)?;
+    let figures = figures::parse(&loc, &root, scale, &steps)?;
     let findings = findings::parse(&loc, &root, scale, &steps)?;
     Ok(Experiment {
         path: path.to_path_buf(),
@@ -658,147 +618,6 @@ pub fn step_named<'a>(
                 ),
             )
         })
-}
-
-fn figures(loc: &Loc, root: &Node, scale: &str, steps: &[Step]) -> Result<Vec<Figure>, UsageError> {
-    let mut out: Vec<Figure> = vec![];
-    let raw = match root.get("figure").map(|f| &f.v) {
-        Some(V::Arr(a)) => a.clone(),
-        Some(_) => return Err(loc.err(1, "figure: expected [[figure]] tables")),
-        None => vec![],
-    };
-    for f in raw {
-        let f = at_scale(loc, &f, scale)?;
-        known_keys(
-            loc,
-            &f,
-            "[[figure]]",
-            &[
-                "id", "title", "caption", "kind", "steps", "metrics", "metric", "file", "columns",
-                "point", "phase", "log_x", "log_y",
-            ],
-        )?;
-        let s = |k: &str| -> Result<Option<String>, UsageError> {
-            f.get(k).map(|n| str_of(loc, n, k)).transpose()
-        };
-        let id = s("id")?.ok_or_else(|| loc.err(f.line, "[[figure]] without an id"))?;
-        ident(loc, f.line, "figure id", &id)?;
-        if out.iter().any(|o| o.id == id) {
-            return Err(loc.err(f.line, format!("figure '{id}' is named twice")));
-        }
-        let what = format!("figure '{id}'");
-        let kind_name = s("kind")?.ok_or_else(|| {
-            loc.err(
-                f.line,
-                format!("{what}: no kind (one of {})", FIGURE_KINDS.join(", ")),
-            )
-        })?;
-        let steps_of: Vec<String> = f
-            .get("steps")
-            .map(|n| strs_of(loc, n, "steps"))
-            .transpose()?
-            .ok_or_else(|| loc.err(f.line, format!("{what}: no steps")))?;
-        let mut commands = vec![];
-        for st in &steps_of {
-            let line = f.get("steps").map(|n| n.line).unwrap_or(f.line);
-            commands.push(step_named(loc, line, steps, &what, st)?.command.clone());
-        }
-        let need = |cmds: &[&str]| -> Result<(), UsageError> {
-            match steps_of
-                .iter()
-                .zip(&commands)
-                .find(|(_, c)| !cmds.contains(&c.as_str()))
-            {
-                Some((st, c)) => Err(loc.err(
-                    f.line,
-                    format!(
-                        "{what}: a {kind_name} figure draws {} steps; '{st}' is a {c} step",
-                        cmds.join(" or ")
-                    ),
-                )),
-                None => Ok(()),
-            }
-        };
-        let flag = |k: &str| matches!(f.get(k).map(|n| &n.v), Some(V::Bool(true)));
-        let kind = match kind_name.as_str() {
-            "sweep" => {
-                need(&["sweep"])?;
-                let metrics = f
-                    .get("metrics")
-                    .or(f.get("metric"))
-                    .map(|n| strs_of(loc, n, "metrics"))
-                    .transpose()?
-                    .ok_or_else(|| {
-                        loc.err(
-                            f.line,
-                            format!("{what}: no metrics (e.g. \"run.throughput_ops_per_s\")"),
-                        )
-                    })?;
-                FigureKind::Sweep {
-                    metrics,
-                    log_x: flag("log_x"),
-                    log_y: flag("log_y"),
-                }
-            }
-            "phases" => {
-                need(&["run", "suite", "pressure"])?;
-                FigureKind::Phases {
-                    phase: s("phase")?,
-                    metric: s("metric")?
-                        .ok_or_else(|| loc.err(f.line, format!("{what}: no metric")))?,
-                }
-            }
-            "series" => {
-                let file = s("file")?.unwrap_or_else(|| "telemetry.csv".into());
-                if !SERIES_FILES.contains(&file.as_str()) {
-                    return Err(loc.err(
-                        f.line,
-                        format!(
-                            "{what}: file '{file}': expected one of {}",
-                            SERIES_FILES.join(", ")
-                        ),
-                    ));
-                }
-                let columns = f
-                    .get("columns")
-                    .map(|n| strs_of(loc, n, "columns"))
-                    .transpose()?
-                    .ok_or_else(|| loc.err(f.line, format!("{what}: no columns")))?;
-                FigureKind::Series {
-                    file,
-                    columns,
-                    point: s("point")?,
-                    phase: s("phase")?,
-                }
-            }
-            "capacity" => {
-                need(&["capacity"])?;
-                FigureKind::Capacity
-            }
-            "pressure" => {
-                need(&["pressure"])?;
-                FigureKind::Pressure
-            }
-            other => {
-                return Err(loc.err(
-                    f.line,
-                    format!(
-                        "{what}: unknown kind '{other}' (known: {})",
-                        FIGURE_KINDS.join(", ")
-                    ),
-                ))
-            }
-        };
-        out.push(Figure {
-            title: s("title")?.unwrap_or_else(|| id.clone()),
-            caption: s("caption")?.unwrap_or_default(),
-            id,
-            steps: steps_of,
-            kind,
-            line: f.line,
-        });
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

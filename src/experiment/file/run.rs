@@ -101,7 +101,11 @@ fn state_of(exp: &Experiment) -> State {
                 label: s.label.clone(),
                 command: s.command.clone(),
                 args: s.args.clone(),
-                command_line: std::iter::once(format!("kvmeter {}", s.command))
+                command_line: s
+                    .device
+                    .iter()
+                    .map(|d| format!("TMPDIR={}", quote(&d.display().to_string())))
+                    .chain([format!("kvmeter {}", s.command)])
                     .chain(s.args.iter().map(|a| quote(a)))
                     .chain([format!("--out {}", quote(&format!("steps/{}", s.name)))])
                     .collect::<Vec<_>>()
@@ -153,14 +157,6 @@ fn set_aside(root: &Path, name: &str) -> anyhow::Result<()> {
         "experiment: step '{name}' was cut short before; its directory is kept in interrupted/{name}-{k}"
     );
     Ok(())
-}
-
-/// A per-device step's data directory: kvmeter's (it holds the marker) and removed once the
-/// step is over, so devices do not fill up across steps.
-fn remove_device_dir(dir: &Path) {
-    if dir.join(crate::driver::datadir::MARKER).is_file() {
-        let _ = std::fs::remove_dir_all(dir);
-    }
 }
 
 pub fn main(a: ExperimentArgs) -> anyhow::Result<i32> {
@@ -278,15 +274,6 @@ fn run_steps(exp: &Experiment, root: &Path, st: &mut State) -> anyhow::Result<i3
             continue;
         }
         set_aside(root, &step.name)?;
-        if let Some(dir) = step
-            .job
-            .request()
-            .data_dir
-            .as_deref()
-            .filter(|_| step.device.is_some())
-        {
-            remove_device_dir(dir);
-        }
         let factor = if done_est > 0.0 {
             done_real / done_est
         } else {
@@ -314,7 +301,20 @@ fn run_steps(exp: &Experiment, root: &Path, st: &mut State) -> anyhow::Result<i3
         let t0 = Instant::now();
         let mut job = step.job.clone();
         job.request_mut().out = Some(root.join("steps").join(&step.name));
-        let code = match job.execute() {
+        // A per-device step makes its temporary data directories on its device. Set between
+        // steps, when no other thread of kvmeter's reads the environment.
+        let tmpdir = std::env::var_os("TMPDIR");
+        if let Some(d) = &step.device {
+            std::env::set_var("TMPDIR", d);
+        }
+        let result = job.execute();
+        if step.device.is_some() {
+            match &tmpdir {
+                Some(t) => std::env::set_var("TMPDIR", t),
+                None => std::env::remove_var("TMPDIR"),
+            }
+        }
+        let code = match result {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("experiment: step '{}' failed: {e:#}", step.name);
@@ -322,15 +322,6 @@ fn run_steps(exp: &Experiment, root: &Path, st: &mut State) -> anyhow::Result<i3
             }
         };
         let secs = t0.elapsed().as_secs_f64();
-        if let Some(dir) = step
-            .job
-            .request()
-            .data_dir
-            .as_deref()
-            .filter(|_| step.device.is_some())
-        {
-            remove_device_dir(dir);
-        }
         let s = &mut st.steps[i];
         s.exit_code = Some(code);
         s.seconds = Some(secs);
@@ -425,4 +416,13 @@ pub fn reload(root: &Path) -> Result<(Experiment, State), UsageError> {
     let st = load_state(root)?;
     let exp = super::load(&root.join("experiment.toml"), &st.scale, &st.devices)?;
     Ok((exp, st))
+}
+
+/// `kvmeter report DIR` on an experiment: results.json, findings.md/json and report.html made
+/// again from the steps' directories (after a crash, or with a newer kvmeter).
+pub fn report(root: &Path) -> anyhow::Result<()> {
+    let (exp, st) = reload(root)?;
+    finish(&exp, root, &st)?;
+    eprintln!("results: {}", root.display());
+    Ok(())
 }

@@ -305,32 +305,46 @@ fn figure(dir: &Path, exp: &Experiment, f: &Figure) -> Option<(String, String)> 
                 let class = t.text("class");
                 let metric_col = t.text("metric");
                 let first_metric = metric_col.as_ref().and_then(|m| m.first().copied());
+                // timeline.csv splits a Redis Cluster master's keys (affected) from the rest:
+                // one line each.
+                let mut classes: Vec<Option<&str>> = vec![];
+                for k in class.iter().flatten() {
+                    if !classes.contains(&Some(*k)) {
+                        classes.push(Some(*k));
+                    }
+                }
+                if classes.is_empty() {
+                    classes.push(None);
+                }
                 for c in columns {
                     let Some(ys) = t.column(c) else { continue };
-                    let pts: Vec<(f64, f64)> = (0..xs.len())
-                        .filter(|&i| {
-                            phase.as_ref().is_none_or(|want| {
-                                phases.as_ref().is_some_and(|p| p[i] == want.as_str())
-                            }) && class
-                                .as_ref()
-                                .is_none_or(|k| k[i] == "all" || k[i] == "rest")
-                                && metric_col
-                                    .as_ref()
-                                    .is_none_or(|m| Some(m[i]) == first_metric)
-                        })
-                        .filter_map(|i| Some((xs[i]?, ys[i]?)))
-                        .collect();
-                    if pts.is_empty() {
-                        continue;
+                    for cl in &classes {
+                        let pts: Vec<(f64, f64)> = (0..xs.len())
+                            .filter(|&i| {
+                                phase.as_ref().is_none_or(|want| {
+                                    phases.as_ref().is_some_and(|p| p[i] == want.as_str())
+                                }) && class.as_ref().is_none_or(|k| Some(k[i]) == *cl)
+                                    && metric_col
+                                        .as_ref()
+                                        .is_none_or(|m| Some(m[i]) == first_metric)
+                            })
+                            .filter_map(|i| Some((xs[i]?, ys[i]?)))
+                            .collect();
+                        if pts.is_empty() {
+                            continue;
+                        }
+                        let mut name = if f.steps.len() > 1 {
+                            format!("{} {c}", label_of(exp, st))
+                        } else {
+                            c.clone()
+                        };
+                        if let Some(k) = cl.filter(|_| classes.len() > 1) {
+                            name += &format!(" ({k})");
+                        }
+                        chart
+                            .series
+                            .push(Series::new(&name, super::downsample(pts)));
                     }
-                    let name = if f.steps.len() > 1 {
-                        format!("{} {c}", label_of(exp, st))
-                    } else {
-                        c.clone()
-                    };
-                    chart
-                        .series
-                        .push(Series::new(&name, super::downsample(pts)));
                 }
             }
             (!chart.series.is_empty()).then(|| (chart.svg(), caption))
