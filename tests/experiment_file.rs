@@ -158,6 +158,19 @@ fn finding(out: &Path, id: &str) -> Value {
         .clone()
 }
 
+/// `kvmeter experiment FILE --out OUT` in the background.
+fn spawn(file: &Path, out: &Path, stderr: std::process::Stdio) -> std::process::Child {
+    std::process::Command::new(bin())
+        .arg("experiment")
+        .arg(file)
+        .arg("--out")
+        .arg(out)
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
+}
+
 /// SIGKILL during the second step, then --resume: the first step is not run again, the cut
 /// step is kept aside, and the result equals the figures in the steps' own files.
 #[test]
@@ -165,15 +178,7 @@ fn resume_after_sigkill_finishes_the_rest_only() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "small.toml", SMALL);
     let out = dir.path().join("exp");
-    let mut child = std::process::Command::new(bin())
-        .arg("experiment")
-        .arg(&file)
-        .arg("--out")
-        .arg(&out)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(&file, &out, std::process::Stdio::null());
     let t0 = Instant::now();
     loop {
         assert!(
@@ -255,15 +260,7 @@ fn interrupt_then_resume_and_a_changed_file_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "small.toml", SMALL);
     let out = dir.path().join("exp");
-    let child = std::process::Command::new(bin())
-        .arg("experiment")
-        .arg(&file)
-        .arg("--out")
-        .arg(&out)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(&file, &out, std::process::Stdio::piped());
     let t0 = Instant::now();
     while !out.join("steps/first/intervals.csv").is_file() {
         assert!(t0.elapsed() < Duration::from_secs(60));

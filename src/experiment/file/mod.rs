@@ -240,8 +240,9 @@ fn raw_words(loc: &Loc, key: &str, n: &Node) -> Result<Vec<String>, UsageError> 
     }
 }
 
-/// Merges the shared settings under a step's own keys: the step's value wins, except that
-/// repeatable flags (store options, properties, antagonists, faults) add up, settings first.
+/// Merges the shared settings under a step's own keys: the step's value wins (its workload
+/// file too), except that repeatable flags (store options, properties, antagonists, faults)
+/// add up, settings first.
 fn merged(settings: &Node, step: &Node, command: &clap::Command) -> Vec<(String, usize, Node)> {
     let mut out: Vec<(String, usize, Node)> = vec![];
     for (k, l, v) in settings.entries() {
@@ -253,8 +254,10 @@ fn merged(settings: &Node, step: &Node, command: &clap::Command) -> Vec<(String,
         if STEP_META.contains(&k.as_str()) {
             continue;
         }
-        let repeat = flag_of(command, k).is_some_and(|f| f.2)
-            || matches!(k.as_str(), "props" | "p" | "store_opt");
+        // A step's own workload file replaces the shared one; other repeatable flags add up.
+        let repeat = (flag_of(command, k).is_some_and(|f| f.2)
+            || matches!(k.as_str(), "props" | "p" | "store_opt"))
+            && k != "workload";
         match out.iter_mut().find(|(ok, _, _)| ok == k) {
             Some(slot) if repeat => {
                 let mut joined = match (&slot.2.v, &v.v) {

@@ -125,20 +125,34 @@ fn plan_figures(dir: &Path) -> Option<(String, Figures)> {
     Some((s.status.name().to_string(), out))
 }
 
+/// A sweep.json's points with their labels (`threads=4`, `a=1,b=2`): the `<point>` of a
+/// sweep's keys and of a series figure's `point`.
+pub fn sweep_points(sweep: &Value) -> Vec<(String, &Value)> {
+    let names: Vec<&str> = sweep["params"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    sweep["points"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let label = names
+                .iter()
+                .map(|n| format!("{n}={}", p["params"][*n].as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",");
+            (label, p)
+        })
+        .collect()
+}
+
 fn sweep_figures(dir: &Path) -> Option<(String, Figures)> {
     let j = read_json(&dir.join("sweep.json"))?;
-    let names: Vec<String> = j["params"]
-        .as_array()?
-        .iter()
-        .filter_map(|p| p["name"].as_str().map(str::to_string))
-        .collect();
     let mut out = vec![];
-    for p in j["points"].as_array()? {
-        let label = names
-            .iter()
-            .map(|n| format!("{n}={}", p["params"][n].as_str().unwrap_or("")))
-            .collect::<Vec<_>>()
-            .join(",");
+    for (label, p) in sweep_points(&j) {
         for (phase, metrics) in p["phases"].as_object().into_iter().flatten() {
             for (m, spread) in metrics.as_object().into_iter().flatten() {
                 if let Some(v) = spread["mean"].as_f64() {

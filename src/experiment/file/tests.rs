@@ -159,3 +159,21 @@ fn bad_files_name_file_line_and_key() {
     let e = err("[[finding]]", "[[finding]]\nneeds = [\"gpu\"]");
     assert!(e.contains("needs: unknown 'gpu'"), "{e}");
 }
+
+#[test]
+fn a_steps_workload_replaces_the_shared_one() {
+    let text = GOOD.replace(
+        "duration = \"1s\"",
+        "duration = \"1s\"\nworkload = \"workloadb\"",
+    );
+    let e = load_text(&text).unwrap();
+    // Step 'one' names its own file: only that one is given.
+    let p: Vec<&String> = e.steps[0]
+        .args
+        .windows(2)
+        .filter(|w| w[0] == "-P")
+        .map(|w| &w[1])
+        .collect();
+    assert_eq!(p, ["workloadc"]);
+    assert_eq!(e.steps[0].job.request().workload_files, ["workloadc"]);
+}

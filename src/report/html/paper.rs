@@ -5,6 +5,7 @@
 
 use super::{Cell, Page};
 use crate::experiment::file::findings::{self, Checked};
+use crate::experiment::file::results;
 use crate::experiment::file::{run, Experiment, Figure, FigureKind};
 use crate::report::chart::{BarChart, LineChart, Scale, Series};
 use crate::report::rundata::Table;
@@ -232,7 +233,7 @@ fn figure(dir: &Path, exp: &Experiment, f: &Figure) -> Option<(String, String)> 
                 let Some(j) = read_json(&steps.join(st).join("summary.json")) else {
                     continue;
                 };
-                let Some(r) = crate::experiment::file::results::of_step(&steps.join(st)) else {
+                let Some(r) = results::of_step(&steps.join(st)) else {
                     continue;
                 };
                 for ph in j["phases"].as_array().into_iter().flatten() {
@@ -275,19 +276,10 @@ fn figure(dir: &Path, exp: &Experiment, f: &Figure) -> Option<(String, String)> 
                 let mut d = steps.join(st);
                 if let Some(pt) = point {
                     let j = read_json(&d.join("sweep.json"))?;
-                    let names: Vec<String> = j["params"]
-                        .as_array()?
-                        .iter()
-                        .filter_map(|p| p["name"].as_str().map(str::to_string))
-                        .collect();
-                    let run = j["points"].as_array()?.iter().find_map(|p| {
-                        let label = names
-                            .iter()
-                            .map(|n| format!("{n}={}", p["params"][n].as_str().unwrap_or("")))
-                            .collect::<Vec<_>>()
-                            .join(",");
-                        (label == *pt).then(|| p["runs"][0].as_str().map(str::to_string))?
-                    })?;
+                    let run = results::sweep_points(&j)
+                        .into_iter()
+                        .find(|(label, _)| label == pt)
+                        .and_then(|(_, p)| p["runs"][0].as_str().map(str::to_string))?;
                     d = std::path::PathBuf::from(run);
                     if d.is_relative() && !d.exists() {
                         d = dir.join(d);
