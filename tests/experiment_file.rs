@@ -171,6 +171,17 @@ fn spawn(file: &Path, out: &Path, stderr: std::process::Stdio) -> std::process::
         .unwrap()
 }
 
+/// `kvmeter experiment FILE --resume DIR`, to the end.
+fn resume(file: &Path, out: &Path) -> std::process::Output {
+    kvmeter()
+        .arg("experiment")
+        .arg(file)
+        .arg("--resume")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
 /// SIGKILL during the second step, then --resume: the first step is not run again, the cut
 /// step is kept aside, and the result equals the figures in the steps' own files.
 #[test]
@@ -199,13 +210,7 @@ fn resume_after_sigkill_finishes_the_rest_only() {
     child.kill().unwrap();
     child.wait().unwrap();
     let first_summary = std::fs::read(out.join("steps/first/summary.json")).unwrap();
-    let o = kvmeter()
-        .arg("experiment")
-        .arg(&file)
-        .arg("--resume")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = resume(&file, &out);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let st = json(&out.join("experiment.json"));
     assert_eq!(st["status"], "completed");
@@ -281,23 +286,11 @@ fn interrupt_then_resume_and_a_changed_file_is_refused() {
         "changed.toml",
         &SMALL.replace("threads = [1, 2]", "threads = [1, 4]"),
     );
-    let o = kvmeter()
-        .arg("experiment")
-        .arg(&changed)
-        .arg("--resume")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = resume(&changed, &out);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("step 'third' differs"), "{err}");
-    let o = kvmeter()
-        .arg("experiment")
-        .arg(&file)
-        .arg("--resume")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = resume(&file, &out);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(json(&out.join("experiment.json"))["status"], "completed");
 }

@@ -52,31 +52,20 @@ pub fn parse(
     scale: &str,
     steps: &[Step],
 ) -> Result<Vec<Figure>, UsageError> {
-    let mut out: Vec<Figure> = vec![];
-    let raw = match root.get("figure").map(|f| &f.v) {
-        Some(V::Arr(a)) => a.clone(),
-        Some(_) => return Err(loc.err(1, "figure: expected [[figure]] tables")),
-        None => vec![],
-    };
-    for f in raw {
-        let f = super::at_scale(loc, &f, scale)?;
-        super::known_keys(
-            loc,
-            &f,
-            "[[figure]]",
-            &[
-                "id", "title", "caption", "kind", "steps", "metrics", "metric", "file", "columns",
-                "point", "phase", "log_x", "log_y",
-            ],
-        )?;
+    let mut out = vec![];
+    for (id, f) in super::id_tables(
+        loc,
+        root,
+        "figure",
+        scale,
+        &[
+            "id", "title", "caption", "kind", "steps", "metrics", "metric", "file", "columns",
+            "point", "phase", "log_x", "log_y",
+        ],
+    )? {
         let s = |k: &str| -> Result<Option<String>, UsageError> {
             f.get(k).map(|n| super::str_of(loc, n, k)).transpose()
         };
-        let id = s("id")?.ok_or_else(|| loc.err(f.line, "[[figure]] without an id"))?;
-        super::ident(loc, f.line, "figure id", &id)?;
-        if out.iter().any(|o| o.id == id) {
-            return Err(loc.err(f.line, format!("figure '{id}' is named twice")));
-        }
         let what = format!("figure '{id}'");
         let kind_name = s("kind")?.ok_or_else(|| {
             loc.err(

@@ -46,30 +46,19 @@ pub fn parse(
     scale: &str,
     steps: &[Step],
 ) -> Result<Vec<Finding>, UsageError> {
-    let raw = match root.get("finding").map(|f| &f.v) {
-        Some(V::Arr(a)) => a.clone(),
-        Some(_) => return Err(loc.err(1, "finding: expected [[finding]] tables")),
-        None => vec![],
-    };
-    let mut out: Vec<Finding> = vec![];
-    for f in raw {
-        let f = super::at_scale(loc, &f, scale)?;
-        super::known_keys(
-            loc,
-            &f,
-            "[[finding]]",
-            &[
-                "id", "claim", "source", "paper", "unit", "value", "expect", "needs", "note",
-            ],
-        )?;
+    let mut out = vec![];
+    for (id, f) in super::id_tables(
+        loc,
+        root,
+        "finding",
+        scale,
+        &[
+            "id", "claim", "source", "paper", "unit", "value", "expect", "needs", "note",
+        ],
+    )? {
         let s = |k: &str| -> Result<Option<String>, UsageError> {
             f.get(k).map(|n| super::str_of(loc, n, k)).transpose()
         };
-        let id = s("id")?.ok_or_else(|| loc.err(f.line, "[[finding]] without an id"))?;
-        super::ident(loc, f.line, "finding id", &id)?;
-        if out.iter().any(|o| o.id == id) {
-            return Err(loc.err(f.line, format!("finding '{id}' is named twice")));
-        }
         let what = format!("finding '{id}'");
         let paper = match f.get("paper") {
             Some(n) => match (&n.v, n.number()) {

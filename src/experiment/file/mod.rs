@@ -277,6 +277,36 @@ fn merged(settings: &Node, step: &Node, command: &clap::Command) -> Vec<(String,
     out
 }
 
+/// The `[[name]]` tables at `scale`, each with only `known` keys and a unique `id`: (id, table).
+fn id_tables(
+    loc: &Loc,
+    root: &Node,
+    name: &str,
+    scale: &str,
+    known: &[&str],
+) -> Result<Vec<(String, Node)>, UsageError> {
+    let raw = match root.get(name).map(|f| &f.v) {
+        Some(V::Arr(a)) => a.clone(),
+        Some(_) => return Err(loc.err(1, format!("{name}: expected [[{name}]] tables"))),
+        None => vec![],
+    };
+    let mut out: Vec<(String, Node)> = vec![];
+    for t in raw {
+        let t = at_scale(loc, &t, scale)?;
+        known_keys(loc, &t, &format!("[[{name}]]"), known)?;
+        let id = match t.get("id") {
+            Some(n) => str_of(loc, n, "id")?,
+            None => return Err(loc.err(t.line, format!("[[{name}]] without an id"))),
+        };
+        ident(loc, t.line, &format!("{name} id"), &id)?;
+        if out.iter().any(|(o, _)| *o == id) {
+            return Err(loc.err(t.line, format!("{name} '{id}' is named twice")));
+        }
+        out.push((id, t));
+    }
+    Ok(out)
+}
+
 fn ident(loc: &Loc, line: usize, what: &str, s: &str) -> Result<(), UsageError> {
     if s.is_empty()
         || !s
