@@ -3,7 +3,8 @@
 # a C++ compiler and libclang (the bundled RocksDB is compiled from source and bindgen needs
 # libclang), the libraries of the embedded stores that link Debian's builds (WiredTiger,
 # LevelDB), the servers kvmeter starts itself (memcached, redis-server, etcd), and the
-# headless browser the report tests open report.html in (chromium, with KVMETER_SETUP_TESTS=1).
+# headless browser the report tests open report.html in and the LMDB library the example store
+# plug-in links (chromium and liblmdb-dev, with KVMETER_SETUP_TESTS=1).
 # Debian/Ubuntu only; runs apt-get as root, or through sudo.
 set -euo pipefail
 
@@ -24,6 +25,9 @@ done
 # The browser only the tests need (run-tests.sh sets it); the suite does not download it.
 if [ "${KVMETER_SETUP_TESTS:-0}" = 1 ] && [ ! -e /usr/bin/chromium ]; then
   need+=(chromium)
+fi
+if [ "${KVMETER_SETUP_TESTS:-0}" = 1 ] && [ ! -e /usr/include/lmdb.h ]; then
+  need+=(liblmdb-dev)
 fi
 if [ "${#need[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then

@@ -76,8 +76,13 @@ pub enum Command {
         #[arg(long = "store-opt")]
         store_opt: Vec<String>,
     },
-    /// List the stores, whether each works here, and their options.
-    Stores,
+    /// List the stores, whether each works here, and their options; with plug-ins named
+    /// (plugin:/path/libfoo.so), what each library says of itself.
+    Stores {
+        /// Store plug-ins to list (plugin:PATH).
+        #[arg(value_name = "PLUGIN")]
+        plugins: Vec<String>,
+    },
     /// Every measurement source (clock, CPU, disk, process, pressure, power, counters): does
     /// it work here, why not, how to enable it.
     Doctor {
@@ -561,10 +566,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
         } => Ok(crate::experiment::durability::writer_main(
             &store, &dir, start, &store_opt,
         )),
-        Command::Stores => {
-            print!("{}", stores_report());
-            Ok(EXIT_OK)
-        }
+        Command::Stores { plugins } => stores(&plugins),
         Command::Doctor { data_dir } => {
             print!("{}", crate::doctor::report(data_dir.as_deref()));
             Ok(EXIT_OK)
@@ -591,44 +593,34 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
     }
 }
 
+/// `kvmeter stores [plugin:PATH ...]`: every built-in store, or the named plug-ins only.
+fn stores(plugins: &[String]) -> anyhow::Result<i32> {
+    if plugins.is_empty() {
+        print!("{}", stores_report());
+        return Ok(EXIT_OK);
+    }
+    let mut kinds = Vec::new();
+    for p in plugins {
+        if !crate::store::plugin::is_plugin(p) {
+            return Err(crate::error::UsageError::new(format!(
+                "kvmeter stores '{p}': expected plugin:PATH to a store plug-in (without arguments every built-in store is listed)"
+            ))
+            .into());
+        }
+        kinds.push(crate::store::plugin::kind(p)?);
+    }
+    let mut out = String::new();
+    for k in kinds {
+        describe_store(&mut out, k);
+    }
+    print!("{out}");
+    Ok(EXIT_OK)
+}
+
 pub fn stores_report() -> String {
     let mut out = String::new();
     for k in crate::store::registry() {
-        let usable = match (k.probe)() {
-            Ok(()) => "usable here".to_string(),
-            Err(why) => format!("NOT usable here: {why}"),
-        };
-        out += &format!(
-            "{:<10} {:<12} {}  [{}]\n           scan: {}, persistent: {}{}\n",
-            k.name,
-            (k.version)(),
-            k.summary,
-            usable,
-            if k.capabilities.scan {
-                "yes"
-            } else {
-                "no (reported N/A)"
-            },
-            if k.capabilities.persistent {
-                "yes"
-            } else {
-                "no"
-            },
-            match k.server {
-                Some(s) => format!(
-                    ", server: '{}' started on loopback unless --store-opt addr= is given",
-                    s.binary
-                ),
-                None => String::new(),
-            },
-        );
-        for o in k.options {
-            out += &format!(
-                "           --store-opt {}={:<8} {}\n",
-                o.name, o.default, o.help
-            );
-        }
-        out.push('\n');
+        describe_store(&mut out, k);
     }
     for (name, feature) in crate::store::not_built() {
         out += &format!(
@@ -636,5 +628,44 @@ pub fn stores_report() -> String {
             "-"
         );
     }
+    out += "Store plug-ins: --store plugin:/path/libfoo.so (docs/plugins.md); 'kvmeter stores plugin:PATH' lists one.\n";
     out
+}
+
+fn describe_store(out: &mut String, k: &crate::store::StoreKind) {
+    let usable = match (k.probe)() {
+        Ok(()) => "usable here".to_string(),
+        Err(why) => format!("NOT usable here: {why}"),
+    };
+    *out += &format!(
+        "{:<10} {:<12} {}  [{}]\n           scan: {}, persistent: {}{}\n",
+        k.name,
+        crate::store::version_of(k),
+        k.summary,
+        usable,
+        if k.capabilities.scan {
+            "yes"
+        } else {
+            "no (reported N/A)"
+        },
+        if k.capabilities.persistent {
+            "yes"
+        } else {
+            "no"
+        },
+        match k.server {
+            Some(s) => format!(
+                ", server: '{}' started on loopback unless --store-opt addr= is given",
+                s.binary
+            ),
+            None => String::new(),
+        },
+    );
+    for o in k.options {
+        *out += &format!(
+            "           --store-opt {}={:<8} {}\n",
+            o.name, o.default, o.help
+        );
+    }
+    out.push('\n');
 }

@@ -5,6 +5,8 @@
 // Without any data-keeping store compiled in, only the null-store test runs.
 #![cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
 
+mod plugin_build;
+
 use kvmeter::store::{self, Fields, Record, ScanOut, Session, Status, StoreKind, StoreOptions};
 use std::path::Path;
 
@@ -407,6 +409,62 @@ mod lmdb {
             }
         );
         assert!(sess.last_error().unwrap().contains("map_size_mb"));
+    }
+}
+
+/// The example plug-in (examples/plugins/kvm_lmdb.c, built here with the system compiler):
+/// the same suite as every built-in store, through the C ABI.
+mod plugin {
+    #[test]
+    fn example_lmdb_plugin_defaults() {
+        super::conformance(&super::plugin_build::lmdb_example(), &[]);
+    }
+
+    #[test]
+    fn example_lmdb_plugin_nosync_small_map() {
+        super::conformance(
+            &super::plugin_build::lmdb_example(),
+            &["sync=nosync", "map_size_mb=64", "max_readers=16"],
+        );
+    }
+
+    #[test]
+    fn plugin_errors_keep_their_kind_and_text() {
+        let spec = super::plugin_build::lmdb_example();
+        let kind = kvmeter::store::find(&spec).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let s = super::open(kind, dir.path(), &["map_size_mb=1", "sync=nosync"]);
+        let mut sess = s.session().unwrap();
+        let big = super::record(1, &"x".repeat(4000));
+        let mut st = kvmeter::store::Status::Ok;
+        for i in 0..1000 {
+            st = sess.insert("usertable", format!("user{i}").as_bytes(), &big);
+            if st != kvmeter::store::Status::Ok {
+                break;
+            }
+        }
+        // kvm_lmdb.c maps MDB_MAP_FULL to KVM_ERROR_IO | KVM_FATAL.
+        assert_eq!(
+            st,
+            kvmeter::store::Status::Error {
+                kind: kvmeter::store::ErrorKind::Io,
+                fatal: true
+            }
+        );
+        let text = sess.last_error().unwrap();
+        assert!(text.contains("MDB_MAP_FULL"), "{text}");
+        // A value the plug-in's check refuses never reaches open.
+        let o = kvmeter::store::StoreOptions::parse(
+            kind.name,
+            kind.options,
+            &["sync=sometimes".into()],
+        )
+        .unwrap();
+        let e = (kind.check)(&o).unwrap_err().to_string();
+        assert!(
+            e.contains("plug-in 'lmdb-example' refused its options: sync=sometimes: expected full, nometasync or nosync"),
+            "{e}"
+        );
     }
 }
 

@@ -235,6 +235,7 @@ impl Run<'_> {
         self.manifest.status = self.summary.status;
         self.manifest.finished_at = Some(now_rfc3339());
         self.rundir.write_json("manifest.json", &self.manifest)?;
+        crate::store::plugin::crash::disarm();
         // The report is a view of the files just written; failing to make it fails nothing.
         if let Err(e) = crate::report::html::write(self.rundir.root()) {
             eprintln!("warning: report.html was not written: {e:#}");

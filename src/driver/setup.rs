@@ -47,6 +47,9 @@ impl<'p> Run<'p> {
         // exists, so a refusal leaves nothing behind.
         let io = super::antagonists::prepare_io(plan, &data)?;
         let rundir = RunDir::create(&plan.out)?;
+        if store::plugin::is_plugin(adapter.name) {
+            store::plugin::crash::arm(rundir.root(), adapter.name);
+        }
         let (server, server_manifest) = match user_server {
             Some(m) => (None, Some(m)),
             None => start_server(plan, adapter, &mut opts, &data, &rundir)?,
@@ -65,7 +68,7 @@ impl<'p> Run<'p> {
             seed: plan.seed,
             store: StoreManifest {
                 name: adapter.name.into(),
-                version: (adapter.version)(),
+                version: store::version_of(adapter),
                 options: shown_options(opts.resolved()),
                 capabilities: adapter.capabilities,
                 server: server_manifest,

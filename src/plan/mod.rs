@@ -191,6 +191,9 @@ fn timeline(
 
 /// The store adapter named by `--store`, or why it is not here.
 fn find_store(name: &str) -> Result<&'static StoreKind, UsageError> {
+    if crate::store::plugin::is_plugin(name) {
+        return crate::store::plugin::kind(name);
+    }
     crate::store::find(name).ok_or_else(|| match crate::store::registry::feature_of(name) {
         Some(feature) => UsageError::new(format!(
             "--store '{name}': not in this build; rebuild with 'cargo build --release --features {feature}' (scripts/run-suite.sh builds every store)"

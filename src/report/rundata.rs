@@ -110,7 +110,12 @@ impl RunData {
             .as_ref()
             .and_then(|m| m["status"].as_str())
             .unwrap_or("unknown");
+        // A plug-in that crashed the process left its signal in crash.txt (store/plugin/crash.rs).
+        let crash = std::fs::read_to_string(dir.join(crate::store::plugin::crash::FILE))
+            .ok()
+            .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "));
         let partial = match (&summary, status) {
+            (_, "running") | (None, _) if crash.is_some() => crash,
             (None, _) => Some("no summary.json: the run ended before its first phase did (killed?); the figures show the intervals written".to_string()),
             (Some(_), "running") => Some("the manifest still says 'running': kvmeter was killed; completed phases and intervals are shown".to_string()),
             _ => None,

@@ -18,6 +18,7 @@ pub mod memcached;
 pub mod net;
 pub mod null;
 mod options;
+pub mod plugin;
 pub mod record;
 pub mod redis;
 pub mod registry;
@@ -30,9 +31,26 @@ pub mod wiredtiger;
 
 pub use options::{OptSpec, StoreOptions};
 pub use record::{Record, RecordView};
-pub use registry::{find, names, not_built, registry};
+pub use registry::{names, not_built, registry};
 
 use std::path::Path;
+
+/// The store `--store` names: a built-in adapter, or a plug-in (`plugin:PATH`, loaded the
+/// first time it is named; `plugin::kind` gives the reason when it cannot be).
+pub fn find(name: &str) -> Option<&'static StoreKind> {
+    if plugin::is_plugin(name) {
+        return plugin::kind(name).ok();
+    }
+    registry::find(name)
+}
+
+/// The store's version for the manifest and `kvmeter stores`: a plug-in's from its library.
+pub fn version_of(kind: &StoreKind) -> String {
+    match plugin::loaded(kind.name) {
+        Some(p) => p.describe(),
+        None => (kind.version)(),
+    }
+}
 
 /// Which fields a read or scan asks for: YCSB's `null` (all) or a set of one name.
 #[derive(Clone, Copy, Debug)]

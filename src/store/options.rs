@@ -52,6 +52,11 @@ impl StoreOptions {
         })
     }
 
+    /// The `--store` value these options are for.
+    pub fn store(&self) -> &str {
+        &self.store
+    }
+
     /// Sets a value the driver decides (a managed server's address).
     pub fn set(&mut self, key: &str, value: &str) {
         self.values.insert(key.to_string(), value.to_string());

@@ -1,0 +1,395 @@
+/*
+ * kvm_lmdb.c — an example kvmeter store plug-in: LMDB through Debian's liblmdb, written the way
+ * kvmeter's built-in `lmdb` adapter is (src/store/lmdb.rs), so the two measure the same store
+ * with the same calls and any difference is the plug-in boundary (BENCHMARKS.md).
+ *
+ * Build (Debian: apt-get install liblmdb-dev):
+ *     cc -O2 -fPIC -shared -I include examples/plugins/kvm_lmdb.c -llmdb -o libkvm_lmdb.so
+ * or `make -C examples/plugins`. Run:
+ *     kvmeter stores plugin:./libkvm_lmdb.so
+ *     kvmeter suite --store plugin:./libkvm_lmdb.so --store-opt sync=nosync
+ *
+ * What a plug-in needs (include/kvmeter_store.h):
+ *   - one exported function, kvmeter_store_plugin(), returning a static kvm_plugin table;
+ *   - open/close for the store, session_open/session_close for each worker;
+ *   - read (lending the stored bytes), scan, update, insert, remove over kvmeter's encoded
+ *     records, which a byte store keeps as they come;
+ *   - status codes, and last_error for the text of the latest error.
+ * LMDB keeps a value in its memory map, so read lends it without a copy: the pointer stays
+ * valid until the session's next call, when the read transaction is reset.
+ */
+#include "kvmeter_store.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct kvm_store {
+   MDB_env *env;
+   MDB_dbi  dbi;
+};
+
+struct kvm_session {
+   struct kvm_store *store;
+   MDB_txn          *read;   /* one read transaction per session, reset and renewed */
+   MDB_cursor       *cursor; /* the scan cursor, renewed with the read transaction */
+   int               active; /* the read transaction is live (must be reset before a write) */
+   char              error[256];
+};
+
+static const kvm_option options[] = {
+   {"map_size_mb", "16384", "largest size the database may grow to, in MiB (sparse)"},
+   {"sync", "full", "full (fsync at commit), nometasync or nosync"},
+   {"max_readers", "1024", "reader slots (one per session)"},
+   {NULL, NULL, NULL},
+};
+
+/* --- options ------------------------------------------------------------------------------- */
+
+struct settings {
+   size_t       map_bytes;
+   unsigned int flags;
+   unsigned int max_readers;
+};
+
+static int
+positive(const char *text, unsigned long long *out)
+{
+   char *end;
+   errno = 0;
+   unsigned long long v = strtoull(text, &end, 10);
+   if (errno != 0 || *text == '\0' || *end != '\0' || v == 0 || text[0] == '-') {
+      return -1;
+   }
+   *out = v;
+   return 0;
+}
+
+static int
+settings_of(const kvm_options *o, struct settings *s, char *err, size_t err_len)
+{
+   unsigned long long mb, readers;
+   const char        *sync = kvm_option_value(o, "sync");
+   if (positive(kvm_option_value(o, "map_size_mb"), &mb) != 0) {
+      snprintf(err, err_len, "map_size_mb=%s: expected a whole number >= 1",
+               kvm_option_value(o, "map_size_mb"));
+      return -1;
+   }
+   if (positive(kvm_option_value(o, "max_readers"), &readers) != 0 || readers > (1u << 20)) {
+      snprintf(err, err_len, "max_readers=%s: expected a whole number from 1 to 1048576",
+               kvm_option_value(o, "max_readers"));
+      return -1;
+   }
+   s->flags = MDB_NOTLS | MDB_NORDAHEAD;
+   if (strcmp(sync, "nometasync") == 0) {
+      s->flags |= MDB_NOMETASYNC;
+   } else if (strcmp(sync, "nosync") == 0) {
+      s->flags |= MDB_NOSYNC;
+   } else if (strcmp(sync, "full") != 0) {
+      snprintf(err, err_len, "sync=%s: expected full, nometasync or nosync", sync);
+      return -1;
+   }
+   s->map_bytes   = (size_t)mb << 20;
+   s->max_readers = (unsigned int)readers;
+   return 0;
+}
+
+static int
+check(const kvm_options *o, char *err, size_t err_len)
+{
+   struct settings s;
+   return settings_of(o, &s, err, err_len);
+}
+
+/* --- store --------------------------------------------------------------------------------- */
+
+static kvm_store *
+open_store(const char *dir, const kvm_options *o, char *err, size_t err_len)
+{
+   struct settings s;
+   if (settings_of(o, &s, err, err_len) != 0) {
+      return NULL;
+   }
+   kvm_store *st = calloc(1, sizeof *st);
+   MDB_txn   *txn;
+   int        rc;
+   if (st == NULL) {
+      snprintf(err, err_len, "out of memory");
+      return NULL;
+   }
+   if ((rc = mdb_env_create(&st->env)) != 0) {
+      goto fail;
+   }
+   mdb_env_set_mapsize(st->env, s.map_bytes);
+   mdb_env_set_maxreaders(st->env, s.max_readers);
+   if ((rc = mdb_env_open(st->env, dir, s.flags, 0644)) != 0
+       || (rc = mdb_txn_begin(st->env, NULL, 0, &txn)) != 0) {
+      goto fail;
+   }
+   if ((rc = mdb_dbi_open(txn, NULL, MDB_CREATE, &st->dbi)) != 0) {
+      mdb_txn_abort(txn);
+      goto fail;
+   }
+   if ((rc = mdb_txn_commit(txn)) != 0) {
+      goto fail;
+   }
+   return st;
+fail:
+   snprintf(err, err_len, "LMDB at %s: %s", dir, mdb_strerror(rc));
+   if (st->env != NULL) {
+      mdb_env_close(st->env);
+   }
+   free(st);
+   return NULL;
+}
+
+static int
+close_store(kvm_store *st, char *err, size_t err_len)
+{
+   int rc = mdb_env_sync(st->env, 1); /* nosync data becomes durable at close */
+   mdb_env_close(st->env);
+   free(st);
+   if (rc != 0) {
+      snprintf(err, err_len, "LMDB sync at close: %s", mdb_strerror(rc));
+      return KVM_ERROR_IO;
+   }
+   return KVM_OK;
+}
+
+/* --- sessions ------------------------------------------------------------------------------ */
+
+static kvm_session *
+session_open(kvm_store *st, char *err, size_t err_len)
+{
+   kvm_session *s = calloc(1, sizeof *s);
+   if (s == NULL) {
+      snprintf(err, err_len, "out of memory");
+      return NULL;
+   }
+   s->store = st;
+   return s;
+}
+
+static int
+session_close(kvm_session *s)
+{
+   if (s->cursor != NULL) {
+      mdb_cursor_close(s->cursor);
+   }
+   if (s->read != NULL) {
+      mdb_txn_abort(s->read);
+   }
+   free(s);
+   return KVM_OK;
+}
+
+/* An LMDB code as a kvmeter status, with its text kept for last_error. */
+static int
+fail(kvm_session *s, const char *what, int rc)
+{
+   snprintf(s->error, sizeof s->error, "LMDB %s: %s", what, mdb_strerror(rc));
+   switch (rc) {
+      case MDB_MAP_FULL:
+      case ENOSPC:
+      case EIO:
+         return KVM_ERROR_IO | KVM_FATAL;
+      case MDB_CORRUPTED:
+      case MDB_PANIC:
+         return KVM_ERROR_CORRUPTION | KVM_FATAL;
+      default:
+         return KVM_ERROR;
+   }
+}
+
+/* Ends what the previous call lent (the read transaction's snapshot). */
+static void
+release(kvm_session *s)
+{
+   if (s->active) {
+      mdb_txn_reset(s->read);
+      s->active = 0;
+   }
+}
+
+static int
+begin_read(kvm_session *s)
+{
+   release(s);
+   int rc = s->read == NULL
+               ? mdb_txn_begin(s->store->env, NULL, MDB_RDONLY, &s->read)
+               : mdb_txn_renew(s->read);
+   if (rc != 0) {
+      return fail(s, "read transaction", rc);
+   }
+   s->active = 1;
+   return KVM_OK;
+}
+
+static int
+read_record(kvm_session   *s,
+            const char    *table,
+            const uint8_t *key,
+            size_t         key_len,
+            const uint8_t **record,
+            size_t         *record_len)
+{
+   (void)table;
+   int rc = begin_read(s);
+   if (rc != KVM_OK) {
+      return rc;
+   }
+   MDB_val k = {key_len, (void *)key}, v;
+   rc        = mdb_get(s->read, s->store->dbi, &k, &v);
+   if (rc == MDB_NOTFOUND) {
+      return KVM_NOT_FOUND;
+   }
+   if (rc != 0) {
+      return fail(s, "get", rc);
+   }
+   *record     = v.mv_data; /* lent from the map until this session's next call */
+   *record_len = v.mv_size;
+   return KVM_OK;
+}
+
+static int
+scan(kvm_session   *s,
+     const char    *table,
+     const uint8_t *start,
+     size_t         start_len,
+     size_t         count,
+     kvm_scan_emit  emit,
+     void          *ctx)
+{
+   (void)table;
+   int rc = begin_read(s);
+   if (rc != KVM_OK) {
+      return rc;
+   }
+   rc = s->cursor == NULL ? mdb_cursor_open(s->read, s->store->dbi, &s->cursor)
+                          : mdb_cursor_renew(s->read, s->cursor);
+   if (rc != 0) {
+      return fail(s, "cursor", rc);
+   }
+   MDB_val      k = {start_len, (void *)start}, v;
+   MDB_cursor_op op = MDB_SET_RANGE;
+   for (size_t i = 0; i < count; i++, op = MDB_NEXT) {
+      rc = mdb_cursor_get(s->cursor, &k, &v, op);
+      if (rc == MDB_NOTFOUND) {
+         break;
+      }
+      if (rc != 0) {
+         return fail(s, "scan", rc);
+      }
+      if (emit(ctx, k.mv_data, k.mv_size, v.mv_data, v.mv_size) != 0) {
+         return KVM_ERROR_CORRUPTION;
+      }
+   }
+   return KVM_OK;
+}
+
+/* One write in its own transaction, as the built-in adapter does. */
+static int
+put(kvm_session *s, const uint8_t *key, size_t key_len, const uint8_t *rec, size_t rec_len)
+{
+   release(s);
+   MDB_txn *txn;
+   MDB_val  k = {key_len, (void *)key}, v = {rec_len, (void *)rec};
+   int      rc = mdb_txn_begin(s->store->env, NULL, 0, &txn);
+   if (rc != 0) {
+      return fail(s, "write transaction", rc);
+   }
+   if ((rc = mdb_put(txn, s->store->dbi, &k, &v, 0)) != 0) {
+      mdb_txn_abort(txn);
+      return fail(s, "put", rc);
+   }
+   if ((rc = mdb_txn_commit(txn)) != 0) {
+      return fail(s, "commit", rc);
+   }
+   return KVM_OK;
+}
+
+/* Without KVM_CAP_PARTIAL_UPDATE kvmeter hands update the whole merged record. */
+static int
+update(kvm_session   *s,
+       const char    *table,
+       const uint8_t *key,
+       size_t         key_len,
+       const uint8_t *rec,
+       size_t         rec_len)
+{
+   (void)table;
+   return put(s, key, key_len, rec, rec_len);
+}
+
+static int
+insert(kvm_session   *s,
+       const char    *table,
+       const uint8_t *key,
+       size_t         key_len,
+       const uint8_t *rec,
+       size_t         rec_len)
+{
+   (void)table;
+   return put(s, key, key_len, rec, rec_len);
+}
+
+static int
+remove_key(kvm_session *s, const char *table, const uint8_t *key, size_t key_len)
+{
+   (void)table;
+   release(s);
+   MDB_txn *txn;
+   MDB_val  k  = {key_len, (void *)key};
+   int      rc = mdb_txn_begin(s->store->env, NULL, 0, &txn);
+   if (rc != 0) {
+      return fail(s, "write transaction", rc);
+   }
+   rc = mdb_del(txn, s->store->dbi, &k, NULL);
+   if (rc != 0 && rc != MDB_NOTFOUND) {
+      mdb_txn_abort(txn);
+      return fail(s, "delete", rc);
+   }
+   if ((rc = mdb_txn_commit(txn)) != 0) {
+      return fail(s, "commit", rc);
+   }
+   return KVM_OK;
+}
+
+static const char *
+last_error(kvm_session *s)
+{
+   return s->error[0] != '\0' ? s->error : NULL;
+}
+
+/* --- the table kvmeter loads --------------------------------------------------------------- */
+
+static char version[64];
+
+const kvm_plugin *
+kvmeter_store_plugin(void)
+{
+   static kvm_plugin plugin = {
+      .abi_version   = KVMETER_STORE_ABI_VERSION,
+      .capabilities  = KVM_CAP_SCAN | KVM_CAP_PERSISTENT | KVM_CAP_STORES_DATA,
+      .name          = "lmdb-example",
+      .summary       = "LMDB through Debian's liblmdb: the example plug-in (examples/plugins)",
+      .options       = options,
+      .check         = check,
+      .open          = open_store,
+      .close         = close_store,
+      .session_open  = session_open,
+      .session_close = session_close,
+      .read          = read_record,
+      .scan          = scan,
+      .update        = update,
+      .insert        = insert,
+      .remove        = remove_key,
+      .last_error    = last_error,
+   };
+   int major, minor, patch;
+   mdb_version(&major, &minor, &patch);
+   snprintf(version, sizeof version, "LMDB %d.%d.%d", major, minor, patch);
+   plugin.version = version;
+   return &plugin;
+}
