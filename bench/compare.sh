@@ -11,6 +11,9 @@
 #   tel-*       telemetry at its default 100 ms against --telemetry-interval 0, null and RocksDB
 #   emb-*       WiredTiger and LMDB: kvmeter against a minimal direct loop (benches/
 #               embedded_direct.rs), 100,000 records of one 1,000-byte value, uniform reads
+#   emb-plugin-lmdb-*  the same LMDB reads through the example store plug-in
+#               (examples/plugins/kvm_lmdb.c, built here): the plug-in boundary's cost against the
+#               built-in adapter (emb-kvmeter-lmdb-*) and the direct loop
 #   redis-*     Redis GET-heavy on loopback: kvmeter (workload C, one 1,000-byte field, HGETALL)
 #               against redis-benchmark GET of 1,000-byte values; 1 connection per thread,
 #               no pipelining; managed/private servers with persistence off. redis-kvmeter-hget-*:
@@ -30,6 +33,7 @@ ONLY=${ONLY:-.}
 CEILING_OPS=${CEILING_OPS:-10000000}
 cargo build --release --quiet --features all-stores
 cargo build --release --quiet --features all-stores --bench rocksdb_direct --bench embedded_direct
+make -s -C examples/plugins  # the example store plug-in (needs liblmdb-dev)
 DIRECT=$(ls -t target/release/deps/rocksdb_direct-* | grep -v '\.d$' | head -1)
 EMB=$(ls -t target/release/deps/embedded_direct-* | grep -v '\.d$' | head -1)
 EMB_SHAPE=(-p fieldcount=1 -p fieldlength=1000 -p requestdistribution=uniform --records 100000 --ops 1000000)
@@ -65,6 +69,8 @@ run_case() {
       local st=${name#emb-kvmeter-}; st=${st%-t?}
       local so=(); [[ $st == lmdb ]] && so=(--store-opt sync=nosync)  # a fast load; reads are the same
       $K run -P workloadc --store "$st" "${so[@]}" "${EMB_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    emb-plugin-lmdb-t[12])
+      $K run -P workloadc --store "plugin:examples/plugins/libkvm_lmdb.so" --store-opt sync=nosync "${EMB_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     emb-direct-lmdb-t[12]|emb-direct-wiredtiger-t[12])
       local st=${name#emb-direct-}; st=${st%-t?}
       STORE=$st RECORDS=100000 OPS=1000000 THREADS="${name: -1}" "$EMB" 2>/dev/null | last_ops ;;
@@ -103,8 +109,8 @@ CASES=(ceiling-kvmeter-c ceiling-ycsb-c ceiling-kvmeter-a ceiling-ycsb-a
        rocks-kvmeter-t2 rocks-direct-t2 rocks-dbbench-t2 rocks-ycsb-t2
        rss-kvmeter-1M rss-kvmeter-100M
        tel-null-on tel-null-off tel-rocks-on tel-rocks-off
-       emb-kvmeter-lmdb-t1 emb-direct-lmdb-t1 emb-kvmeter-wiredtiger-t1 emb-direct-wiredtiger-t1
-       emb-kvmeter-lmdb-t2 emb-direct-lmdb-t2 emb-kvmeter-wiredtiger-t2 emb-direct-wiredtiger-t2
+       emb-kvmeter-lmdb-t1 emb-plugin-lmdb-t1 emb-direct-lmdb-t1 emb-kvmeter-wiredtiger-t1 emb-direct-wiredtiger-t1
+       emb-kvmeter-lmdb-t2 emb-plugin-lmdb-t2 emb-direct-lmdb-t2 emb-kvmeter-wiredtiger-t2 emb-direct-wiredtiger-t2
        redis-kvmeter-t1 redis-kvmeter-hget-t1 redis-bench-t1 redis-kvmeter-t2 redis-kvmeter-hget-t2 redis-bench-t2
        mc-kvmeter-t1 mc-memcslap-t1 mc-kvmeter-t2 mc-memcslap-t2
        redis-kvmeter-pin0 redis-bench-pin0 mc-kvmeter-pin0 mc-memcslap-pin0

@@ -1,0 +1,319 @@
+/*
+ * kvm_splinterdb.c — SplinterDB (vmware/splinterdb, papers/001) as a kvmeter store plug-in,
+ * over SplinterDB's public API (include/splinterdb/splinterdb.h) only.
+ *
+ * Build with plugins/splinterdb/build.sh SOURCE_DIR (docs/plugins.md): it builds SplinterDB's
+ * shared library from the checkout you give it and this file against it.
+ *
+ * A record is kvmeter's encoded record, stored as SplinterDB's value. Reads lend the value out
+ * of the session's lookup result (valid until the session's next lookup); updates arrive as
+ * the whole merged record (no KVM_CAP_PARTIAL_UPDATE: SplinterDB's update is a blind delta
+ * whose merge the data_config would have to define) and are inserts that overwrite.
+ * SplinterDB registers a thread on its first call, so a session may move to a worker thread.
+ */
+#define _GNU_SOURCE /* O_DIRECT */
+#include "kvmeter_store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <fcntl.h>
+
+#include "splinterdb/default_data_config.h"
+#include "splinterdb/splinterdb.h"
+
+struct kvm_store {
+   splinterdb       *kvs;
+   data_config       data_cfg;
+   splinterdb_config cfg;
+   char              path[4096];
+};
+
+struct kvm_session {
+   kvm_store               *store;
+   splinterdb_lookup_result result;
+   char                     error[256];
+};
+
+static const kvm_option options[] = {
+   {"cache_mb", "1024", "SplinterDB's page cache, in MiB"},
+   {"disk_size_gb", "32", "size of the database file SplinterDB manages, in GiB (fixed at creation)"},
+   {"direct_io", "false", "true: open the file with O_DIRECT (the page cache is bypassed)"},
+   {"use_log", "false", "true: SplinterDB's write-ahead log (durability of recent writes)"},
+   {"memtable_mb", "24", "memtable capacity, in MiB (SplinterDB's default: 24)"},
+   {NULL, NULL, NULL},
+};
+
+static int
+positive(const char *text, unsigned long long *out)
+{
+   char *end;
+   errno                = 0;
+   unsigned long long v = strtoull(text, &end, 10);
+   if (errno != 0 || *text == '\0' || *end != '\0' || v == 0 || text[0] == '-') {
+      return -1;
+   }
+   *out = v;
+   return 0;
+}
+
+static int
+boolean(const char *text, _Bool *out)
+{
+   if (strcmp(text, "true") == 0) {
+      *out = 1;
+   } else if (strcmp(text, "false") == 0) {
+      *out = 0;
+   } else {
+      return -1;
+   }
+   return 0;
+}
+
+/* Options into a SplinterDB config; one line in err on a bad value. */
+static int
+configure(const kvm_options *o, splinterdb_config *cfg, char *err, size_t err_len)
+{
+   unsigned long long cache, disk, memtable;
+   _Bool              direct, log;
+   const char        *bad = NULL, *expected = NULL;
+   if (positive(kvm_option_value(o, "cache_mb"), &cache) != 0) {
+      bad = "cache_mb", expected = "a whole number of MiB >= 1";
+   } else if (positive(kvm_option_value(o, "disk_size_gb"), &disk) != 0) {
+      bad = "disk_size_gb", expected = "a whole number of GiB >= 1";
+   } else if (positive(kvm_option_value(o, "memtable_mb"), &memtable) != 0) {
+      bad = "memtable_mb", expected = "a whole number of MiB >= 1";
+   } else if (boolean(kvm_option_value(o, "direct_io"), &direct) != 0) {
+      bad = "direct_io", expected = "true or false";
+   } else if (boolean(kvm_option_value(o, "use_log"), &log) != 0) {
+      bad = "use_log", expected = "true or false";
+   }
+   if (bad != NULL) {
+      snprintf(err, err_len, "%s=%s: expected %s", bad, kvm_option_value(o, bad), expected);
+      return -1;
+   }
+   memset(cfg, 0, sizeof *cfg);
+   cfg->cache_size        = cache << 20;
+   cfg->disk_size         = disk << 30;
+   cfg->memtable_capacity = memtable << 20;
+   cfg->use_log           = log;
+   cfg->io_flags          = O_RDWR | O_CREAT | (direct ? O_DIRECT : 0);
+   return 0;
+}
+
+static int
+check(const kvm_options *o, char *err, size_t err_len)
+{
+   splinterdb_config cfg;
+   return configure(o, &cfg, err, err_len);
+}
+
+static kvm_store *
+open_store(const char *dir, const kvm_options *o, char *err, size_t err_len)
+{
+   kvm_store *st = calloc(1, sizeof *st);
+   if (st == NULL) {
+      snprintf(err, err_len, "out of memory");
+      return NULL;
+   }
+   if (configure(o, &st->cfg, err, err_len) != 0) {
+      free(st);
+      return NULL;
+   }
+   snprintf(st->path, sizeof st->path, "%s/splinterdb.db", dir);
+   default_data_config_init(&st->data_cfg);
+   st->cfg.filename = st->path;
+   st->cfg.data_cfg = &st->data_cfg;
+   /* An existing database (a run phase after a load, a reopen) is opened, else created. */
+   FILE *exists = fopen(st->path, "r");
+   int   rc;
+   if (exists != NULL) {
+      fclose(exists);
+      rc = splinterdb_open(&st->cfg, &st->kvs);
+   } else {
+      rc = splinterdb_create(&st->cfg, &st->kvs);
+   }
+   if (rc != 0) {
+      snprintf(err, err_len, "SplinterDB %s %s: %s (error %d)",
+               exists != NULL ? "open" : "create", st->path, strerror(rc), rc);
+      free(st);
+      return NULL;
+   }
+   return st;
+}
+
+static int
+close_store(kvm_store *st, char *err, size_t err_len)
+{
+   (void)err, (void)err_len;
+   splinterdb_close(&st->kvs);
+   free(st);
+   return KVM_OK;
+}
+
+static kvm_session *
+session_open(kvm_store *st, char *err, size_t err_len)
+{
+   kvm_session *s = calloc(1, sizeof *s);
+   if (s == NULL) {
+      snprintf(err, err_len, "out of memory");
+      return NULL;
+   }
+   s->store = st;
+   /* No buffer of ours: the result grows its own and keeps it across lookups. */
+   splinterdb_lookup_result_init(st->kvs, &s->result, SPLINTERDB_LOOKUP_VALUE, 0, NULL);
+   return s;
+}
+
+static int
+session_close(kvm_session *s)
+{
+   splinterdb_lookup_result_deinit(&s->result);
+   free(s);
+   return KVM_OK;
+}
+
+static int
+fail(kvm_session *s, const char *what, int rc)
+{
+   snprintf(s->error, sizeof s->error, "SplinterDB %s: %s (error %d)", what, strerror(rc), rc);
+   return rc == ENOSPC || rc == EIO ? (KVM_ERROR_IO | KVM_FATAL) : KVM_ERROR;
+}
+
+static int
+read_record(kvm_session   *s,
+            const char    *table,
+            const uint8_t *key,
+            size_t         key_len,
+            const uint8_t **record,
+            size_t         *record_len)
+{
+   (void)table;
+   int rc = splinterdb_lookup(s->store->kvs, slice_create(key_len, key), &s->result);
+   if (rc != 0) {
+      return fail(s, "lookup", rc);
+   }
+   if (!splinterdb_lookup_found(&s->result)) {
+      return KVM_NOT_FOUND;
+   }
+   slice value;
+   if ((rc = splinterdb_lookup_result_value(&s->result, &value)) != 0) {
+      return fail(s, "lookup value", rc);
+   }
+   *record     = slice_data(value); /* lent until this session's next lookup */
+   *record_len = slice_length(value);
+   return KVM_OK;
+}
+
+static int
+scan(kvm_session   *s,
+     const char    *table,
+     const uint8_t *start,
+     size_t         start_len,
+     size_t         count,
+     kvm_scan_emit  emit,
+     void          *ctx)
+{
+   (void)table;
+   splinterdb_iterator *it;
+   int                  rc = splinterdb_iterator_init(
+      s->store->kvs, &it, greater_than_or_equal, slice_create(start_len, start));
+   if (rc != 0) {
+      return fail(s, "iterator", rc);
+   }
+   int status = KVM_OK;
+   for (size_t i = 0; i < count && splinterdb_iterator_valid(it); i++) {
+      slice k, v;
+      splinterdb_iterator_get_current(it, &k, &v);
+      if (emit(ctx, slice_data(k), slice_length(k), slice_data(v), slice_length(v)) != 0) {
+         status = KVM_ERROR_CORRUPTION;
+         break;
+      }
+      splinterdb_iterator_next(it);
+   }
+   if (status == KVM_OK && (rc = splinterdb_iterator_status(it)) != 0) {
+      status = fail(s, "scan", rc);
+   }
+   splinterdb_iterator_deinit(it);
+   return status;
+}
+
+static int
+put(kvm_session *s, const uint8_t *key, size_t key_len, const uint8_t *rec, size_t rec_len)
+{
+   int rc = splinterdb_insert(
+      s->store->kvs, slice_create(key_len, key), slice_create(rec_len, rec), NULL);
+   return rc == 0 ? KVM_OK : fail(s, "insert", rc);
+}
+
+static int
+update(kvm_session   *s,
+       const char    *table,
+       const uint8_t *key,
+       size_t         key_len,
+       const uint8_t *rec,
+       size_t         rec_len)
+{
+   (void)table;
+   return put(s, key, key_len, rec, rec_len);
+}
+
+static int
+insert(kvm_session   *s,
+       const char    *table,
+       const uint8_t *key,
+       size_t         key_len,
+       const uint8_t *rec,
+       size_t         rec_len)
+{
+   (void)table;
+   return put(s, key, key_len, rec, rec_len);
+}
+
+static int
+remove_key(kvm_session *s, const char *table, const uint8_t *key, size_t key_len)
+{
+   (void)table;
+   int rc = splinterdb_delete(s->store->kvs, slice_create(key_len, key), NULL);
+   return rc == 0 ? KVM_OK : fail(s, "delete", rc);
+}
+
+static const char *
+last_error(kvm_session *s)
+{
+   return s->error[0] != '\0' ? s->error : NULL;
+}
+
+static char version[128];
+
+const kvm_plugin *
+kvmeter_store_plugin(void)
+{
+   static kvm_plugin plugin = {
+      .abi_version   = KVMETER_STORE_ABI_VERSION,
+      .capabilities  = KVM_CAP_SCAN | KVM_CAP_PERSISTENT | KVM_CAP_STORES_DATA,
+      .name          = "splinterdb",
+      .summary       = "SplinterDB (VMware), size-tiered B^epsilon-tree store built from source",
+      .options       = options,
+      .check         = check,
+      .open          = open_store,
+      .close         = close_store,
+      .session_open  = session_open,
+      .session_close = session_close,
+      .read          = read_record,
+      .scan          = scan,
+      .update        = update,
+      .insert        = insert,
+      .remove        = remove_key,
+      .last_error    = last_error,
+   };
+   /* "splinterdb_build_version <git description>" → the description. */
+   const char *v      = splinterdb_get_version();
+   const char *prefix = "splinterdb_build_version ";
+   if (strncmp(v, prefix, strlen(prefix)) == 0) {
+      v += strlen(prefix);
+   }
+   snprintf(version, sizeof version, "%s", v);
+   plugin.version = version;
+   return &plugin;
+}
