@@ -288,6 +288,30 @@ fn unknown_option_rejected(kind: &StoreKind) {
     assert!(e.0.contains("no_such_option"), "{e}");
 }
 
+/// Inserts 4 KB records into an LMDB (built in or the example plug-in) with a 1 MiB map until
+/// it is full: the status must be a fatal I/O error; returns the error's text.
+fn fill_a_1_mib_lmdb_map(kind: &StoreKind) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(kind, dir.path(), &["map_size_mb=1", "sync=nosync"]);
+    let mut sess = s.session().unwrap();
+    let big = record(1, &"x".repeat(4000));
+    let mut st = Status::Ok;
+    for i in 0..1000 {
+        st = sess.insert("usertable", format!("user{i}").as_bytes(), &big);
+        if st != Status::Ok {
+            break;
+        }
+    }
+    assert_eq!(
+        st,
+        Status::Error {
+            kind: store::ErrorKind::Io,
+            fatal: true
+        }
+    );
+    sess.last_error().unwrap()
+}
+
 /// Runs the whole suite against one store configuration. A server store's real server is
 /// started on loopback (kvmeter's managed mode) and emptied between the checks.
 fn conformance(name: &str, opts: &[&str]) {
@@ -395,25 +419,8 @@ mod lmdb {
     #[test]
     fn lmdb_map_full_is_an_io_error_with_a_hint() {
         let kind = kvmeter::store::find("lmdb").unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let s = super::open(kind, dir.path(), &["map_size_mb=1", "sync=nosync"]);
-        let mut sess = s.session().unwrap();
-        let big = super::record(1, &"x".repeat(4000));
-        let mut st = kvmeter::store::Status::Ok;
-        for i in 0..1000 {
-            st = sess.insert("usertable", format!("user{i}").as_bytes(), &big);
-            if st != kvmeter::store::Status::Ok {
-                break;
-            }
-        }
-        assert_eq!(
-            st,
-            kvmeter::store::Status::Error {
-                kind: kvmeter::store::ErrorKind::Io,
-                fatal: true
-            }
-        );
-        assert!(sess.last_error().unwrap().contains("map_size_mb"));
+        let text = super::fill_a_1_mib_lmdb_map(kind);
+        assert!(text.contains("map_size_mb"), "{text}");
     }
 }
 
@@ -453,26 +460,8 @@ mod plugin {
     fn plugin_errors_keep_their_kind_and_text() {
         let spec = super::plugin_build::lmdb_example();
         let kind = kvmeter::store::find(&spec).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let s = super::open(kind, dir.path(), &["map_size_mb=1", "sync=nosync"]);
-        let mut sess = s.session().unwrap();
-        let big = super::record(1, &"x".repeat(4000));
-        let mut st = kvmeter::store::Status::Ok;
-        for i in 0..1000 {
-            st = sess.insert("usertable", format!("user{i}").as_bytes(), &big);
-            if st != kvmeter::store::Status::Ok {
-                break;
-            }
-        }
-        // kvm_lmdb.c maps MDB_MAP_FULL to KVM_ERROR_IO | KVM_FATAL.
-        assert_eq!(
-            st,
-            kvmeter::store::Status::Error {
-                kind: kvmeter::store::ErrorKind::Io,
-                fatal: true
-            }
-        );
-        let text = sess.last_error().unwrap();
+        // kvm_lmdb.c maps MDB_MAP_FULL to KVM_ERROR_IO | KVM_FATAL, as the built-in adapter.
+        let text = super::fill_a_1_mib_lmdb_map(kind);
         assert!(text.contains("MDB_MAP_FULL"), "{text}");
         // A value the plug-in's check refuses never reaches open.
         let o = kvmeter::store::StoreOptions::parse(

@@ -56,6 +56,28 @@ fn suite_runs_on_the_example_plugin_like_a_built_in_store() {
     // Data lands in the data directory kvmeter made and is removed with it.
     assert!(!std::path::Path::new(m["data_dir"]["path"].as_str().unwrap()).exists());
     assert!(out.join("report.html").exists());
+
+    // Without --out the run directory is named after the library, not its path.
+    let o = kvmeter()
+        .current_dir(t.path())
+        .args([
+            "run",
+            "--store",
+            &spec,
+            "--phase",
+            "load",
+            "-p",
+            "recordcount=10",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let runs: Vec<String> = std::fs::read_dir(t.path().join("kvmeter-runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert!(runs[0].contains("-run-plugin-kvm_lmdb"), "{runs:?}");
 }
 
 #[test]

@@ -220,7 +220,10 @@ pub fn default_out(command: &str, store: &str) -> PathBuf {
         .replace(':', "")
         .trim_end_matches('Z')
         .to_string();
-    PathBuf::from("kvmeter-runs").join(format!("{stamp}-{command}-{store}"))
+    PathBuf::from("kvmeter-runs").join(format!(
+        "{stamp}-{command}-{}",
+        crate::store::plugin::short_name(store)
+    ))
 }
 
 /// The seed when none is given: from the clock, recorded in the manifest so the run replays.

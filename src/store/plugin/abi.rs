@@ -38,7 +38,7 @@ pub type Emit = unsafe extern "C" fn(
     rlen: usize,
 ) -> c_int;
 
-type Write =
+pub type Write =
     unsafe extern "C" fn(*mut c_void, *const c_char, *const u8, usize, *const u8, usize) -> c_int;
 
 #[repr(C)]

@@ -187,6 +187,26 @@ impl PluginSession {
     }
 }
 
+impl PluginSession {
+    /// Calls the plug-in's update or insert with the encoded record in `self.encoded`.
+    #[inline]
+    fn write(&mut self, f: Option<abi::Write>, table: *const c_char, key: &[u8]) -> Status {
+        let f = f.expect("checked at load");
+        // SAFETY: the buffers live across the call; the plug-in copies what it keeps.
+        let rc = unsafe {
+            f(
+                self.s,
+                table,
+                key.as_ptr(),
+                key.len(),
+                self.encoded.as_ptr(),
+                self.encoded.len(),
+            )
+        };
+        self.done(rc)
+    }
+}
+
 struct ScanCtx<'a> {
     out: &'a mut ScanOut,
     fields: Fields<'a>,
@@ -281,19 +301,7 @@ impl Session for PluginSession {
                 return undecodable(&mut self.last_error, e);
             }
         }
-        let update = self.t.update.expect("checked at load");
-        // SAFETY: the buffers live across the call; the plug-in copies what it keeps.
-        let rc = unsafe {
-            update(
-                self.s,
-                table,
-                key.as_ptr(),
-                key.len(),
-                self.encoded.as_ptr(),
-                self.encoded.len(),
-            )
-        };
-        self.done(rc)
+        self.write(self.t.update, table, key)
     }
 
     #[inline]
@@ -301,19 +309,7 @@ impl Session for PluginSession {
         let table = self.table(table);
         self.encoded.clear();
         values.encode_into(&mut self.encoded);
-        let insert = self.t.insert.expect("checked at load");
-        // SAFETY: as for update.
-        let rc = unsafe {
-            insert(
-                self.s,
-                table,
-                key.as_ptr(),
-                key.len(),
-                self.encoded.as_ptr(),
-                self.encoded.len(),
-            )
-        };
-        self.done(rc)
+        self.write(self.t.insert, table, key)
     }
 
     #[inline]
