@@ -34,6 +34,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #ifdef __cplusplus
@@ -95,6 +96,48 @@ kvm_option_value(const kvm_options *o, const char *name)
    return NULL;
 }
 
+/* Option `name` as a whole number >= min: 0, or -1 with one line in err ("name=value:
+ * expected ..."), ready to return from check(). */
+static inline int
+kvm_option_u64(const kvm_options *o, const char *name, uint64_t min, uint64_t *out, char *err,
+               size_t err_len)
+{
+   const char *v = kvm_option_value(o, name);
+   uint64_t    n = 0;
+   const char *p = v;
+   int         ok = v != NULL && *v != '\0';
+   for (; ok && *p != '\0'; p++) {
+      if (*p < '0' || *p > '9' || n > (UINT64_MAX - (uint64_t)(*p - '0')) / 10) {
+         ok = 0;
+      } else {
+         n = n * 10 + (uint64_t)(*p - '0');
+      }
+   }
+   if (!ok || n < min) {
+      snprintf(err, err_len, "%s=%s: expected a whole number >= %llu", name, v != NULL ? v : "",
+               (unsigned long long)min);
+      return -1;
+   }
+   *out = n;
+   return 0;
+}
+
+/* Option `name` as true or false: 0, or -1 with one line in err. */
+static inline int
+kvm_option_bool(const kvm_options *o, const char *name, int *out, char *err, size_t err_len)
+{
+   const char *v = kvm_option_value(o, name);
+   if (v != NULL && strcmp(v, "true") == 0) {
+      *out = 1;
+   } else if (v != NULL && strcmp(v, "false") == 0) {
+      *out = 0;
+   } else {
+      snprintf(err, err_len, "%s=%s: expected true or false", name, v != NULL ? v : "");
+      return -1;
+   }
+   return 0;
+}
+
 typedef struct kvm_store   kvm_store;   /* the plug-in's own */
 typedef struct kvm_session kvm_session; /* the plug-in's own */
 
@@ -146,7 +189,9 @@ typedef struct kvm_plugin {
                kvm_scan_emit  emit,
                void          *ctx);
    /* The record under key becomes `record` (without KVM_CAP_PARTIAL_UPDATE: the whole merged
-    * record; with it: the changed fields only). KVM_NOT_FOUND when the key is absent. */
+    * record; with it: the changed fields only). KVM_NOT_FOUND when the key is absent.
+    * May be NULL without KVM_CAP_PARTIAL_UPDATE: kvmeter then writes the merged record with
+    * insert, which is all a byte store's update would do. */
    int (*update)(kvm_session   *s,
                  const char    *table,
                  const uint8_t *key,

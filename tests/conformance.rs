@@ -433,6 +433,14 @@ mod plugin {
     }
 
     #[test]
+    fn example_lmdb_plugin_applying_partial_updates_itself() {
+        super::conformance(
+            &super::plugin_build::lmdb_example_partial_updates(),
+            &["sync=nosync"],
+        );
+    }
+
+    #[test]
     fn example_lmdb_plugin_nosync_small_map() {
         super::conformance(
             &super::plugin_build::lmdb_example(),

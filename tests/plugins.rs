@@ -114,6 +114,11 @@ fn bad_plugins_are_one_line_and_exit_2_before_anything_is_created() {
             "has no 'read' (NULL)".into(),
         ),
         (
+            plugin_build::fixture("partial", &["-DFIXTURE_PARTIAL_WITHOUT_UPDATE"]),
+            vec![],
+            "has no 'update (the plug-in declares KVM_CAP_PARTIAL_UPDATE)' (NULL)".into(),
+        ),
+        (
             plugin_build::fixture("plain", &[]),
             vec!["--store-opt", "reject=yes"],
             "plug-in 'fixture' refused its options: reject=yes: this fixture refuses it".into(),

@@ -12,8 +12,8 @@
  * What a plug-in needs (include/kvmeter_store.h):
  *   - one exported function, kvmeter_store_plugin(), returning a static kvm_plugin table;
  *   - open/close for the store, session_open/session_close for each worker;
- *   - read (lending the stored bytes), scan, update, insert, remove over kvmeter's encoded
- *     records, which a byte store keeps as they come;
+ *   - read (lending the stored bytes), scan, insert, remove over kvmeter's encoded records,
+ *     which a byte store keeps as they come (update may be NULL: kvmeter merges and inserts);
  *   - status codes, and last_error for the text of the latest error.
  * LMDB keeps a value in its memory map, so read lends it without a copy: the pointer stays
  * valid until the session's next call, when the read transaction is reset.
@@ -22,7 +22,6 @@
 
 #include <errno.h>
 #include <lmdb.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 struct kvm_store {
@@ -54,31 +53,16 @@ struct settings {
 };
 
 static int
-positive(const char *text, unsigned long long *out)
-{
-   char *end;
-   errno = 0;
-   unsigned long long v = strtoull(text, &end, 10);
-   if (errno != 0 || *text == '\0' || *end != '\0' || v == 0 || text[0] == '-') {
-      return -1;
-   }
-   *out = v;
-   return 0;
-}
-
-static int
 settings_of(const kvm_options *o, struct settings *s, char *err, size_t err_len)
 {
-   unsigned long long mb, readers;
-   const char        *sync = kvm_option_value(o, "sync");
-   if (positive(kvm_option_value(o, "map_size_mb"), &mb) != 0) {
-      snprintf(err, err_len, "map_size_mb=%s: expected a whole number >= 1",
-               kvm_option_value(o, "map_size_mb"));
+   uint64_t    mb, readers;
+   const char *sync = kvm_option_value(o, "sync");
+   if (kvm_option_u64(o, "map_size_mb", 1, &mb, err, err_len) != 0
+       || kvm_option_u64(o, "max_readers", 1, &readers, err, err_len) != 0) {
       return -1;
    }
-   if (positive(kvm_option_value(o, "max_readers"), &readers) != 0 || readers > (1u << 20)) {
-      snprintf(err, err_len, "max_readers=%s: expected a whole number from 1 to 1048576",
-               kvm_option_value(o, "max_readers"));
+   if (readers > (1u << 20)) {
+      snprintf(err, err_len, "max_readers=%llu: expected at most 1048576", (unsigned long long)readers);
       return -1;
    }
    s->flags = MDB_NOTLS | MDB_NORDAHEAD;
@@ -309,19 +293,8 @@ put(kvm_session *s, const uint8_t *key, size_t key_len, const uint8_t *rec, size
    return KVM_OK;
 }
 
-/* Without KVM_CAP_PARTIAL_UPDATE kvmeter hands update the whole merged record. */
-static int
-update(kvm_session   *s,
-       const char    *table,
-       const uint8_t *key,
-       size_t         key_len,
-       const uint8_t *rec,
-       size_t         rec_len)
-{
-   (void)table;
-   return put(s, key, key_len, rec, rec_len);
-}
-
+/* An insert, and an update too: without KVM_CAP_PARTIAL_UPDATE kvmeter merges the updated
+ * fields into the stored record and writes the result with insert (update is NULL below). */
 static int
 insert(kvm_session   *s,
        const char    *table,
@@ -333,6 +306,101 @@ insert(kvm_session   *s,
    (void)table;
    return put(s, key, key_len, rec, rec_len);
 }
+
+#ifdef KVM_LMDB_PARTIAL_UPDATE
+/* Built with -DKVM_LMDB_PARTIAL_UPDATE the plug-in declares KVM_CAP_PARTIAL_UPDATE and applies
+ * YCSB's update itself: the given fields replace or join the stored ones, read and written in
+ * one LMDB write transaction. It shows kvm_record_next() at work; kvmeter's tests run the
+ * conformance suite on this variant too. */
+static int
+has_field(const uint8_t *rec, size_t len, const kvm_field *f)
+{
+   size_t    pos = 0;
+   kvm_field g;
+   while (kvm_record_next(rec, len, &pos, &g) == 1) {
+      if (g.name_len == f->name_len && memcmp(g.name, f->name, f->name_len) == 0) {
+         return 1;
+      }
+   }
+   return 0;
+}
+
+static size_t
+append_field(uint8_t *out, const kvm_field *f)
+{
+   size_t n = 0;
+   out[n++] = (uint8_t)(f->name_len & 0xff);
+   out[n++] = (uint8_t)(f->name_len >> 8);
+   memcpy(out + n, f->name, f->name_len);
+   n += f->name_len;
+   for (int i = 0; i < 4; i++) {
+      out[n++] = (uint8_t)(f->value_len >> (8 * i));
+   }
+   memcpy(out + n, f->value, f->value_len);
+   return n + f->value_len;
+}
+
+static int
+update(kvm_session   *s,
+       const char    *table,
+       const uint8_t *key,
+       size_t         key_len,
+       const uint8_t *fields,
+       size_t         fields_len)
+{
+   (void)table;
+   release(s);
+   MDB_txn *txn;
+   MDB_val  k = {key_len, (void *)key}, v;
+   int      rc = mdb_txn_begin(s->store->env, NULL, 0, &txn);
+   if (rc != 0) {
+      return fail(s, "write transaction", rc);
+   }
+   if ((rc = mdb_get(txn, s->store->dbi, &k, &v)) != 0) {
+      mdb_txn_abort(txn);
+      return rc == MDB_NOTFOUND ? KVM_NOT_FOUND : fail(s, "get", rc);
+   }
+   /* The merged record is at most the stored one plus the update (an example: one malloc per
+    * update; a real store would keep a buffer per session). */
+   uint8_t *merged = malloc(v.mv_size + fields_len);
+   size_t   n = 0, pos = 0;
+   kvm_field f;
+   if (merged == NULL) {
+      mdb_txn_abort(txn);
+      snprintf(s->error, sizeof s->error, "out of memory");
+      return KVM_ERROR;
+   }
+   while (kvm_record_next(fields, fields_len, &pos, &f) == 1) {
+      n += append_field(merged + n, &f);
+   }
+   pos = 0;
+   int more;
+   while ((more = kvm_record_next(v.mv_data, v.mv_size, &pos, &f)) == 1) {
+      if (!has_field(fields, fields_len, &f)) {
+         n += append_field(merged + n, &f);
+      }
+   }
+   if (more < 0) {
+      free(merged);
+      mdb_txn_abort(txn);
+      snprintf(s->error, sizeof s->error, "stored record under the key is truncated");
+      return KVM_ERROR_CORRUPTION;
+   }
+   MDB_val m = {n, merged};
+   rc        = mdb_put(txn, s->store->dbi, &k, &m, 0);
+   free(merged);
+   if (rc != 0) {
+      mdb_txn_abort(txn);
+      return fail(s, "put", rc);
+   }
+   return (rc = mdb_txn_commit(txn)) == 0 ? KVM_OK : fail(s, "commit", rc);
+}
+#define CAPS_UPDATE KVM_CAP_PARTIAL_UPDATE
+#define UPDATE      update
+#else
+#define CAPS_UPDATE 0
+#define UPDATE      NULL
+#endif
 
 static int
 remove_key(kvm_session *s, const char *table, const uint8_t *key, size_t key_len)
@@ -371,7 +439,7 @@ kvmeter_store_plugin(void)
 {
    static kvm_plugin plugin = {
       .abi_version   = KVMETER_STORE_ABI_VERSION,
-      .capabilities  = KVM_CAP_SCAN | KVM_CAP_PERSISTENT | KVM_CAP_STORES_DATA,
+      .capabilities  = KVM_CAP_SCAN | KVM_CAP_PERSISTENT | KVM_CAP_STORES_DATA | CAPS_UPDATE,
       .name          = "lmdb-example",
       .summary       = "LMDB through Debian's liblmdb: the example plug-in (examples/plugins)",
       .options       = options,
@@ -382,7 +450,7 @@ kvmeter_store_plugin(void)
       .session_close = session_close,
       .read          = read_record,
       .scan          = scan,
-      .update        = update,
+      .update        = UPDATE,
       .insert        = insert,
       .remove        = remove_key,
       .last_error    = last_error,

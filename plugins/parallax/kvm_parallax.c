@@ -47,41 +47,19 @@ static const kvm_option options[] = {
    {NULL, NULL, NULL},
 };
 
-static int
-number(const char *text, unsigned long long *out, int allow_zero)
-{
-   char *end;
-   errno                = 0;
-   unsigned long long v = strtoull(text, &end, 10);
-   if (errno != 0 || *text == '\0' || *end != '\0' || text[0] == '-' || (!allow_zero && v == 0)) {
-      return -1;
-   }
-   *out = v;
-   return 0;
-}
-
 struct settings {
-   unsigned long long volume_gb, regions, l0_mb, growth;
+   uint64_t volume_gb, regions, l0_mb, growth;
 };
 
 static int
 settings_of(const kvm_options *o, struct settings *s, char *err, size_t err_len)
 {
-   const char *bad = NULL;
-   if (number(kvm_option_value(o, "volume_size_gb"), &s->volume_gb, 0) != 0) {
-      bad = "volume_size_gb";
-   } else if (number(kvm_option_value(o, "max_regions"), &s->regions, 0) != 0) {
-      bad = "max_regions";
-   } else if (number(kvm_option_value(o, "level0_size_mb"), &s->l0_mb, 1) != 0) {
-      bad = "level0_size_mb";
-   } else if (number(kvm_option_value(o, "growth_factor"), &s->growth, 1) != 0) {
-      bad = "growth_factor";
-   }
-   if (bad != NULL) {
-      snprintf(err, err_len, "%s=%s: expected a whole number", bad, kvm_option_value(o, bad));
-      return -1;
-   }
-   return 0;
+   return kvm_option_u64(o, "volume_size_gb", 1, &s->volume_gb, err, err_len) != 0
+                || kvm_option_u64(o, "max_regions", 1, &s->regions, err, err_len) != 0
+                || kvm_option_u64(o, "level0_size_mb", 0, &s->l0_mb, err, err_len) != 0
+                || kvm_option_u64(o, "growth_factor", 0, &s->growth, err, err_len) != 0
+             ? -1
+             : 0;
 }
 
 static int
@@ -268,18 +246,8 @@ put(kvm_session *s, const uint8_t *key, size_t key_len, const uint8_t *rec, size
    return e == NULL ? KVM_OK : fail(s, "put", e);
 }
 
-static int
-update(kvm_session   *s,
-       const char    *table,
-       const uint8_t *key,
-       size_t         key_len,
-       const uint8_t *rec,
-       size_t         rec_len)
-{
-   (void)table;
-   return put(s, key, key_len, rec, rec_len);
-}
-
+/* No update: kvmeter merges the updated fields into the stored record and writes the result
+ * with insert (include/kvmeter_store.h). */
 static int
 insert(kvm_session   *s,
        const char    *table,
@@ -333,7 +301,7 @@ kvmeter_store_plugin(void)
       .session_close = session_close,
       .read          = read_record,
       .scan          = scan,
-      .update        = update,
+      .update        = NULL,
       .insert        = insert,
       .remove        = remove_key,
       .last_error    = last_error,

@@ -43,25 +43,10 @@ static const kvm_option options[] = {
 };
 
 static int
-positive(const char *text, unsigned long *out)
-{
-   char *end;
-   errno           = 0;
-   unsigned long v = strtoul(text, &end, 10);
-   if (errno != 0 || *text == '\0' || *end != '\0' || v == 0 || text[0] == '-') {
-      return -1;
-   }
-   *out = v;
-   return 0;
-}
-
-static int
 check(const kvm_options *o, char *err, size_t err_len)
 {
-   unsigned long span;
-   if (positive(kvm_option_value(o, "server_span"), &span) != 0) {
-      snprintf(err, err_len, "server_span=%s: expected a whole number >= 1",
-               kvm_option_value(o, "server_span"));
+   uint64_t span;
+   if (kvm_option_u64(o, "server_span", 1, &span, err, err_len) != 0) {
       return -1;
    }
    if (strncmp(kvm_option_value(o, "locator"), "tcp:", 4) != 0
@@ -88,8 +73,8 @@ open_store(const char *dir, const kvm_options *o, char *err, size_t err_len)
    st->locator = kvm_option_value(o, "locator");
    st->cluster = kvm_option_value(o, "cluster_name");
    st->table   = kvm_option_value(o, "table");
-   unsigned long span;
-   positive(kvm_option_value(o, "server_span"), &span);
+   uint64_t span = 1;
+   kvm_option_u64(o, "server_span", 1, &span, err, err_len);
    struct rc_client *c = nullptr;
    Status s = rc_connect(st->locator.c_str(), st->cluster.c_str(), &c);
    if (s == STATUS_OK) {
@@ -207,18 +192,8 @@ put(kvm_session *s, const uint8_t *key, size_t key_len, const uint8_t *rec, size
    return rc == STATUS_OK ? KVM_OK : fail(s, "write", rc);
 }
 
-static int
-update(kvm_session   *s,
-       const char    *table,
-       const uint8_t *key,
-       size_t         key_len,
-       const uint8_t *rec,
-       size_t         rec_len)
-{
-   (void)table;
-   return put(s, key, key_len, rec, rec_len);
-}
-
+/* No update: kvmeter merges the updated fields into the stored record and writes the result
+ * with insert (include/kvmeter_store.h). */
 static int
 insert(kvm_session   *s,
        const char    *table,
@@ -267,7 +242,7 @@ kvmeter_store_plugin(void)
    plugin.session_close = session_close;
    plugin.read          = read_record;
    plugin.scan          = nullptr;
-   plugin.update        = update;
+   plugin.update        = nullptr;
    plugin.insert        = insert;
    plugin.remove        = remove_key;
    plugin.last_error    = last_error;

@@ -44,52 +44,17 @@ static const kvm_option options[] = {
    {NULL, NULL, NULL},
 };
 
-static int
-positive(const char *text, unsigned long long *out)
-{
-   char *end;
-   errno                = 0;
-   unsigned long long v = strtoull(text, &end, 10);
-   if (errno != 0 || *text == '\0' || *end != '\0' || v == 0 || text[0] == '-') {
-      return -1;
-   }
-   *out = v;
-   return 0;
-}
-
-static int
-boolean(const char *text, _Bool *out)
-{
-   if (strcmp(text, "true") == 0) {
-      *out = 1;
-   } else if (strcmp(text, "false") == 0) {
-      *out = 0;
-   } else {
-      return -1;
-   }
-   return 0;
-}
-
 /* Options into a SplinterDB config; one line in err on a bad value. */
 static int
 configure(const kvm_options *o, splinterdb_config *cfg, char *err, size_t err_len)
 {
-   unsigned long long cache, disk, memtable;
-   _Bool              direct, log;
-   const char        *bad = NULL, *expected = NULL;
-   if (positive(kvm_option_value(o, "cache_mb"), &cache) != 0) {
-      bad = "cache_mb", expected = "a whole number of MiB >= 1";
-   } else if (positive(kvm_option_value(o, "disk_size_gb"), &disk) != 0) {
-      bad = "disk_size_gb", expected = "a whole number of GiB >= 1";
-   } else if (positive(kvm_option_value(o, "memtable_mb"), &memtable) != 0) {
-      bad = "memtable_mb", expected = "a whole number of MiB >= 1";
-   } else if (boolean(kvm_option_value(o, "direct_io"), &direct) != 0) {
-      bad = "direct_io", expected = "true or false";
-   } else if (boolean(kvm_option_value(o, "use_log"), &log) != 0) {
-      bad = "use_log", expected = "true or false";
-   }
-   if (bad != NULL) {
-      snprintf(err, err_len, "%s=%s: expected %s", bad, kvm_option_value(o, bad), expected);
+   uint64_t cache, disk, memtable;
+   int      direct, log;
+   if (kvm_option_u64(o, "cache_mb", 1, &cache, err, err_len) != 0
+       || kvm_option_u64(o, "disk_size_gb", 1, &disk, err, err_len) != 0
+       || kvm_option_u64(o, "memtable_mb", 1, &memtable, err, err_len) != 0
+       || kvm_option_bool(o, "direct_io", &direct, err, err_len) != 0
+       || kvm_option_bool(o, "use_log", &log, err, err_len) != 0) {
       return -1;
    }
    memset(cfg, 0, sizeof *cfg);
@@ -246,18 +211,8 @@ put(kvm_session *s, const uint8_t *key, size_t key_len, const uint8_t *rec, size
    return rc == 0 ? KVM_OK : fail(s, "insert", rc);
 }
 
-static int
-update(kvm_session   *s,
-       const char    *table,
-       const uint8_t *key,
-       size_t         key_len,
-       const uint8_t *rec,
-       size_t         rec_len)
-{
-   (void)table;
-   return put(s, key, key_len, rec, rec_len);
-}
-
+/* No update: kvmeter merges the updated fields into the stored record and writes the result
+ * with insert (include/kvmeter_store.h). */
 static int
 insert(kvm_session   *s,
        const char    *table,
@@ -302,7 +257,7 @@ kvmeter_store_plugin(void)
       .session_close = session_close,
       .read          = read_record,
       .scan          = scan,
-      .update        = update,
+      .update        = NULL,
       .insert        = insert,
       .remove        = remove_key,
       .last_error    = last_error,

@@ -41,6 +41,20 @@ pub fn lmdb_example() -> String {
     format!("plugin:{}", p.display())
 }
 
+/// The example built with -DKVM_LMDB_PARTIAL_UPDATE: it declares KVM_CAP_PARTIAL_UPDATE and
+/// merges updated fields itself (kvm_record_next), so the partial-update path is checked too.
+pub fn lmdb_example_partial_updates() -> String {
+    static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let p = PATH.get_or_init(|| {
+        build(
+            "examples/plugins/kvm_lmdb.c",
+            "kvm_lmdb_partial",
+            &["-DKVM_LMDB_PARTIAL_UPDATE", "-llmdb"],
+        )
+    });
+    format!("plugin:{}", p.display())
+}
+
 /// The test fixture, built with `defines` (e.g. "-DFIXTURE_ABI=99").
 pub fn fixture(tag: &str, defines: &[&str]) -> String {
     // A variant without the entry point leaves the functions unused.

@@ -6,6 +6,7 @@
  *   -DFIXTURE_ABI=N          declares another ABI version
  *   -DFIXTURE_NO_READ        leaves the required read function NULL
  *   -DFIXTURE_NO_ENTRY       exports no kvmeter_store_plugin symbol
+ *   -DFIXTURE_PARTIAL_WITHOUT_UPDATE  declares KVM_CAP_PARTIAL_UPDATE but no update function
  */
 #include "kvmeter_store.h"
 
@@ -130,8 +131,12 @@ const kvm_plugin *
 kvmeter_store_plugin(void)
 {
    static const kvm_plugin plugin = {
-      .abi_version   = FIXTURE_ABI,
-      .capabilities  = KVM_CAP_SCAN,
+      .abi_version = FIXTURE_ABI,
+#ifdef FIXTURE_PARTIAL_WITHOUT_UPDATE
+      .capabilities = KVM_CAP_SCAN | KVM_CAP_PARTIAL_UPDATE,
+#else
+      .capabilities = KVM_CAP_SCAN,
+#endif
       .name          = "fixture",
       .version       = "1",
       .summary       = "kvmeter's test fixture",
@@ -144,8 +149,10 @@ kvmeter_store_plugin(void)
 #ifndef FIXTURE_NO_READ
       .read = read_record,
 #endif
-      .scan   = scan,
+      .scan = scan,
+#ifndef FIXTURE_PARTIAL_WITHOUT_UPDATE
       .update = write_record,
+#endif
       .insert = write_record,
       .remove = remove_key,
    };

@@ -97,7 +97,10 @@ impl RawPlugin {
             ("session_open", self.session_open.is_none()),
             ("session_close", self.session_close.is_none()),
             ("read", self.read.is_none()),
-            ("update", self.update.is_none()),
+            (
+                "update (the plug-in declares KVM_CAP_PARTIAL_UPDATE)",
+                self.capabilities & CAP_PARTIAL_UPDATE != 0 && self.update.is_none(),
+            ),
             ("insert", self.insert.is_none()),
             ("remove", self.remove.is_none()),
             (

@@ -62,10 +62,14 @@ impl Store for PluginStore {
                 err_text(&err)
             );
         }
+        let insert = self.table.insert.expect("checked at load");
         Ok(Box::new(PluginSession {
             t: self.table,
             s,
             partial_update: self.table.capabilities & abi::CAP_PARTIAL_UPDATE != 0,
+            // Without partial updates a NULL update writes the merged record with insert.
+            update: self.table.update.unwrap_or(insert),
+            insert,
             table_c: Vec::new(),
             spans: Vec::new(),
             merge: record::Merge::default(),
@@ -94,6 +98,8 @@ struct PluginSession {
     t: &'static RawPlugin,
     s: *mut c_void,
     partial_update: bool,
+    update: abi::Write,
+    insert: abi::Write,
     /// The table name as a C string (YCSB's "usertable"), remade only when it changes.
     table_c: Vec<u8>,
     spans: Vec<record::Span>,
@@ -190,8 +196,7 @@ impl PluginSession {
 impl PluginSession {
     /// Calls the plug-in's update or insert with the encoded record in `self.encoded`.
     #[inline]
-    fn write(&mut self, f: Option<abi::Write>, table: *const c_char, key: &[u8]) -> Status {
-        let f = f.expect("checked at load");
+    fn write(&mut self, f: abi::Write, table: *const c_char, key: &[u8]) -> Status {
         // SAFETY: the buffers live across the call; the plug-in copies what it keeps.
         let rc = unsafe {
             f(
@@ -301,7 +306,7 @@ impl Session for PluginSession {
                 return undecodable(&mut self.last_error, e);
             }
         }
-        self.write(self.t.update, table, key)
+        self.write(self.update, table, key)
     }
 
     #[inline]
@@ -309,7 +314,7 @@ impl Session for PluginSession {
         let table = self.table(table);
         self.encoded.clear();
         values.encode_into(&mut self.encoded);
-        self.write(self.t.insert, table, key)
+        self.write(self.insert, table, key)
     }
 
     #[inline]
