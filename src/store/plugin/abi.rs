@@ -38,6 +38,15 @@ pub type Emit = unsafe extern "C" fn(
     rlen: usize,
 ) -> c_int;
 
+pub type Read = unsafe extern "C" fn(
+    *mut c_void,
+    *const c_char,
+    *const u8,
+    usize,
+    *mut *const u8,
+    *mut usize,
+) -> c_int;
+
 pub type Write =
     unsafe extern "C" fn(*mut c_void, *const c_char, *const u8, usize, *const u8, usize) -> c_int;
 
@@ -56,16 +65,7 @@ pub struct RawPlugin {
     pub close: Option<unsafe extern "C" fn(*mut c_void, *mut c_char, usize) -> c_int>,
     pub session_open: Option<unsafe extern "C" fn(*mut c_void, *mut c_char, usize) -> *mut c_void>,
     pub session_close: Option<unsafe extern "C" fn(*mut c_void) -> c_int>,
-    pub read: Option<
-        unsafe extern "C" fn(
-            *mut c_void,
-            *const c_char,
-            *const u8,
-            usize,
-            *mut *const u8,
-            *mut usize,
-        ) -> c_int,
-    >,
+    pub read: Option<Read>,
     pub scan: Option<
         unsafe extern "C" fn(
             *mut c_void,

@@ -69,6 +69,7 @@ impl Store for PluginStore {
             partial_update: self.table.capabilities & abi::CAP_PARTIAL_UPDATE != 0,
             // Without partial updates a NULL update writes the merged record with insert.
             update: self.table.update.unwrap_or(insert),
+            read: self.table.read.expect("checked at load"),
             insert,
             table_c: Vec::new(),
             spans: Vec::new(),
@@ -98,6 +99,7 @@ struct PluginSession {
     t: &'static RawPlugin,
     s: *mut c_void,
     partial_update: bool,
+    read: abi::Read,
     update: abi::Write,
     insert: abi::Write,
     /// The table name as a C string (YCSB's "usertable"), remade only when it changes.
@@ -184,16 +186,13 @@ impl PluginSession {
     #[inline]
     fn get(&mut self, table: *const c_char, key: &[u8]) -> (c_int, &'static [u8]) {
         let (mut p, mut n) = (std::ptr::null::<u8>(), 0usize);
-        let read = self.t.read.expect("checked at load");
         // SAFETY: the session is open; the out-pointers live across the call.
-        let rc = unsafe { read(self.s, table, key.as_ptr(), key.len(), &mut p, &mut n) };
+        let rc = unsafe { (self.read)(self.s, table, key.as_ptr(), key.len(), &mut p, &mut n) };
         // SAFETY: lent until the next call on this session; the borrow ends before it (the
         // 'static is narrowed by every caller to the session's borrow).
         (rc, unsafe { lent(p, n) })
     }
-}
 
-impl PluginSession {
     /// Calls the plug-in's update or insert with the encoded record in `self.encoded`.
     #[inline]
     fn write(&mut self, f: abi::Write, table: *const c_char, key: &[u8]) -> Status {
