@@ -5,6 +5,7 @@
 pub mod antagonist;
 pub mod calibrate;
 pub mod cli;
+pub mod dist;
 pub mod doctor;
 pub mod driver;
 pub mod error;

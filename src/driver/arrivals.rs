@@ -21,6 +21,8 @@ pub struct Arrivals {
     /// Clock ns of time zero.
     start: u64,
     gap_ns: f64,
+    /// Fixed arrivals: the schedule's phase in gaps (agent i of N: i/N; `plan::share`).
+    offset_gaps: f64,
     /// Tickets handed out (fixed: the next ticket's index).
     tickets: AtomicU64,
     /// Poisson: ns after `start` of the latest arrival handed out.
@@ -35,6 +37,7 @@ impl Arrivals {
             arrival: o.arrival,
             start,
             gap_ns: 1e9 / o.rate,
+            offset_gaps: o.offset_gaps,
             tickets: AtomicU64::new(0),
             poisson_at: AtomicU64::new(0),
             limit,
@@ -54,7 +57,7 @@ impl Arrivals {
             return None;
         }
         Some(match self.arrival {
-            Arrival::Fixed => self.start + (t as f64 * self.gap_ns) as u64,
+            Arrival::Fixed => self.start + ((t as f64 + self.offset_gaps) * self.gap_ns) as u64,
             Arrival::Poisson => {
                 let gap = self.exponential_gap(rng);
                 self.start + self.poisson_at.fetch_add(gap, Ordering::Relaxed) + gap
@@ -73,7 +76,8 @@ impl Arrivals {
     pub fn next_due(&self) -> u64 {
         match self.arrival {
             Arrival::Fixed => {
-                self.start + (self.tickets.load(Ordering::Relaxed) as f64 * self.gap_ns) as u64
+                let t = self.tickets.load(Ordering::Relaxed) as f64;
+                self.start + ((t + self.offset_gaps) * self.gap_ns) as u64
             }
             Arrival::Poisson => self.start + self.poisson_at.load(Ordering::Relaxed),
         }
@@ -95,7 +99,15 @@ mod tests {
     use super::*;
 
     fn arrivals(arrival: Arrival, rate: f64, limit: u64) -> Arrivals {
-        Arrivals::new(&OpenLoop { arrival, rate }, 1_000, limit)
+        Arrivals::new(
+            &OpenLoop {
+                arrival,
+                rate,
+                offset_gaps: 0.0,
+            },
+            1_000,
+            limit,
+        )
     }
 
     #[test]

@@ -19,6 +19,9 @@ mod progress;
 mod setup;
 mod worker;
 
+pub use phase::empty_summary;
+pub(crate) use setup::check_user_server;
+
 use crate::antagonist::io::IoAntagonists;
 use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::measure::clock::Clock;
@@ -71,8 +74,42 @@ fn note(plan: &Plan, line: std::fmt::Arguments) {
 /// Executes the plan; returns the exit code. Errors are setup failures (bad input: exit 2).
 pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     let mut run = Run::prepare(&plan)?;
-    let exit = run.phases()?;
+    let exit = run.phases(None)?;
     run.finish(exit)
+}
+
+/// Executes the plan as one agent of a distributed run: `sync` is called around each phase
+/// and with each interval (`dist::agent`; the driver knows nothing of the coordinator).
+pub fn execute_synced(plan: Plan, sync: &mut (dyn PhaseSync + 'static)) -> anyhow::Result<i32> {
+    let mut run = Run::prepare(&plan)?;
+    sync.prepared(run.rundir.root());
+    let exit = run.phases(Some(sync))?;
+    run.finish(exit)
+}
+
+/// One closed interval, as an agent reports it.
+pub struct IntervalRecord<'a> {
+    pub phase: &'a str,
+    pub index: usize,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub warmup: bool,
+    pub stats: &'a crate::measure::Stats,
+}
+
+/// What a distributed run's agent does around the phases (`dist::agent`).
+pub trait PhaseSync {
+    /// The run directory exists (the manifest is written).
+    fn prepared(&mut self, rundir: &std::path::Path);
+    /// The store and sessions of phase `index` are open: returns when the phase may start
+    /// (the coordinator's start time), or why it cannot.
+    fn before_phase(&mut self, index: usize, phase: &crate::plan::PhasePlan) -> anyhow::Result<()>;
+    /// An interval was written to the run directory.
+    fn interval(&mut self, iv: &IntervalRecord) -> anyhow::Result<()>;
+    /// The phase ended with this summary.
+    fn after_phase(&mut self, index: usize, ps: &PhaseSummary);
+    /// The coordinator asked the agents to stop.
+    fn stop_requested(&self) -> bool;
 }
 
 /// A run in progress: what `prepare` set up and every phase shares.
@@ -101,7 +138,7 @@ struct Run<'p> {
 impl Run<'_> {
     /// Runs the phases in order, writing summary.json after each; stops at the first failed
     /// or interrupted phase. Returns the exit code so far.
-    fn phases(&mut self) -> anyhow::Result<i32> {
+    fn phases(&mut self, mut sync: Option<&mut (dyn PhaseSync + 'static)>) -> anyhow::Result<i32> {
         let n = self.plan.phases.len();
         for (i, phase) in self.plan.phases.iter().enumerate() {
             if self.interrupted.load(Ordering::Relaxed) {
@@ -123,11 +160,15 @@ impl Run<'_> {
                 cluster: self.server.as_ref(),
                 index: i,
                 phases: n,
+                sync: sync.as_deref_mut(),
             };
             let (mut ps, ycsb) = match phase::run(&mut ctx, phase) {
                 Ok(r) => r,
                 Err(e) => (phase::failed(phase, format!("{e:#}")), None),
             };
+            if let Some(s) = sync.as_deref_mut() {
+                s.after_phase(i, &ps);
+            }
             if ps.outcome == Outcome::Failed {
                 self.explain_server(&mut ps);
             }

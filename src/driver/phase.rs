@@ -46,6 +46,8 @@ pub(super) struct PhaseCtx<'a> {
     /// This phase's position, for progress lines.
     pub index: usize,
     pub phases: usize,
+    /// A distributed run's agent: start on the coordinator's time, report each interval.
+    pub sync: Option<&'a mut (dyn super::PhaseSync + 'static)>,
 }
 
 /// A phase that ended before it could run, with why.
@@ -56,7 +58,7 @@ pub(super) fn failed(phase: &PhasePlan, error: String) -> PhaseSummary {
     ps
 }
 
-fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
+pub fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
     PhaseSummary {
         name: phase.name.clone(),
         kind: phase.kind,
@@ -120,6 +122,9 @@ pub(super) fn run(
         let ring = (2 * ctx.plan.interval.as_nanos() / w.as_nanos().max(1)) as usize + 8;
         Timeline::new(w.as_nanos() as u64, timeline_start, threads, ring)
     });
+    if let Some(s) = ctx.sync.as_deref_mut() {
+        s.before_phase(ctx.index, phase)?;
+    }
     let arrivals = phase
         .open_loop
         .as_ref()
@@ -137,6 +142,10 @@ pub(super) fn run(
             .map(|t| ((threads as f64) * 1e9 / t).max(1.0) as u64),
         arrivals: arrivals.as_ref(),
         seed: ctx.plan.seed,
+        stream_base: ctx
+            .plan
+            .share
+            .map_or(0, |s| (s.index * phase.threads) as u64),
         clock: ctx.clock.clone(),
         counters: ctx.plan.counters,
         timelines: timeline
@@ -489,7 +498,10 @@ impl<'a> Intervals<'a> {
             if shared.finished.load(Ordering::Acquire) == threads {
                 return Ok(());
             }
-            if ctx.interrupted.load(Ordering::Relaxed) && !shared.stop.load(Ordering::Relaxed) {
+            let asked = ctx.sync.as_ref().is_some_and(|s| s.stop_requested());
+            if (asked || ctx.interrupted.load(Ordering::Relaxed))
+                && !shared.stop.load(Ordering::Relaxed)
+            {
                 self.interrupted = true;
                 shared.stop.store(true, Ordering::Relaxed);
             }
@@ -543,6 +555,16 @@ impl<'a> Intervals<'a> {
             .append_interval(name, self.index, a, b, in_warmup, &self.interval, sched)?;
         ctx.rundir
             .log_histograms(name, self.wall_start, a, b, &self.interval)?;
+        if let Some(s) = ctx.sync.as_deref_mut() {
+            s.interval(&super::IntervalRecord {
+                phase: name,
+                index: self.index,
+                start_s: a,
+                end_s: b,
+                warmup: in_warmup,
+                stats: &self.interval,
+            })?;
+        }
         self.total_done += self.interval.total_ops();
         ctx.progress.interval(
             ctx.index,
@@ -601,6 +623,16 @@ impl<'a> Intervals<'a> {
             )?;
             ctx.rundir
                 .log_histograms(name, self.wall_start, from, to, &self.interval)?;
+            if let Some(s) = ctx.sync.as_deref_mut() {
+                s.interval(&super::IntervalRecord {
+                    phase: name,
+                    index: self.index,
+                    start_s: from,
+                    end_s: to,
+                    warmup: in_warmup,
+                    stats: &self.interval,
+                })?;
+            }
             self.index += 1;
         }
         if !in_warmup {

@@ -158,7 +158,7 @@ fn peak_bandwidth(c: Option<&Calibration>) -> Option<f64> {
 }
 
 /// A user's own server (`--store-opt addr=`) must answer before anything is created.
-fn check_user_server(
+pub(crate) fn check_user_server(
     adapter: &StoreKind,
     opts: &StoreOptions,
 ) -> Result<Option<ServerManifest>, UsageError> {

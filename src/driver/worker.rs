@@ -30,6 +30,9 @@ pub struct Shared<'a> {
     /// The open-loop schedule the pool serves (`--rate`).
     pub arrivals: Option<&'a super::arrivals::Arrivals>,
     pub seed: u64,
+    /// The first worker's random stream: 0 on one host; agent i of a distributed run with T
+    /// threads per agent starts at i·T, so its workers replay one big host's (`plan::share`).
+    pub stream_base: u64,
     pub clock: Clock,
     /// Open this worker's own counter groups (`--counters`).
     pub counters: bool,
@@ -113,7 +116,7 @@ pub fn run(
         replies: Vec::with_capacity(depth),
         session,
         rec,
-        rng: Rng::for_worker(sh.seed, index as u64),
+        rng: Rng::for_worker(sh.seed, sh.stream_base + index as u64),
         bufs: OpBuffers::default(),
         scan: ScanOut::default(),
         scratch: Vec::new(),
@@ -149,7 +152,10 @@ impl Worker<'_, '_> {
     fn serve(&mut self, arrivals: &super::arrivals::Arrivals) {
         // Arrival gaps come from their own stream, so the operation sequence does not depend on
         // the arrival process.
-        let mut gaps = Rng::for_worker(self.sh.seed ^ 0x0A11_1FA1_5EED, self.index);
+        let mut gaps = Rng::for_worker(
+            self.sh.seed ^ 0x0A11_1FA1_5EED,
+            self.sh.stream_base + self.index,
+        );
         while !self.sh.stop.load(Ordering::Relaxed) {
             let Some(intended) = arrivals.take(&mut gaps) else {
                 break;

@@ -14,6 +14,7 @@
 pub mod clock;
 pub mod percentile;
 pub mod timeline;
+pub mod wire;
 
 use crate::store::{ErrorKind, Status};
 use hdrhistogram::Histogram;

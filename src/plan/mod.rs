@@ -17,12 +17,14 @@ mod model;
 mod phase;
 pub mod props;
 mod request;
+mod share;
 mod values;
 mod workload;
 
 pub use model::*;
 pub use props::BUILTIN_WORKLOADS;
 pub use request::Request;
+pub use share::{apply_share, plan_hash, slice};
 pub use values::{parse_cpus, parse_duration, parse_size};
 
 use crate::error::UsageError;
@@ -113,6 +115,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         phases,
         warnings,
         quiet: req.quiet,
+        share: None,
     })
 }
 
@@ -227,7 +230,7 @@ pub fn default_out(command: &str, store: &str) -> PathBuf {
 }
 
 /// The seed when none is given: from the clock, recorded in the manifest so the run replays.
-fn fresh_seed() -> u64 {
+pub fn fresh_seed() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

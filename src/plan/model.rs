@@ -19,7 +19,7 @@ pub enum PhaseKind {
     Clear,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     Table,
@@ -29,7 +29,7 @@ pub enum Format {
 
 /// `--clock`: `auto` reads the TSC where the kernel keeps time with it, else the monotonic
 /// clock; `monotonic` always uses `CLOCK_MONOTONIC`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum ClockChoice {
     #[default]
@@ -139,6 +139,17 @@ pub struct Plan {
     /// Print no final report (a point of `kvmeter sweep` or `capacity`, which print their own).
     #[serde(skip)]
     pub quiet: bool,
+    /// This process's share of a distributed run (`kvmeter agent`; `plan::share`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<Share>,
+}
+
+/// Agent `index` of `count` in a distributed run (docs/distributed.md): its load slice, its
+/// part of the operations and the rate, its worker streams `index·threads ..`.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct Share {
+    pub index: usize,
+    pub count: usize,
 }
 
 /// How open-loop arrivals are spaced.
@@ -165,6 +176,14 @@ pub struct OpenLoop {
     pub arrival: Arrival,
     /// Offered load, operations (transactions) per second over all workers.
     pub rate: f64,
+    /// Fixed arrivals of agent i of N: its schedule starts i/N of its own gap late, so the N
+    /// schedules interleave evenly into one (`plan::share`). 0 on one host.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub offset_gaps: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// Workers serving an open-loop schedule when --threads is not given: up to this many

@@ -5,7 +5,7 @@ use super::{ClockChoice, Format};
 use std::path::PathBuf;
 
 /// What the command line said, before resolution.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Request {
     pub command: String,
     pub workload_files: Vec<String>,

@@ -39,6 +39,7 @@ pub(super) fn open_loop(p: &Props) -> Result<Option<OpenLoop>, UsageError> {
     Ok(Some(OpenLoop {
         arrival: arrival.unwrap_or(Arrival::Poisson),
         rate,
+        offset_gaps: 0.0,
     }))
 }
 
@@ -293,5 +294,7 @@ pub(super) fn config(p: &Props, warnings: &mut Vec<String>) -> Result<WorkloadCo
         operationcount: c.operationcount,
         insertion_retry_limit: retry_limit,
         insertion_retry_interval: retry_interval,
+        insert_stride: 1,
+        insert_offset: 0,
     })
 }

@@ -188,6 +188,8 @@ impl std::fmt::Display for Outcome {
 pub enum RunStatus {
     Running,
     Completed,
+    /// A distributed run that lost an agent and went on without it (docs/distributed.md).
+    Degraded,
     Interrupted,
     Failed,
 }
@@ -197,6 +199,7 @@ impl RunStatus {
         match self {
             RunStatus::Running => "running",
             RunStatus::Completed => "completed",
+            RunStatus::Degraded => "degraded",
             RunStatus::Interrupted => "interrupted",
             RunStatus::Failed => "failed",
         }

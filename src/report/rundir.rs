@@ -30,6 +30,9 @@ pub struct RunDir {
     hlogs: HashMap<String, BufWriter<File>>,
     serializer: V2DeflateSerializer,
     scratch: Vec<u8>,
+    /// A distributed run's merged directory: how many agents the next interval merges (the
+    /// `agents` column of intervals.csv); `None` for one process's run.
+    agents: Option<usize>,
 }
 
 fn epoch_secs(t: SystemTime) -> f64 {
@@ -77,6 +80,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 impl RunDir {
     /// Creates the run directory; refuses one that exists with anything in it.
     pub fn create(root: &Path) -> Result<Self, crate::error::UsageError> {
+        Self::create_with(root, false)
+    }
+
+    /// The merged run directory of a distributed run: intervals.csv has an `agents` column.
+    pub fn create_merged(root: &Path) -> Result<Self, crate::error::UsageError> {
+        Self::create_with(root, true)
+    }
+
+    /// How many agents the intervals appended next merge.
+    pub fn set_agents(&mut self, n: usize) {
+        self.agents = Some(n);
+    }
+
+    fn create_with(root: &Path, merged: bool) -> Result<Self, crate::error::UsageError> {
         let bad =
             |why: String| crate::error::UsageError::new(format!("--out {}: {why}", root.display()));
         claim(root)?;
@@ -88,7 +105,8 @@ impl RunDir {
             .open(root.join("intervals.csv"))
             .map_err(|e| bad(format!("cannot write intervals.csv: {e}")))?;
         let mut intervals = BufWriter::new(f);
-        writeln!(intervals, "{INTERVALS_HEADER}")
+        let extra = if merged { ",agents" } else { "" };
+        writeln!(intervals, "{INTERVALS_HEADER}{extra}")
             .and_then(|_| intervals.flush())
             .map_err(|e| bad(format!("cannot write intervals.csv: {e}")))?;
         Ok(RunDir {
@@ -97,6 +115,7 @@ impl RunDir {
             hlogs: HashMap::new(),
             serializer: V2DeflateSerializer::new(),
             scratch: Vec::new(),
+            agents: merged.then_some(0),
         })
     }
 
@@ -145,6 +164,10 @@ impl RunDir {
                 format!("{:.1},{lp99},{lmax},{behind}", f.offered_ops_per_s)
             }
             None => ",,,".to_string(),
+        };
+        let sched = match self.agents {
+            Some(n) => format!("{sched},{n}"),
+            None => sched,
         };
         for (m, o) in stats.metrics() {
             let h = &o.ok;

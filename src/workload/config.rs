@@ -77,6 +77,21 @@ pub struct WorkloadConfig {
     pub operationcount: i64,
     pub insertion_retry_limit: i32,
     pub insertion_retry_interval: i32,
+    /// Run-phase inserts of one agent of a distributed run (docs/distributed.md): agent `i` of
+    /// `N` takes the keys `recordcount + i + k·N`, so agents never insert the same key and
+    /// together fill the range one host would. 1 and 0 on a single host.
+    #[serde(skip_serializing_if = "is_one")]
+    pub insert_stride: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub insert_offset: i64,
+}
+
+fn is_one(v: &i64) -> bool {
+    *v == 1
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }
 
 impl WorkloadConfig {

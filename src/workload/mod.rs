@@ -123,6 +123,12 @@ pub struct CoreWorkload {
     insert_sequence: AcknowledgedCounter,
     ordered: bool,
     zeropadding: usize,
+    /// `recordcount`, and this process's stride and offset among run-phase insert keys
+    /// (`WorkloadConfig::insert_stride`): the insert sequence counts densely, keys above
+    /// `recordcount` are spread.
+    first_new: i64,
+    stride: i64,
+    offset: i64,
 }
 
 impl CoreWorkload {
@@ -192,6 +198,9 @@ impl CoreWorkload {
             insert_sequence,
             ordered: c.ordered(),
             zeropadding: c.zeropadding.max(0) as usize,
+            first_new: c.recordcount,
+            stride: c.insert_stride.max(1),
+            offset: c.insert_offset,
             cfg,
         }
     }
@@ -255,9 +264,26 @@ impl CoreWorkload {
         self.all_values(rng, b);
     }
 
+    /// A key number of the insert sequence (dense) as this process's key: itself on one host;
+    /// for agent i of N, keys past `recordcount` are `recordcount + i + k·N`.
+    #[inline]
+    fn spread(&self, k: i64) -> i64 {
+        if k >= self.first_new {
+            self.first_new + (k - self.first_new) * self.stride + self.offset
+        } else {
+            k
+        }
+    }
+
     /// `nextKeynum` (§6.2).
     #[inline]
     fn next_keynum(&self, rng: &mut Rng) -> i64 {
+        let k = self.dense_keynum(rng);
+        self.spread(k)
+    }
+
+    #[inline]
+    fn dense_keynum(&self, rng: &mut Rng) -> i64 {
         if let KeyChooser::Exponential(e) = &self.key_chooser {
             loop {
                 let limit = self.insert_sequence.last();
@@ -309,7 +335,7 @@ impl CoreWorkload {
                 self.update_values(rng, b);
             }
             Op::Insert => {
-                b.keynum = self.insert_sequence.next();
+                b.keynum = self.spread(self.insert_sequence.next());
                 self.key_name(b.keynum, &mut b.key);
                 self.all_values(rng, b);
             }
@@ -330,8 +356,13 @@ impl CoreWorkload {
     }
 
     pub fn acknowledge(&self, keynum: i64) -> Result<(), WorkloadError> {
+        let dense = if keynum >= self.first_new {
+            self.first_new + (keynum - self.first_new - self.offset) / self.stride
+        } else {
+            keynum
+        };
         self.insert_sequence
-            .acknowledge(keynum)
+            .acknowledge(dense)
             .map_err(|_| WorkloadError::TooManyUnacknowledged)
     }
 
@@ -389,6 +420,8 @@ mod tests {
             operationcount: 1000,
             insertion_retry_limit: 0,
             insertion_retry_interval: 3,
+            insert_stride: 1,
+            insert_offset: 0,
         }
     }
 

@@ -521,3 +521,62 @@ impl RawKv for EtcdRaw {
         Ok(())
     }
 }
+
+/// etcd's v3 JSON gateway for kvmeter's own coordination (`dist`): any request, JSON in and
+/// out, over the same keep-alive HTTP client the store uses, failing over across members.
+pub struct Gateway(Http);
+
+impl Gateway {
+    /// Connects to the leader where one answers, else to the first member that accepts.
+    pub fn connect(endpoints: &[SocketAddr], timeout: Duration) -> Result<Gateway, String> {
+        let mut order: Vec<SocketAddr> = endpoints.to_vec();
+        if order.len() > 1 {
+            if let Some(l) = cluster::leader_endpoint(&order, timeout) {
+                order.swap(0, l);
+            }
+        }
+        let mut last = String::from("no endpoint");
+        for a in &order {
+            match Http::connect(*a, timeout) {
+                Ok(mut h) => {
+                    h.endpoints = order.clone().into();
+                    return Ok(Gateway(h));
+                }
+                Err(e) => last = e.message,
+            }
+        }
+        Err(last)
+    }
+
+    /// POSTs `body` to `path` (e.g. /v3/kv/put); one retry on another member when the
+    /// connection breaks. Returns the reply's JSON.
+    pub fn post(
+        &mut self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        let text = body.to_string();
+        let mut tries = 0;
+        loop {
+            let r = self
+                .0
+                .request(b"POST", path.as_bytes(), text.as_bytes())
+                .map(serde_json::from_slice::<serde_json::Value>);
+            match r {
+                Ok(parsed) => {
+                    return parsed.map_err(|e| format!("etcd {path}: reply is not JSON: {e}"))
+                }
+                Err(e) if tries < 2 && (self.0.conn.broken || e.kind == ErrorKind::Io) => {
+                    self.0.conn.broken = true;
+                    tries += 1;
+                }
+                Err(e) => return Err(format!("etcd {path}: {}", e.message)),
+            }
+        }
+    }
+
+    /// The member this client talks to now.
+    pub fn addr(&self) -> SocketAddr {
+        self.0.conn.addr
+    }
+}

@@ -1,0 +1,481 @@
+//! `kvmeter agent`: one load generator of a distributed run. It takes its index from its flags
+//! or the engine that placed it (`placement`), waits for the coordinator's plan in etcd,
+//! resolves the same plan itself and compares hashes (a different kvmeter or different
+//! workload files refuse, in one line, before anything runs), registers its index under its own
+//! lease (a taken index is refused), then runs its share (`plan::apply_share`) as an ordinary
+//! run with its own run directory, starting each phase on the coordinator's T0 and posting each
+//! interval. Posting happens on a thread of its own: the interval is first written to the run
+//! directory (`dist/intervals.jsonl` too), so neither the workers nor the interval loop wait
+//! for etcd.
+
+use super::coord::Coord;
+use super::{AgentRecord, IntervalPost, PhaseDone, Published, Registration};
+use crate::driver::{IntervalRecord, PhaseSync};
+use crate::error::{UsageError, EXIT_INTERRUPTED};
+use crate::plan::{self, PhasePlan, Share};
+use crate::report::PhaseSummary;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `kvmeter agent`'s settings (cli.rs maps its flags here).
+pub struct Settings {
+    pub coord: String,
+    pub job: String,
+    pub index: Option<usize>,
+    pub count: Option<usize>,
+    pub out: Option<PathBuf>,
+    pub data_dir: Option<PathBuf>,
+    pub plan_hash: Option<String>,
+    pub wait: String,
+}
+
+enum Post {
+    Put(String, String),
+    /// Everything queued before is sent: reply.
+    Flush(mpsc::Sender<()>),
+}
+
+/// What the poster and keep-alive threads share with the run.
+#[derive(Default)]
+struct Flags {
+    abort: AtomicBool,
+    coordinator_gone: AtomicBool,
+    stop: AtomicBool,
+    bytes: AtomicU64,
+    posts: AtomicU64,
+    failed_posts: AtomicU64,
+}
+
+pub fn run(s: Settings) -> anyhow::Result<i32> {
+    let placed = super::placement::resolve(s.index, s.count, |k| std::env::var(k).ok())?;
+    let wait = plan::parse_duration("--wait", &s.wait)?;
+    if let Some(h) = &s.plan_hash {
+        if h.len() != 16 || !h.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(UsageError::new(format!(
+                "--plan-hash {h}: expected the 16 hex digits 'kvmeter dist run' prints"
+            ))
+            .into());
+        }
+    }
+    let interrupted = crate::driver::install_signals();
+    let mut coord = Coord::connect(&s.coord, &s.job)?;
+    let prefix = coord.prefix().to_string();
+    let i = placed.index;
+    // The coordinator may start after its agents.
+    let deadline = Instant::now() + wait;
+    let published: Published = loop {
+        match coord.get("plan") {
+            Ok(Some(text)) => {
+                break serde_json::from_str(&text).map_err(|e| {
+                    UsageError::new(format!(
+                        "{prefix}plan is not a kvmeter plan ({e}); is --job shared with something else?"
+                    ))
+                })?
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Err(UsageError::new(format!("--coord {}: {e}", s.coord)).into());
+            }
+        }
+        if interrupted.load(Ordering::Relaxed) {
+            return Ok(EXIT_INTERRUPTED);
+        }
+        if Instant::now() >= deadline {
+            return Err(UsageError::new(format!(
+                "--wait {}: no plan was published under {prefix} in etcd at {} (start 'kvmeter dist run --coord {} --job {}' or wait longer)",
+                s.wait, s.coord, s.coord, s.job
+            ))
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let n = published.agents;
+    if i >= n {
+        return Err(UsageError::new(format!(
+            "{} {i}: out of range: the plan under {prefix} has {n} agents (0..{})",
+            placed.source,
+            n - 1
+        ))
+        .into());
+    }
+    let lease_of_run = published.lease;
+    let mut refuse = |msg: String| -> anyhow::Error {
+        let _ = coord.put(&format!("refused/{i:04}"), &msg, Some(lease_of_run));
+        UsageError::new(msg).into()
+    };
+    if let Some(c) = placed.count.filter(|c| *c != n) {
+        return Err(refuse(format!(
+            "agent {i}: --count {c}, but the plan under {prefix} has {n} agents"
+        )));
+    }
+    if published.kvmeter_version != env!("CARGO_PKG_VERSION") {
+        return Err(refuse(format!(
+            "agent {i}: kvmeter {} here, {} at the coordinator: use the same version everywhere",
+            env!("CARGO_PKG_VERSION"),
+            published.kvmeter_version
+        )));
+    }
+    let mut req = published.request.clone();
+    req.out = Some(
+        s.out
+            .clone()
+            .unwrap_or_else(|| plan::default_out(&format!("agent{i}-{}", s.job), &req.store)),
+    );
+    req.data_dir = s.data_dir.clone();
+    let mut plan = match plan::build(&req) {
+        Ok(p) => p,
+        Err(e) => {
+            return Err(refuse(format!(
+                "agent {i} cannot resolve the plan: {}",
+                e.0
+            )))
+        }
+    };
+    let hash = plan::plan_hash(&plan);
+    if let Some(h) = s
+        .plan_hash
+        .as_ref()
+        .filter(|h| !h.eq_ignore_ascii_case(&published.hash))
+    {
+        return Err(refuse(format!(
+            "--plan-hash {h}: the plan published under {prefix} has hash {}; this agent runs no other plan",
+            published.hash
+        )));
+    }
+    if hash != published.hash {
+        return Err(refuse(format!(
+            "agent {i}: the plan resolves to hash {hash} here, {} at the coordinator (different workload files or store plug-ins on this host?)",
+            published.hash
+        )));
+    }
+    plan::apply_share(&mut plan, Share { index: i, count: n });
+    let threads = plan.phases.first().map_or(1, |p| p.threads);
+    // Register the index under this agent's own lease.
+    let lease = coord
+        .grant(published.lease_ttl_s)
+        .map_err(|e| UsageError::new(format!("--coord {}: {e}", s.coord)))?;
+    let reg = Registration {
+        index: i,
+        count: n,
+        placed_by: placed.source.clone(),
+        hash: hash.clone(),
+        host: super::Host::here(),
+        threads,
+    };
+    let key = format!("agent/{i:04}");
+    match coord.create(&key, &serde_json::to_string(&reg)?, Some(lease)) {
+        Ok(None) => {}
+        Ok(Some(other)) => {
+            let _ = coord.revoke(lease);
+            let who = serde_json::from_str::<Registration>(&other)
+                .map(|r| format!("host {} pid {}", r.host.host, r.host.pid))
+                .unwrap_or_else(|_| "another process".into());
+            return Err(UsageError::new(format!(
+                "{} {i}: taken: {who} registered it under {prefix}; each agent needs its own index",
+                placed.source
+            ))
+            .into());
+        }
+        Err(e) => {
+            let _ = coord.revoke(lease);
+            return Err(UsageError::new(format!("--coord {}: {e}", s.coord)).into());
+        }
+    }
+    let flags = Arc::new(Flags::default());
+    let keeper = keepalive(&s, lease, published.lease_ttl_s, flags.clone())?;
+    let (tx, poster) = poster(&s, lease_of_run, flags.clone())?;
+    let mut sync = AgentSync {
+        coord,
+        index: i,
+        wait,
+        tx: tx.clone(),
+        flags: flags.clone(),
+        interrupted,
+        record: AgentRecord {
+            job: s.job.clone(),
+            registration: reg,
+            published,
+            starts: vec![],
+            bytes_to_etcd: 0,
+            posts: 0,
+        },
+        dir: None,
+        intervals: None,
+        phases: None,
+        phase_index: 0,
+        late_ms: 0.0,
+    };
+    let result = crate::driver::execute_synced(plan, &mut sync);
+    if let Err(e) = &result {
+        // Setup failed here (a store this host cannot reach, a run directory it cannot
+        // create): the coordinator stops the run with this agent's reason.
+        let _ = sync.coord.put(
+            &format!("refused/{i:04}"),
+            &format!("agent {i} could not start: {e:#}"),
+            Some(lease_of_run),
+        );
+    }
+    // Everything queued reaches etcd before the lease goes.
+    let (ack_tx, ack_rx) = mpsc::channel();
+    let _ = tx.send(Post::Flush(ack_tx));
+    let _ = ack_rx.recv_timeout(Duration::from_secs(10));
+    flags.stop.store(true, Ordering::Relaxed);
+    drop(tx);
+    drop(sync.tx.clone());
+    sync.record.bytes_to_etcd = flags.bytes.load(Ordering::Relaxed);
+    sync.record.posts = flags.posts.load(Ordering::Relaxed);
+    sync.write_record();
+    let failed = flags.failed_posts.load(Ordering::Relaxed);
+    if failed > 0 {
+        eprintln!(
+            "warning: {failed} reports did not reach etcd; this agent's run directory has them all ('kvmeter dist merge')"
+        );
+    }
+    let AgentSync { mut coord, tx, .. } = sync;
+    drop(tx);
+    let _ = poster.join();
+    let _ = keeper.join();
+    let _ = coord.revoke(lease);
+    result
+}
+
+/// Keeps the agent's lease alive and watches for `abort` and for the coordinator's plan going
+/// away (its lease expired: the coordinator died).
+fn keepalive(
+    s: &Settings,
+    lease: i64,
+    ttl_s: i64,
+    flags: Arc<Flags>,
+) -> anyhow::Result<std::thread::JoinHandle<()>> {
+    let mut c = Coord::connect(&s.coord, &s.job)?;
+    let every = Duration::from_millis((ttl_s.max(1) as u64 * 1000 / 3).clamp(200, 2000));
+    Ok(std::thread::Builder::new()
+        .name("kvm-agent-lease".into())
+        .spawn(move || {
+            let mut next = Instant::now();
+            while !flags.stop.load(Ordering::Relaxed) {
+                if Instant::now() >= next {
+                    let _ = c.keepalive(lease);
+                    if let Ok(v) = c.get("abort") {
+                        if v.is_some() {
+                            flags.abort.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    if let Ok(None) = c.get("plan") {
+                        flags.coordinator_gone.store(true, Ordering::Relaxed);
+                    }
+                    next = Instant::now() + every;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })?)
+}
+
+/// Sends the agent's reports in order from a thread of its own (retrying briefly; a report
+/// that cannot be sent is still in the run directory).
+fn poster(
+    s: &Settings,
+    lease: i64,
+    flags: Arc<Flags>,
+) -> anyhow::Result<(mpsc::Sender<Post>, std::thread::JoinHandle<()>)> {
+    let mut c = Coord::connect(&s.coord, &s.job)?;
+    let (tx, rx) = mpsc::channel::<Post>();
+    let h = std::thread::Builder::new()
+        .name("kvm-agent-post".into())
+        .spawn(move || {
+            for p in rx {
+                match p {
+                    Post::Put(k, v) => {
+                        let before = c.bytes_sent;
+                        let mut ok = false;
+                        for attempt in 0..5 {
+                            if c.put(&k, &v, Some(lease)).is_ok() {
+                                ok = true;
+                                break;
+                            }
+                            std::thread::sleep(Duration::from_millis(100 << attempt));
+                        }
+                        if ok {
+                            flags.posts.fetch_add(1, Ordering::Relaxed);
+                            flags
+                                .bytes
+                                .fetch_add(c.bytes_sent - before, Ordering::Relaxed);
+                        } else {
+                            flags.failed_posts.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    Post::Flush(ack) => {
+                        let _ = ack.send(());
+                    }
+                }
+            }
+        })?;
+    Ok((tx, h))
+}
+
+struct AgentSync {
+    coord: Coord,
+    index: usize,
+    wait: Duration,
+    tx: mpsc::Sender<Post>,
+    flags: Arc<Flags>,
+    interrupted: Arc<AtomicBool>,
+    record: AgentRecord,
+    dir: Option<PathBuf>,
+    intervals: Option<BufWriter<File>>,
+    phases: Option<BufWriter<File>>,
+    phase_index: usize,
+    late_ms: f64,
+}
+
+impl AgentSync {
+    fn write_record(&self) {
+        if let Some(d) = &self.dir {
+            if let Ok(text) = serde_json::to_string_pretty(&self.record) {
+                let _ = crate::report::rundir::write_atomic(
+                    &d.join("agent.json"),
+                    (text + "\n").as_bytes(),
+                );
+            }
+        }
+    }
+
+    fn append(file: &mut Option<BufWriter<File>>, line: &str) -> anyhow::Result<()> {
+        if let Some(f) = file.as_mut() {
+            writeln!(f, "{line}")?;
+            f.flush()?;
+        }
+        Ok(())
+    }
+}
+
+impl PhaseSync for AgentSync {
+    fn prepared(&mut self, rundir: &std::path::Path) {
+        let d = rundir.join("dist");
+        let open = |name: &str| {
+            std::fs::create_dir_all(&d)
+                .and_then(|_| File::create(d.join(name)))
+                .map(BufWriter::new)
+                .ok()
+        };
+        self.intervals = open("intervals.jsonl");
+        self.phases = open("phases.jsonl");
+        self.dir = Some(d);
+        self.write_record();
+        eprintln!(
+            "agent {} of {}: registered under {}, plan {}",
+            self.index,
+            self.record.published.agents,
+            self.coord.prefix(),
+            self.record.published.hash
+        );
+    }
+
+    fn before_phase(&mut self, index: usize, phase: &PhasePlan) -> anyhow::Result<()> {
+        self.phase_index = index;
+        self.late_ms = 0.0;
+        let deadline = Instant::now() + self.wait;
+        let t0: u64 = loop {
+            if let Ok(Some(v)) = self.coord.get(&format!("start/{index}")) {
+                if let Ok(t) = v.trim().parse() {
+                    break t;
+                }
+            }
+            if self.flags.abort.load(Ordering::Relaxed) {
+                anyhow::bail!(
+                    "the coordinator stopped the run before phase {}",
+                    phase.name
+                );
+            }
+            if self.flags.coordinator_gone.load(Ordering::Relaxed) {
+                anyhow::bail!(
+                    "the coordinator is gone (its plan expired from etcd) before phase {}; this run directory keeps every interval so far ('kvmeter dist merge')",
+                    phase.name
+                );
+            }
+            if self.interrupted.load(Ordering::Relaxed) {
+                anyhow::bail!("interrupted before phase {}", phase.name);
+            }
+            if Instant::now() >= deadline {
+                anyhow::bail!(
+                    "no start time for phase {} within --wait {:?}",
+                    phase.name,
+                    self.wait
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        // Sleep to just before T0, then yield to it: the workers start within microseconds of
+        // it on this host's clock.
+        loop {
+            let now = super::unix_ns();
+            if now >= t0 {
+                break;
+            }
+            let left = t0 - now;
+            if left > 2_000_000 {
+                std::thread::sleep(Duration::from_nanos(left - 1_000_000));
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        self.late_ms = super::unix_ns().saturating_sub(t0) as f64 / 1e6;
+        self.record.starts.push(t0);
+        self.write_record();
+        Ok(())
+    }
+
+    fn interval(&mut self, iv: &IntervalRecord) -> anyhow::Result<()> {
+        let post = IntervalPost {
+            agent: self.index,
+            phase_index: self.phase_index,
+            phase: iv.phase.to_string(),
+            index: iv.index,
+            start_s: iv.start_s,
+            end_s: iv.end_s,
+            warmup: iv.warmup,
+            stats: iv.stats.to_wire(),
+        };
+        let line = serde_json::to_string(&post)?;
+        Self::append(&mut self.intervals, &line)?;
+        let key = format!("iv/{}/{:06}/{:04}", self.phase_index, iv.index, self.index);
+        let _ = self.tx.send(Post::Put(key, line));
+        Ok(())
+    }
+
+    fn after_phase(&mut self, index: usize, ps: &PhaseSummary) {
+        let done = PhaseDone {
+            agent: self.index,
+            phase_index: index,
+            phase: ps.name.clone(),
+            intervals: ps.intervals,
+            outcome: ps.outcome.name().to_string(),
+            error: ps.error.clone(),
+            threads: ps.threads,
+            started_at: ps.started_at.clone(),
+            wall_seconds: ps.wall_seconds,
+            measured_seconds: ps.measured_seconds,
+            late_ms: self.late_ms,
+            operations: ps.operations,
+            run_dir: self
+                .dir
+                .as_ref()
+                .and_then(|d| d.parent())
+                .map(|d| d.display().to_string()),
+        };
+        if let Ok(line) = serde_json::to_string(&done) {
+            let _ = Self::append(&mut self.phases, &line);
+            let key = format!("done/{index}/{:04}", self.index);
+            let _ = self.tx.send(Post::Put(key, line));
+        }
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.flags.abort.load(Ordering::Relaxed)
+    }
+}

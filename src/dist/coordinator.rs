@@ -1,0 +1,460 @@
+//! `kvmeter dist run`: the coordinator of a distributed run. It resolves the run's plan as
+//! `kvmeter run` would, publishes the request and the plan's hash under its lease, waits for N
+//! agents to register (or refuses in one line: a refusing agent's reason, or who is missing
+//! after `--register-timeout`), then for each phase publishes a start time T0 a little in the
+//! future and merges the agents' intervals as they arrive (`merge`). An agent whose lease
+//! expires is lost: later intervals merge the rest, and the run is marked degraded (or stopped
+//! with `--on-agent-loss abort`). At the end it deletes every key of the run.
+
+use super::coord::Coord;
+use super::merge::{AgentInfo, DistInfo, Loss, Merger};
+use super::{IntervalPost, PhaseDone, Published, Registration};
+use crate::error::{UsageError, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+use crate::plan::{self, Request};
+use crate::report::{Outcome, RunStatus};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct Settings {
+    pub coord: String,
+    pub job: String,
+    pub agents: usize,
+    pub register_timeout: String,
+    pub lease_ttl: String,
+    pub start_delay: String,
+    pub abort_on_loss: bool,
+    pub request: Request,
+}
+
+/// The checks a coordinator makes before it touches etcd.
+fn checked(s: &Settings) -> Result<(plan::Plan, Duration, i64, Duration), UsageError> {
+    if !(1..=1024).contains(&s.agents) {
+        return Err(UsageError::new(format!(
+            "--agents {}: expected 1 to 1024 agents",
+            s.agents
+        )));
+    }
+    let register = plan::parse_duration("--register-timeout", &s.register_timeout)?;
+    let ttl = plan::parse_duration("--lease-ttl", &s.lease_ttl)?;
+    if ttl < Duration::from_secs(2) {
+        return Err(UsageError::new(format!(
+            "--lease-ttl {}: expected at least 2s (etcd's shortest lease)",
+            s.lease_ttl
+        )));
+    }
+    let delay = plan::parse_duration("--start-delay", &s.start_delay)?;
+    let mut req = s.request.clone();
+    req.seed.get_or_insert_with(plan::fresh_seed);
+    if req.out.is_none() {
+        req.out = Some(plan::default_out("dist", &req.store));
+    }
+    let plan = plan::build(&req)?;
+    if !plan.faults.is_empty() {
+        return Err(UsageError::new(
+            "--fault: a distributed run faults no server (kvmeter starts none for its agents); use 'kvmeter run --fault' on one host",
+        ));
+    }
+    let adapter = crate::store::find(&plan.store).expect("validated store");
+    if adapter.server.is_some() && plan.store_options.str("addr").is_empty() {
+        return Err(UsageError::new(format!(
+            "--store {}: a distributed run needs --store-opt addr=HOST:PORT that every agent reaches (kvmeter starts no server for agents)",
+            adapter.name
+        )));
+    }
+    // The server the agents will use answers here too (where the coordinator can reach it).
+    crate::driver::check_user_server(adapter, &plan.store_options)?;
+    let out = &plan.out;
+    if out.exists()
+        && std::fs::read_dir(out)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        return Err(UsageError::new(format!(
+            "--out {}: exists and is not empty; kvmeter never overwrites results: choose a new --out",
+            out.display()
+        )));
+    }
+    Ok((plan, register, ttl.as_secs() as i64, delay))
+}
+
+pub fn run(s: Settings) -> anyhow::Result<i32> {
+    let (plan, register_timeout, ttl, start_delay) = checked(&s)?;
+    let n = s.agents;
+    let hash = plan::plan_hash(&plan);
+    let mut coord = Coord::connect(&s.coord, &s.job)?;
+    let prefix = coord.prefix().to_string();
+    let busy = || {
+        UsageError::new(format!(
+            "--job {}: a run is already registered under {prefix} in etcd (its coordinator is running, or its lease expires within {ttl} s); choose another --job",
+            s.job
+        ))
+    };
+    if coord.get("plan").map_err(UsageError::new)?.is_some() {
+        return Err(busy().into());
+    }
+    let lease = coord.grant(ttl).map_err(UsageError::new)?;
+    let mut request = s.request.clone();
+    request.seed = Some(plan.seed);
+    request.out = None;
+    request.data_dir = None;
+    let published = Published {
+        kvmeter_version: env!("CARGO_PKG_VERSION").into(),
+        agents: n,
+        hash: hash.clone(),
+        request,
+        lease,
+        lease_ttl_s: ttl,
+        coordinator: super::Host::here(),
+    };
+    if coord
+        .create("plan", &serde_json::to_string(&published)?, Some(lease))
+        .map_err(UsageError::new)?
+        .is_some()
+    {
+        let _ = coord.revoke(lease);
+        return Err(busy().into());
+    }
+    let stop_keeper = Arc::new(AtomicBool::new(false));
+    let keeper = keep_lease(&s, lease, ttl, stop_keeper.clone())?;
+    let interrupted = crate::driver::install_signals();
+    eprintln!(
+        "dist: plan {hash} published under {prefix} for {n} agents: start them with 'kvmeter agent --coord {} --job {}' (index 0..{} from --index or the placing engine)",
+        s.coord,
+        s.job,
+        n - 1
+    );
+    let mut session = Session {
+        coord,
+        lease,
+        stop_keeper,
+        keeper: Some(keeper),
+    };
+    let regs = match session.registrations(n, register_timeout, &s, &interrupted) {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            session.close();
+            return Ok(EXIT_INTERRUPTED);
+        }
+        Err(e) => {
+            session.close();
+            return Err(e.into());
+        }
+    };
+    let result = session.phases(&s, plan, &hash, &published, regs, start_delay, &interrupted);
+    session.close();
+    result
+}
+
+/// The coordinator's etcd session: its lease, kept alive by a thread, and the run's keys.
+struct Session {
+    coord: Coord,
+    lease: i64,
+    stop_keeper: Arc<AtomicBool>,
+    keeper: Option<std::thread::JoinHandle<()>>,
+}
+
+fn keep_lease(
+    s: &Settings,
+    lease: i64,
+    ttl: i64,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<std::thread::JoinHandle<()>> {
+    let mut c = Coord::connect(&s.coord, &s.job)?;
+    let every = Duration::from_millis((ttl as u64 * 1000 / 3).clamp(200, 2000));
+    Ok(std::thread::Builder::new()
+        .name("kvm-dist-lease".into())
+        .spawn(move || {
+            let mut next = Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                if Instant::now() >= next {
+                    let _ = c.keepalive(lease);
+                    next = Instant::now() + every;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })?)
+}
+
+fn parse<T: serde::de::DeserializeOwned>(what: &str, v: &str) -> Option<T> {
+    match serde_json::from_str(v) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("warning: dist: ignoring a malformed {what} in etcd: {e}");
+            None
+        }
+    }
+}
+
+impl Session {
+    /// Deletes every key of the run and revokes the lease: nothing stays registered.
+    fn close(&mut self) {
+        let _ = self.coord.delete_all("");
+        let _ = self.coord.revoke(self.lease);
+        self.stop_keeper.store(true, Ordering::Relaxed);
+        if let Some(k) = self.keeper.take() {
+            let _ = k.join();
+        }
+    }
+
+    /// Waits until all `n` agents registered; a refusal or the timeout is one line.
+    fn registrations(
+        &mut self,
+        n: usize,
+        timeout: Duration,
+        s: &Settings,
+        interrupted: &AtomicBool,
+    ) -> Result<Option<BTreeMap<usize, Registration>>, UsageError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let refused = self.coord.list("refused/").map_err(UsageError::new)?;
+            if let Some((_, why)) = refused.first() {
+                return Err(UsageError::new(format!("{why}; nothing was run")));
+            }
+            let regs: BTreeMap<usize, Registration> = self
+                .coord
+                .list("agent/")
+                .map_err(UsageError::new)?
+                .iter()
+                .filter_map(|(_, v)| parse::<Registration>("registration", v))
+                .map(|r| (r.index, r))
+                .collect();
+            if regs.len() >= n {
+                return Ok(Some(regs));
+            }
+            if interrupted.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            if Instant::now() >= deadline {
+                let missing: Vec<String> = (0..n)
+                    .filter(|i| !regs.contains_key(i))
+                    .map(|i| i.to_string())
+                    .collect();
+                return Err(UsageError::new(format!(
+                    "--register-timeout {}: {} of {n} agents registered under {} (missing: {}); nothing was run",
+                    s.register_timeout,
+                    regs.len(),
+                    self.coord.prefix(),
+                    missing.join(", ")
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn phases(
+        &mut self,
+        s: &Settings,
+        plan: plan::Plan,
+        hash: &str,
+        published: &Published,
+        regs: BTreeMap<usize, Registration>,
+        start_delay: Duration,
+        interrupted: &AtomicBool,
+    ) -> anyhow::Result<i32> {
+        let n = s.agents;
+        let mut info = DistInfo {
+            job: s.job.clone(),
+            agents: n,
+            plan_hash: hash.to_string(),
+            merged_by: "coordinator".into(),
+            coordinator: Some(published.coordinator.clone()),
+            ..Default::default()
+        };
+        for (i, r) in &regs {
+            info.agent_hosts.insert(
+                *i,
+                AgentInfo {
+                    host: r.host.clone(),
+                    placed_by: r.placed_by.clone(),
+                    threads: r.threads,
+                    run_dir: None,
+                },
+            );
+        }
+        info.warnings = clock_warnings(&regs, Some(&published.coordinator));
+        for w in &info.warnings {
+            eprintln!("WARNING: {w}");
+        }
+        let interval = plan.interval;
+        let quiet = plan.quiet;
+        let phase_names: Vec<String> = plan.phases.iter().map(|p| p.name.clone()).collect();
+        let mut merger = Merger::create(plan, info)?;
+        let poll = (interval / 10).clamp(Duration::from_millis(20), Duration::from_millis(200));
+        let mut live: BTreeSet<usize> = regs.keys().copied().collect();
+        let mut status = RunStatus::Completed;
+        let mut aborted: Option<String> = None;
+        let (mut report_bytes, mut reports) = (0u64, 0u64);
+        for (p, name) in phase_names.iter().enumerate() {
+            if live.is_empty() || aborted.is_some() {
+                break;
+            }
+            let t0 = super::unix_ns() + start_delay.as_nanos() as u64;
+            self.coord
+                .put(&format!("start/{p}"), &t0.to_string(), Some(self.lease))
+                .map_err(|e| anyhow::anyhow!(e))?;
+            merger.begin_phase(p, t0);
+            let mut posts: BTreeMap<usize, BTreeMap<usize, IntervalPost>> = BTreeMap::new();
+            let mut dones: BTreeMap<usize, PhaseDone> = BTreeMap::new();
+            let mut last_merged: BTreeMap<usize, usize> = BTreeMap::new();
+            let mut next_k = 0usize;
+            loop {
+                // Ends first: an agent posts its intervals before its end, so every interval
+                // of an end seen here is in the listing that follows.
+                for (_, v) in self.coord.list(&format!("done/{p}/")).unwrap_or_default() {
+                    if let Some(d) = parse::<PhaseDone>("phase end", &v) {
+                        dones.insert(d.agent, d);
+                    }
+                }
+                for (k, v) in self.coord.list(&format!("iv/{p}/")).unwrap_or_default() {
+                    if let Some(post) = parse::<IntervalPost>("interval", &v) {
+                        if post.index >= next_k {
+                            report_bytes += (k.len() + v.len()) as u64;
+                            reports += 1;
+                            posts
+                                .entry(post.index)
+                                .or_default()
+                                .insert(post.agent, post);
+                        }
+                    }
+                }
+                // Agents whose lease expired without ending the phase are lost.
+                if let Ok(alive) = self.coord.list("agent/") {
+                    let alive: BTreeSet<usize> = alive
+                        .iter()
+                        .filter_map(|(_, v)| parse::<Registration>("registration", v))
+                        .map(|r| r.index)
+                        .collect();
+                    for a in live.clone() {
+                        if !alive.contains(&a) && !dones.contains_key(&a) {
+                            live.remove(&a);
+                            let at_s = (super::unix_ns().saturating_sub(t0)) as f64 / 1e9;
+                            eprintln!(
+                                "dist: agent {a} lost {at_s:.1} s into phase {name} (its lease expired); {} agents go on",
+                                live.len()
+                            );
+                            merger.info.lost.push(Loss {
+                                agent: a,
+                                phase: name.clone(),
+                                at_s,
+                                last_interval: last_merged.get(&a).copied(),
+                            });
+                            merger.info.degraded = true;
+                            if s.abort_on_loss && aborted.is_none() {
+                                aborted = Some(format!(
+                                    "agent {a} was lost {at_s:.1} s into phase {name}; --on-agent-loss abort stopped the run"
+                                ));
+                                let _ = self.coord.put("abort", "agent lost", Some(self.lease));
+                            }
+                        }
+                    }
+                }
+                if let Some((_, why)) = self
+                    .coord
+                    .list("refused/")
+                    .unwrap_or_default()
+                    .into_iter()
+                    .next()
+                {
+                    if aborted.is_none() {
+                        eprintln!("dist: {why}");
+                        aborted = Some(why);
+                        let _ = self.coord.put("abort", "agent failed", Some(self.lease));
+                    }
+                }
+                if interrupted.load(Ordering::Relaxed) && aborted.is_none() {
+                    aborted = Some("interrupted".into());
+                    let _ = self.coord.put("abort", "interrupted", Some(self.lease));
+                }
+                // Merge every interval each live agent has posted or will never post.
+                while let Some(have) = posts.get(&next_k) {
+                    let ready = live.iter().all(|a| {
+                        have.contains_key(a) || dones.get(a).is_some_and(|d| d.intervals <= next_k)
+                    });
+                    if !ready {
+                        break;
+                    }
+                    let have = posts.remove(&next_k).unwrap_or_default();
+                    let list: Vec<&IntervalPost> = have.values().collect();
+                    merger.interval(&list)?;
+                    for a in have.keys() {
+                        last_merged.insert(*a, next_k);
+                    }
+                    let _ = self.coord.delete_all(&format!("iv/{p}/{next_k:06}/"));
+                    next_k += 1;
+                }
+                let all_done = live.iter().all(|a| dones.contains_key(a));
+                if all_done && posts.is_empty() {
+                    break;
+                }
+                if all_done && live.is_empty() && !posts.is_empty() {
+                    // Only lost agents' intervals are left: merge them as they are.
+                    for (_, have) in std::mem::take(&mut posts) {
+                        let list: Vec<&IntervalPost> = have.values().collect();
+                        merger.interval(&list)?;
+                    }
+                    break;
+                }
+                std::thread::sleep(poll);
+            }
+            let outcome = merger.end_phase(&dones.into_values().collect::<Vec<_>>())?;
+            match outcome {
+                Outcome::Completed => {}
+                Outcome::Interrupted => {
+                    status = RunStatus::Interrupted;
+                    break;
+                }
+                Outcome::Failed => {
+                    status = RunStatus::Failed;
+                    break;
+                }
+            }
+        }
+        if let Some(why) = &aborted {
+            if why == "interrupted" {
+                status = RunStatus::Interrupted;
+            } else {
+                status = RunStatus::Failed;
+                merger.set_error(why.clone());
+            }
+        }
+        merger.info.bytes_per_interval_report =
+            (reports > 0).then(|| report_bytes as f64 / reports as f64);
+        let root = merger.root().to_path_buf();
+        let status = merger.finish(status, quiet)?;
+        eprintln!("results: {}", root.display());
+        Ok(match status {
+            RunStatus::Completed | RunStatus::Degraded => EXIT_OK,
+            RunStatus::Interrupted => EXIT_INTERRUPTED,
+            _ => EXIT_FAILED,
+        })
+    }
+}
+
+/// Start times are wall-clock times: agents on other hosts than the coordinator start together
+/// only as well as the clocks agree.
+pub fn clock_warnings(
+    regs: &BTreeMap<usize, Registration>,
+    coordinator: Option<&super::Host>,
+) -> Vec<String> {
+    let hosts: BTreeSet<&str> = regs
+        .values()
+        .map(|r| r.host.host.as_str())
+        .chain(coordinator.map(|c| c.host.as_str()))
+        .collect();
+    if hosts.len() < 2 {
+        return vec![];
+    }
+    regs.values()
+        .filter_map(|r| {
+            r.host.clock.problem().map(|p| {
+                format!(
+                    "agent {} on {}: {p}; start skew across hosts is bounded only by clock agreement",
+                    r.index, r.host.host
+                )
+            })
+        })
+        .collect()
+}

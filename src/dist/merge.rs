@@ -1,0 +1,476 @@
+//! The merged run directory of a distributed run, written the same way live (the coordinator,
+//! interval by interval as the agents post them) and offline (`kvmeter dist merge`, from the
+//! agents' run directories): histograms are added, never percentiles averaged; counts and
+//! bytes summed; intervals sit on one grid from each phase's T0 and say how many agents they
+//! merge. The result is an ordinary run directory (summary.json, intervals.csv with an
+//! `agents` column, latency/*.hlog, ycsb/, report.html) plus dist.json: the agents, their
+//! start lateness, losses, the clock state and the bytes sent to etcd.
+
+use super::{Host, IntervalPost, PhaseDone};
+use crate::measure::Stats;
+use crate::plan::Plan;
+use crate::report::manifest::{shown_options, DataManifest, Manifest, Measurement, StoreManifest};
+use crate::report::rundir::RunDir;
+use crate::report::{Outcome, RunStatus, Summary};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// dist.json.
+#[derive(Serialize, Debug, Default)]
+pub struct DistInfo {
+    pub job: String,
+    /// Agents the run was planned with.
+    pub agents: usize,
+    pub plan_hash: String,
+    /// "coordinator" (live) or "dist merge" (offline, from the agents' directories).
+    pub merged_by: String,
+    pub coordinator: Option<Host>,
+    /// Each agent: host, pid, clock, where its own run directory is.
+    pub agent_hosts: BTreeMap<usize, AgentInfo>,
+    pub phases: Vec<PhaseDist>,
+    pub lost: Vec<Loss>,
+    pub degraded: bool,
+    /// Warnings about start times (clock synchronisation, lateness).
+    pub warnings: Vec<String>,
+    /// Mean bytes of one agent's interval report sent to etcd (JSON, compressed histograms).
+    pub bytes_per_interval_report: Option<f64>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct AgentInfo {
+    pub host: Host,
+    pub placed_by: String,
+    pub threads: usize,
+    pub run_dir: Option<String>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct PhaseDist {
+    pub phase: String,
+    pub t0: String,
+    /// How late each agent's workers started after T0 (ms).
+    pub late_ms: BTreeMap<usize, f64>,
+    /// Latest start minus earliest (ms).
+    pub start_skew_ms: f64,
+    pub intervals: usize,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct Loss {
+    pub agent: usize,
+    pub phase: String,
+    /// Seconds after the phase's T0 when its lease was seen gone.
+    pub at_s: f64,
+    /// Its last interval merged (none: it reported none in this phase).
+    pub last_interval: Option<usize>,
+}
+
+struct PhaseState {
+    index: usize,
+    name: String,
+    t0_unix_ns: u64,
+    measured: Stats,
+    intervals: usize,
+}
+
+pub struct Merger {
+    rundir: RunDir,
+    plan: Plan,
+    summary: Summary,
+    ycsb_texts: Vec<(String, String)>,
+    cur: Option<PhaseState>,
+    started_at: String,
+    pub info: DistInfo,
+}
+
+impl Merger {
+    /// Creates the merged run directory (refuses one that exists with anything in it).
+    pub fn create(plan: Plan, info: DistInfo) -> Result<Merger, crate::error::UsageError> {
+        let rundir = RunDir::create_merged(&plan.out)?;
+        let summary = Summary {
+            schema: crate::report::SUMMARY_SCHEMA.into(),
+            kvmeter_version: env!("CARGO_PKG_VERSION").into(),
+            status: RunStatus::Running,
+            error: None,
+            seed: plan.seed,
+            warnings: plan.warnings.clone(),
+            phases: vec![],
+        };
+        let m = Merger {
+            rundir,
+            plan,
+            summary,
+            ycsb_texts: vec![],
+            cur: None,
+            started_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            info,
+        };
+        m.write_manifest(RunStatus::Running, None)
+            .map_err(|e| crate::error::UsageError::new(format!("{e:#}")))?;
+        Ok(m)
+    }
+
+    pub fn root(&self) -> &std::path::Path {
+        self.rundir.root()
+    }
+
+    fn write_manifest(&self, status: RunStatus, finished: Option<String>) -> anyhow::Result<()> {
+        let adapter = crate::store::find(&self.plan.store).expect("validated store");
+        let m = Manifest {
+            schema: crate::report::MANIFEST_SCHEMA,
+            kvmeter_version: env!("CARGO_PKG_VERSION"),
+            git_revision: env!("KVMETER_GIT_REV"),
+            command_line: std::env::args().collect(),
+            started_at: self.started_at.clone(),
+            finished_at: finished,
+            status,
+            seed: self.plan.seed,
+            store: StoreManifest {
+                name: adapter.name.into(),
+                version: crate::store::version_of(adapter),
+                options: shown_options(self.plan.store_options.resolved()),
+                capabilities: adapter.capabilities,
+                server: None,
+            },
+            data_dir: DataManifest {
+                path: "each agent's own (dist.json names the agents' run directories)".into(),
+                temporary: self.plan.data_dir.is_none(),
+                reused: false,
+                placement: crate::machine::placement(self.rundir.root()),
+            },
+            machine: crate::machine::machine(),
+            calibration: None,
+            calibration_note: "a distributed run: each agent's manifest has its own".into(),
+            measurement: Measurement::new(
+                "each agent's own (see the agents' manifests); intervals merged on one grid from each phase's start time".into(),
+                self.plan.interval.as_secs_f64(),
+            ),
+            plan: &self.plan,
+        };
+        self.rundir.write_json("manifest.json", &m)
+    }
+
+    /// Starts phase `index` (T0 in Unix ns).
+    pub fn begin_phase(&mut self, index: usize, t0_unix_ns: u64) {
+        let name = self.plan.phases[index].name.clone();
+        self.cur = Some(PhaseState {
+            index,
+            name,
+            t0_unix_ns,
+            measured: Stats::new(&[], false),
+            intervals: 0,
+        });
+    }
+
+    /// Merges interval `posts[..].index` of the current phase, one post per agent that has it.
+    pub fn interval(&mut self, posts: &[&IntervalPost]) -> anyhow::Result<()> {
+        let st = self.cur.as_mut().expect("begin_phase first");
+        let Some(first) = posts.first() else {
+            return Ok(());
+        };
+        let mut acc = Stats::from_wire(&first.stats)?;
+        for p in &posts[1..] {
+            acc.add(&Stats::from_wire(&p.stats)?);
+        }
+        let start = posts
+            .iter()
+            .map(|p| p.start_s)
+            .fold(f64::INFINITY, f64::min);
+        let end = posts.iter().map(|p| p.end_s).fold(0.0, f64::max);
+        self.rundir.set_agents(posts.len());
+        self.rundir
+            .append_interval(&st.name, first.index, start, end, first.warmup, &acc, None)?;
+        let t0 = UNIX_EPOCH + Duration::from_nanos(st.t0_unix_ns);
+        self.rundir.log_histograms(&st.name, t0, start, end, &acc)?;
+        if !first.warmup {
+            st.measured.add(&acc);
+        }
+        st.intervals += 1;
+        Ok(())
+    }
+
+    /// Ends the current phase with the agents' own ends (a lost agent has none); writes
+    /// summary.json.
+    pub fn end_phase(&mut self, dones: &[PhaseDone]) -> anyhow::Result<Outcome> {
+        let st = self.cur.take().expect("begin_phase first");
+        let phase = &self.plan.phases[st.index];
+        let mut ps = crate::driver::empty_summary(phase);
+        ps.threads = dones.iter().map(|d| d.threads).sum();
+        ps.started_at = super::rfc3339_of_unix_ns(st.t0_unix_ns);
+        ps.wall_seconds = dones.iter().map(|d| d.wall_seconds).fold(0.0, f64::max);
+        ps.measured_seconds = dones.iter().map(|d| d.measured_seconds).fold(0.0, f64::max);
+        ps.intervals = st.intervals;
+        ps.fill(&st.measured);
+        let failed = dones.iter().find(|d| d.outcome == "failed");
+        let interrupted = dones.iter().any(|d| d.outcome == "interrupted");
+        if let Some(f) = failed {
+            ps.outcome = Outcome::Failed;
+            ps.error = Some(format!(
+                "agent {}: {}",
+                f.agent,
+                f.error.clone().unwrap_or_default()
+            ));
+        } else if interrupted {
+            ps.outcome = Outcome::Interrupted;
+        }
+        for d in dones {
+            if let (Some(a), Some(dir)) = (self.info.agent_hosts.get_mut(&d.agent), &d.run_dir) {
+                a.run_dir.get_or_insert_with(|| dir.clone());
+            }
+        }
+        let late: BTreeMap<usize, f64> = dones.iter().map(|d| (d.agent, d.late_ms)).collect();
+        let skew = if late.is_empty() {
+            0.0
+        } else {
+            late.values().cloned().fold(f64::MIN, f64::max)
+                - late.values().cloned().fold(f64::MAX, f64::min)
+        };
+        self.info.phases.push(PhaseDist {
+            phase: st.name.clone(),
+            t0: super::rfc3339_of_unix_ns(st.t0_unix_ns),
+            late_ms: late,
+            start_skew_ms: skew,
+            intervals: st.intervals,
+        });
+        let text = crate::report::ycsb::report(
+            &st.measured,
+            (ps.measured_seconds * 1000.0) as u64,
+            st.measured.transactions(),
+            &self.plan.ycsb_percentiles,
+        );
+        self.rundir
+            .write_file(&format!("ycsb/{}.txt", st.name), text.as_bytes())?;
+        self.ycsb_texts.push((st.name.clone(), text));
+        if let Some(e) = &ps.error {
+            self.summary
+                .error
+                .get_or_insert_with(|| format!("phase {}: {e}", st.name));
+        }
+        let outcome = ps.outcome;
+        self.summary.phases.push(ps);
+        self.rundir.write_json("summary.json", &self.summary)?;
+        self.rundir.write_json("dist.json", &self.info)?;
+        Ok(outcome)
+    }
+
+    /// Writes the final summary, manifest, dist.json and report.html; prints the report as a
+    /// run does. Returns the run's status.
+    pub fn finish(mut self, mut status: RunStatus, quiet: bool) -> anyhow::Result<RunStatus> {
+        if self.info.degraded && status == RunStatus::Completed {
+            status = RunStatus::Degraded;
+        }
+        for w in &self.info.warnings {
+            self.summary.warnings.push(w.clone());
+        }
+        for l in &self.info.lost {
+            self.summary.warnings.push(format!(
+                "agent {} lost {:.1} s into phase {} (its lease expired); later intervals merge the agents left",
+                l.agent, l.at_s, l.phase
+            ));
+        }
+        self.summary.status = status;
+        self.rundir.write_json("summary.json", &self.summary)?;
+        self.rundir.write_json("dist.json", &self.info)?;
+        self.write_manifest(
+            status,
+            Some(humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
+        )?;
+        if let Err(e) = crate::report::html::write(self.rundir.root()) {
+            eprintln!("warning: report.html was not written: {e:#}");
+        }
+        if !quiet {
+            let text =
+                crate::report::output::render(self.plan.format, &self.summary, &self.ycsb_texts)?;
+            print!("{text}");
+        }
+        Ok(status)
+    }
+}
+
+impl Merger {
+    /// The run's error (an abort), kept when a phase has none of its own.
+    pub fn set_error(&mut self, e: String) {
+        self.summary.error.get_or_insert(e);
+    }
+}
+
+/// `kvmeter dist merge DIR... [--out OUT]`: the merged run from agents' run directories, for
+/// when the coordinator died (or to check its result): the same records the agents posted,
+/// merged by the same code.
+pub fn offline(
+    dirs: &[std::path::PathBuf],
+    out: Option<std::path::PathBuf>,
+) -> anyhow::Result<i32> {
+    use super::AgentRecord;
+    use crate::error::UsageError;
+    let mut agents: BTreeMap<usize, (std::path::PathBuf, AgentRecord)> = BTreeMap::new();
+    for d in dirs {
+        let path = d.join("dist/agent.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            UsageError::new(format!(
+                "{}: not an agent's run directory ({}: {e})",
+                d.display(),
+                path.display()
+            ))
+        })?;
+        let r: AgentRecord = serde_json::from_str(&text)
+            .map_err(|e| UsageError::new(format!("{}: {e}", path.display())))?;
+        if let Some((_, first)) = agents.values().next() {
+            if first.published.hash != r.published.hash || first.job != r.job {
+                return Err(UsageError::new(format!(
+                    "{}: agent of job {} with plan {}, but {} is of job {} with plan {}: not the same run",
+                    d.display(),
+                    r.job,
+                    r.published.hash,
+                    agents.values().next().map(|a| a.0.display().to_string()).unwrap_or_default(),
+                    first.job,
+                    first.published.hash
+                ))
+                .into());
+            }
+        }
+        let i = r.registration.index;
+        if let Some((other, _)) = agents.get(&i) {
+            return Err(UsageError::new(format!(
+                "{}: agent {i} again (also {}); give each agent's directory once",
+                d.display(),
+                other.display()
+            ))
+            .into());
+        }
+        agents.insert(i, (d.clone(), r));
+    }
+    let Some((_, first)) = agents.values().next() else {
+        return Err(UsageError::new("kvmeter dist merge: give the agents' run directories").into());
+    };
+    let first = first.clone();
+    let mut req = first.published.request.clone();
+    req.out = Some(out.unwrap_or_else(|| crate::plan::default_out("dist-merge", &req.store)));
+    let plan = crate::plan::build(&req)?;
+    let read_lines = |p: std::path::PathBuf| -> anyhow::Result<Vec<String>> {
+        Ok(std::fs::read_to_string(&p)
+            .map_err(|e| UsageError::new(format!("{}: {e}", p.display())))?
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_string)
+            .collect())
+    };
+    let mut posts: Vec<IntervalPost> = vec![];
+    let mut dones: Vec<PhaseDone> = vec![];
+    for (d, _) in agents.values() {
+        for l in read_lines(d.join("dist/intervals.jsonl"))? {
+            // A line cut short by a crash is the only one that may not parse: the last.
+            if let Ok(p) = serde_json::from_str(&l) {
+                posts.push(p);
+            }
+        }
+        for l in read_lines(d.join("dist/phases.jsonl"))? {
+            if let Ok(p) = serde_json::from_str(&l) {
+                dones.push(p);
+            }
+        }
+    }
+    let n = first.published.agents;
+    let mut info = DistInfo {
+        job: first.job.clone(),
+        agents: n,
+        plan_hash: first.published.hash.clone(),
+        merged_by: "dist merge".into(),
+        coordinator: Some(first.published.coordinator.clone()),
+        ..Default::default()
+    };
+    let regs: BTreeMap<usize, super::Registration> = agents
+        .iter()
+        .map(|(i, (_, r))| (*i, r.registration.clone()))
+        .collect();
+    info.warnings = super::coordinator::clock_warnings(&regs, Some(&first.published.coordinator));
+    for (i, (d, r)) in &agents {
+        info.agent_hosts.insert(
+            *i,
+            AgentInfo {
+                host: r.registration.host.clone(),
+                placed_by: r.registration.placed_by.clone(),
+                threads: r.registration.threads,
+                run_dir: Some(d.display().to_string()),
+            },
+        );
+    }
+    let missing: Vec<String> = (0..n)
+        .filter(|i| !agents.contains_key(i))
+        .map(|i| i.to_string())
+        .collect();
+    if !missing.is_empty() {
+        info.degraded = true;
+        info.warnings.push(format!(
+            "merged {} of {n} agents: no run directory for agent(s) {}",
+            agents.len(),
+            missing.join(", ")
+        ));
+    }
+    let quiet = plan.quiet;
+    let phases = plan.phases.len();
+    let mut m = Merger::create(plan, info)?;
+    let mut status = RunStatus::Completed;
+    for p in 0..phases {
+        let t0 = agents
+            .values()
+            .filter_map(|(_, r)| r.starts.get(p).copied())
+            .min();
+        let Some(t0) = t0 else { break };
+        m.begin_phase(p, t0);
+        let mut by_k: BTreeMap<usize, Vec<&IntervalPost>> = BTreeMap::new();
+        for post in posts.iter().filter(|x| x.phase_index == p) {
+            by_k.entry(post.index).or_default().push(post);
+        }
+        let mut last: BTreeMap<usize, usize> = BTreeMap::new();
+        for (k, list) in &by_k {
+            m.interval(list)?;
+            for x in list {
+                last.insert(x.agent, *k);
+            }
+        }
+        let ended: Vec<PhaseDone> = dones
+            .iter()
+            .filter(|d| d.phase_index == p)
+            .cloned()
+            .collect();
+        for (i, _) in agents.iter() {
+            if !ended.iter().any(|d| d.agent == *i)
+                && by_k.values().flatten().any(|x| x.agent == *i)
+            {
+                m.info.degraded = true;
+                m.info.lost.push(Loss {
+                    agent: *i,
+                    phase: m.plan.phases[p].name.clone(),
+                    at_s: by_k
+                        .values()
+                        .flatten()
+                        .filter(|x| x.agent == *i)
+                        .map(|x| x.end_s)
+                        .fold(0.0, f64::max),
+                    last_interval: last.get(i).copied(),
+                });
+            }
+        }
+        match m.end_phase(&ended)? {
+            Outcome::Completed => {}
+            Outcome::Interrupted => {
+                status = RunStatus::Interrupted;
+                break;
+            }
+            Outcome::Failed => {
+                status = RunStatus::Failed;
+                break;
+            }
+        }
+    }
+    let root = m.root().to_path_buf();
+    let status = m.finish(status, quiet)?;
+    eprintln!("results: {}", root.display());
+    Ok(match status {
+        RunStatus::Completed | RunStatus::Degraded => crate::error::EXIT_OK,
+        RunStatus::Interrupted => crate::error::EXIT_INTERRUPTED,
+        _ => crate::error::EXIT_FAILED,
+    })
+}
