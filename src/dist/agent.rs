@@ -293,12 +293,22 @@ fn poster(
                     Post::Put(k, v) => {
                         let before = c.bytes_sent;
                         let mut ok = false;
-                        for attempt in 0..5 {
-                            if c.put(&k, &v, Some(lease)).is_ok() {
-                                ok = true;
+                        // A few quick retries ride out an election; once the coordinator's
+                        // lease is gone nothing more is sent (the run directory has it all).
+                        for attempt in 0..4 {
+                            if flags.coordinator_gone.load(Ordering::Relaxed) {
                                 break;
                             }
-                            std::thread::sleep(Duration::from_millis(100 << attempt));
+                            match c.put(&k, &v, Some(lease)) {
+                                Ok(()) => {
+                                    ok = true;
+                                    break;
+                                }
+                                Err(e) if e.contains("lease not found") => {
+                                    flags.coordinator_gone.store(true, Ordering::Relaxed);
+                                }
+                                Err(_) => std::thread::sleep(Duration::from_millis(50 << attempt)),
+                            }
                         }
                         if ok {
                             flags.posts.fetch_add(1, Ordering::Relaxed);

@@ -520,6 +520,31 @@ mod tests {
     }
 
     #[test]
+    fn agents_spread_run_inserts_over_one_hosts_range() {
+        // Two agents of a distributed run (plan::share): their run-phase insert keys never
+        // collide and together are recordcount, recordcount+1, ... as one host's would be.
+        let mut c = config();
+        c.readproportion = 0.0;
+        c.insertproportion = 1.0;
+        let mut all = vec![];
+        for i in 0..2 {
+            let mut c = c.clone();
+            c.insert_stride = 2;
+            c.insert_offset = i;
+            let w = CoreWorkload::new(c);
+            let mut rng = Rng::for_worker(1, 0);
+            let mut b = OpBuffers::default();
+            for _ in 0..5 {
+                assert_eq!(w.next_op(&mut rng, &mut b), Op::Insert);
+                w.acknowledge(b.keynum).unwrap();
+                all.push(b.keynum);
+            }
+        }
+        all.sort();
+        assert_eq!(all, (1000..1010).collect::<Vec<i64>>());
+    }
+
+    #[test]
     fn uniform_never_targets_run_inserts_and_latest_does() {
         let mut c = config();
         c.readproportion = 0.5;

@@ -1,0 +1,23 @@
+#!/bin/bash
+# kvmeter agents on a list of hosts with pdsh (docs/distributed.md): the index is each host's
+# position in the list, the count its length. The coordinator runs here.
+#
+#   KVMETER_COORD=http://etcd-host:2379 deploy/pdsh-agents.sh client1 client2 client3 client4
+set -euo pipefail
+: "${KVMETER_COORD:?set KVMETER_COORD to the etcd client URL, e.g. http://etcd-host:2379}"
+[ $# -ge 1 ] || { echo "usage: $0 HOST..." >&2; exit 2; }
+HOSTS=("$@")
+N=${#HOSTS[@]}
+JOB="pdsh-$(date +%Y%m%dT%H%M%S)"
+
+kvmeter dist run --coord "$KVMETER_COORD" --job "$JOB" --agents "$N" \
+    --out "kvmeter-runs/$JOB-merged" \
+    --store memcached --store-opt addr=memcached-host:11211 -P workloadc --threads 4 --duration 60s &
+coordinator=$!
+
+# The one pdsh line: each host finds its own index in the list it is given.
+pdsh -w "$(IFS=,; echo "${HOSTS[*]}")" \
+    "i=0; for h in ${HOSTS[*]}; do [ \"\$h\" = \"\$(hostname -s)\" ] && break; i=\$((i+1)); done; \
+     kvmeter agent --coord $KVMETER_COORD --job $JOB --index \$i --count $N --out kvmeter-runs/$JOB-agent-\$i"
+
+wait "$coordinator"
