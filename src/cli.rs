@@ -166,8 +166,9 @@ pub struct DistRunArgs {
     /// Give up (exit 2, nothing run, nothing left in etcd) unless all agents register by then.
     #[arg(long, value_name = "DURATION", default_value = "60s")]
     pub register_timeout: String,
-    /// Lease of the coordinator and of each agent: a dead agent is seen this long after.
-    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    /// Lease of the coordinator and of each agent: a dead agent is seen this long after (an
+    /// etcd starved of CPU answers slowly: too short a lease loses live agents).
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub lease_ttl: String,
     /// Each phase starts this long after the coordinator publishes its start time.
     #[arg(long, value_name = "DURATION", default_value = "1s")]

@@ -542,6 +542,10 @@ fn a_killed_agent_degrades_the_run_on_redis_with_a_three_member_etcd() {
         "6s",
         "--threads",
         "1",
+        // Paced, so etcd (sharing the 2 vCPUs) answers keep-alives on time: only the killed
+        // agent's lease may expire.
+        "--target",
+        "4000",
         "--interval",
         "500ms",
         "--telemetry-interval",

@@ -49,6 +49,8 @@ struct Flags {
     bytes: AtomicU64,
     posts: AtomicU64,
     failed_posts: AtomicU64,
+    /// Why the latest report could not be sent.
+    last_error: std::sync::Mutex<String>,
 }
 
 pub fn run(s: Settings) -> anyhow::Result<i32> {
@@ -232,8 +234,13 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
     sync.write_record();
     let failed = flags.failed_posts.load(Ordering::Relaxed);
     if failed > 0 {
+        let why = flags
+            .last_error
+            .lock()
+            .map(|e| e.clone())
+            .unwrap_or_default();
         eprintln!(
-            "warning: {failed} reports did not reach etcd; this agent's run directory has them all ('kvmeter dist merge')"
+            "warning: {failed} reports did not reach etcd ({why}); this agent's run directory has them all ('kvmeter dist merge')"
         );
     }
     let AgentSync { mut coord, tx, .. } = sync;
@@ -297,6 +304,11 @@ fn poster(
                         // lease is gone nothing more is sent (the run directory has it all).
                         for attempt in 0..4 {
                             if flags.coordinator_gone.load(Ordering::Relaxed) {
+                                let mut e =
+                                    flags.last_error.lock().unwrap_or_else(|p| p.into_inner());
+                                if e.is_empty() {
+                                    *e = "the coordinator's plan is gone from etcd".into();
+                                }
                                 break;
                             }
                             match c.put(&k, &v, Some(lease)) {
@@ -304,10 +316,15 @@ fn poster(
                                     ok = true;
                                     break;
                                 }
-                                Err(e) if e.contains("lease not found") => {
-                                    flags.coordinator_gone.store(true, Ordering::Relaxed);
+                                Err(e) => {
+                                    let gone = e.contains("lease not found");
+                                    *flags.last_error.lock().unwrap_or_else(|p| p.into_inner()) = e;
+                                    if gone {
+                                        flags.coordinator_gone.store(true, Ordering::Relaxed);
+                                    } else {
+                                        std::thread::sleep(Duration::from_millis(50 << attempt));
+                                    }
                                 }
-                                Err(_) => std::thread::sleep(Duration::from_millis(50 << attempt)),
                             }
                         }
                         if ok {

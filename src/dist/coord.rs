@@ -1,6 +1,12 @@
 //! The keys of one distributed run in etcd v3 (`dist` module header lists them), through the
 //! JSON gateway client the etcd store uses (`store::etcd::Gateway`): put, create-if-absent,
 //! get, range and delete by prefix, leases. Off the measured path: a few requests a second.
+//!
+//! Reads are serializable (served by the member asked, no round of the Raft group): polling
+//! then costs etcd no ReadIndex, which on a CPU-starved member (a loaded client host sharing
+//! its CPUs) took seconds here and let leases expire. A stale read only delays what the
+//! coordinator sees: a deleted interval seen again is ignored, a new key seen late is waited
+//! for, and a lease's expiry is etcd's own decision either way.
 
 use crate::error::UsageError;
 use crate::store::etcd::Gateway;
@@ -108,7 +114,19 @@ impl Coord {
 
     fn post(&mut self, path: &str, body: Value) -> Result<Value, String> {
         self.bytes_sent += (path.len() + body.to_string().len()) as u64;
-        self.gw.post(path, &body)
+        let t = std::time::Instant::now();
+        let r = self.gw.post(path, &body);
+        if t.elapsed() > Duration::from_secs(1) {
+            eprintln!(
+                "warning: dist: etcd {path} took {} ms ({})",
+                t.elapsed().as_millis(),
+                match &r {
+                    Ok(_) => "answered".to_string(),
+                    Err(e) => e.clone(),
+                }
+            );
+        }
+        r
     }
 
     pub fn put(&mut self, key: &str, value: &str, lease: Option<i64>) -> Result<(), String> {
@@ -148,7 +166,7 @@ impl Coord {
     pub fn get(&mut self, key: &str) -> Result<Option<String>, String> {
         let r = self.post(
             "/v3/kv/range",
-            json!({"key": b64(&format!("{}{key}", self.prefix))}),
+            json!({"key": b64(&format!("{}{key}", self.prefix)), "serializable": true}),
         )?;
         Ok(r["kvs"]
             .as_array()
@@ -162,7 +180,7 @@ impl Coord {
         let p = format!("{}{sub}", self.prefix);
         let r = self.post(
             "/v3/kv/range",
-            json!({"key": b64(&p), "range_end": b64(&range_end(&p))}),
+            json!({"key": b64(&p), "range_end": b64(&range_end(&p)), "serializable": true}),
         )?;
         Ok(r["kvs"]
             .as_array()

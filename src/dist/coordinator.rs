@@ -188,6 +188,17 @@ fn parse<T: serde::de::DeserializeOwned>(what: &str, v: &str) -> Option<T> {
 }
 
 impl Session {
+    /// The keys under `sub`; an error is said once (and the next poll tries again).
+    fn listed(&mut self, sub: &str) -> Vec<(String, String)> {
+        match self.coord.list(sub) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("warning: dist: etcd: {e}");
+                vec![]
+            }
+        }
+    }
+
     /// Deletes every key of the run and revokes the lease: nothing stays registered.
     fn close(&mut self) {
         let _ = self.coord.delete_all("");
@@ -303,12 +314,12 @@ impl Session {
             loop {
                 // Ends first: an agent posts its intervals before its end, so every interval
                 // of an end seen here is in the listing that follows.
-                for (_, v) in self.coord.list(&format!("done/{p}/")).unwrap_or_default() {
+                for (_, v) in self.listed(&format!("done/{p}/")) {
                     if let Some(d) = parse::<PhaseDone>("phase end", &v) {
                         dones.insert(d.agent, d);
                     }
                 }
-                for (k, v) in self.coord.list(&format!("iv/{p}/")).unwrap_or_default() {
+                for (k, v) in self.listed(&format!("iv/{p}/")) {
                     if let Some(post) = parse::<IntervalPost>("interval", &v) {
                         if post.index >= next_k {
                             report_bytes += (k.len() + v.len()) as u64;
@@ -321,7 +332,11 @@ impl Session {
                     }
                 }
                 // Agents whose lease expired without ending the phase are lost.
-                if let Ok(alive) = self.coord.list("agent/") {
+                if let Ok(alive) = self
+                    .coord
+                    .list("agent/")
+                    .map_err(|e| eprintln!("warning: dist: etcd: {e}"))
+                {
                     let alive: BTreeSet<usize> = alive
                         .iter()
                         .filter_map(|(_, v)| parse::<Registration>("registration", v))
@@ -457,4 +472,56 @@ pub fn clock_warnings(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dist::{ClockSync, Host};
+
+    fn reg(i: usize, host: &str, synced: bool, max_us: i64) -> (usize, Registration) {
+        (
+            i,
+            Registration {
+                index: i,
+                count: 2,
+                placed_by: "--index".into(),
+                hash: "0".into(),
+                host: Host {
+                    host: host.into(),
+                    pid: 1,
+                    clock: ClockSync {
+                        synchronized: Some(synced),
+                        max_error_us: Some(max_us),
+                        est_error_us: Some(0),
+                    },
+                },
+                threads: 1,
+            },
+        )
+    }
+
+    #[test]
+    fn clocks_matter_only_across_hosts() {
+        // One host: one clock, whatever its state.
+        let same: BTreeMap<_, _> = [
+            reg(0, "a", false, 16_000_000),
+            reg(1, "a", false, 16_000_000),
+        ]
+        .into_iter()
+        .collect();
+        assert!(clock_warnings(&same, None).is_empty());
+        // Two hosts: an unsynchronised clock and a 5 ms maximum error are named; a good one not.
+        let two: BTreeMap<_, _> = [
+            reg(0, "a", false, 0),
+            reg(1, "b", true, 5_000),
+            reg(2, "c", true, 200),
+        ]
+        .into_iter()
+        .collect();
+        let w = clock_warnings(&two, None);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].starts_with("agent 0 on a: the kernel reports the clock unsynchronised"));
+        assert!(w[1].starts_with("agent 1 on b: the clock's maximum error is 5 ms"));
+    }
 }
