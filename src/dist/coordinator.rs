@@ -9,9 +9,9 @@
 use super::coord::Coord;
 use super::merge::{AgentInfo, DistInfo, Loss, Merger};
 use super::{IntervalPost, PhaseDone, Published, Registration};
-use crate::error::{UsageError, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+use crate::error::{UsageError, EXIT_INTERRUPTED};
 use crate::plan::{self, Request};
-use crate::report::{Outcome, RunStatus};
+use crate::report::RunStatus;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -415,16 +415,9 @@ impl Session {
                 std::thread::sleep(poll);
             }
             let outcome = merger.end_phase(&dones.into_values().collect::<Vec<_>>())?;
-            match outcome {
-                Outcome::Completed => {}
-                Outcome::Interrupted => {
-                    status = RunStatus::Interrupted;
-                    break;
-                }
-                Outcome::Failed => {
-                    status = RunStatus::Failed;
-                    break;
-                }
+            if let Some(stop) = super::merge::stopped_by(outcome) {
+                status = stop;
+                break;
             }
         }
         if let Some(why) = &aborted {
@@ -440,11 +433,7 @@ impl Session {
         let root = merger.root().to_path_buf();
         let status = merger.finish(status, quiet)?;
         eprintln!("results: {}", root.display());
-        Ok(match status {
-            RunStatus::Completed | RunStatus::Degraded => EXIT_OK,
-            RunStatus::Interrupted => EXIT_INTERRUPTED,
-            _ => EXIT_FAILED,
-        })
+        Ok(super::merge::exit_code(status))
     }
 }
 

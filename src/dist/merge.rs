@@ -88,15 +88,7 @@ impl Merger {
     /// Creates the merged run directory (refuses one that exists with anything in it).
     pub fn create(plan: Plan, info: DistInfo) -> Result<Merger, crate::error::UsageError> {
         let rundir = RunDir::create_merged(&plan.out)?;
-        let summary = Summary {
-            schema: crate::report::SUMMARY_SCHEMA.into(),
-            kvmeter_version: env!("CARGO_PKG_VERSION").into(),
-            status: RunStatus::Running,
-            error: None,
-            seed: plan.seed,
-            warnings: plan.warnings.clone(),
-            phases: vec![],
-        };
+        let summary = Summary::running(&plan);
         let m = Merger {
             rundir,
             plan,
@@ -453,24 +445,31 @@ pub fn offline(
                 });
             }
         }
-        match m.end_phase(&ended)? {
-            Outcome::Completed => {}
-            Outcome::Interrupted => {
-                status = RunStatus::Interrupted;
-                break;
-            }
-            Outcome::Failed => {
-                status = RunStatus::Failed;
-                break;
-            }
+        if let Some(stop) = stopped_by(m.end_phase(&ended)?) {
+            status = stop;
+            break;
         }
     }
     let root = m.root().to_path_buf();
     let status = m.finish(status, quiet)?;
     eprintln!("results: {}", root.display());
-    Ok(match status {
+    Ok(exit_code(status))
+}
+
+/// The run's status when a phase's outcome ends it (as a single-host run stops).
+pub fn stopped_by(outcome: Outcome) -> Option<RunStatus> {
+    match outcome {
+        Outcome::Completed => None,
+        Outcome::Interrupted => Some(RunStatus::Interrupted),
+        Outcome::Failed => Some(RunStatus::Failed),
+    }
+}
+
+/// A merged run's exit code: a degraded run is still a result (0).
+pub fn exit_code(status: RunStatus) -> i32 {
+    match status {
         RunStatus::Completed | RunStatus::Degraded => crate::error::EXIT_OK,
         RunStatus::Interrupted => crate::error::EXIT_INTERRUPTED,
         _ => crate::error::EXIT_FAILED,
-    })
+    }
 }

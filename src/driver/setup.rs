@@ -116,15 +116,7 @@ impl<'p> Run<'p> {
             clock,
             interrupted,
             progress: super::Progress::new(plan.status_interval),
-            summary: Summary {
-                schema: report::SUMMARY_SCHEMA.into(),
-                kvmeter_version: env!("CARGO_PKG_VERSION").into(),
-                status: RunStatus::Running,
-                error: None,
-                seed: plan.seed,
-                warnings: plan.warnings.clone(),
-                phases: vec![],
-            },
+            summary: Summary::running(plan),
             ycsb_texts: Vec::new(),
         })
     }

@@ -439,3 +439,18 @@ pub struct Summary {
     pub warnings: Vec<String>,
     pub phases: Vec<PhaseSummary>,
 }
+
+impl Summary {
+    /// The summary of a run that has just started (no phase yet).
+    pub fn running(plan: &crate::plan::Plan) -> Summary {
+        Summary {
+            schema: SUMMARY_SCHEMA.into(),
+            kvmeter_version: env!("CARGO_PKG_VERSION").into(),
+            status: RunStatus::Running,
+            error: None,
+            seed: plan.seed,
+            warnings: plan.warnings.clone(),
+            phases: vec![],
+        }
+    }
+}

@@ -1,6 +1,8 @@
 //! Helpers shared by the end-to-end test files: the binary, JSON files, schema checks.
 #![allow(dead_code)]
 
+pub mod servers;
+
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::{Path, PathBuf};

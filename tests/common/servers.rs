@@ -1,0 +1,357 @@
+//! Real servers on loopback for the distributed-run tests (tests/dist.rs): etcd (one member
+//! or a Raft group), memcached, Redis, and a coordinator with its agents; the helpers that
+//! read etcd, HDR logs and memcached's command log independently of kvmeter's code.
+
+use super::{bin, free_port};
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::Histogram;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A process this test started, killed when the test ends (pass or fail).
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn wait_port(port: u16) {
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "nothing on port {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A POST to etcd's JSON gateway (the first member that answers); the reply's JSON.
+pub fn etcd_post(url: &str, path: &str, body: &str) -> Option<Value> {
+    url.split(',').find_map(|u| etcd_post_one(u, path, body))
+}
+
+pub fn etcd_post_one(url: &str, path: &str, body: &str) -> Option<Value> {
+    let hostport = url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(hostport).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: etcd\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let at = text.find("\r\n\r\n")? + 4;
+    let body = &text[at..];
+    // A chunked reply: the JSON is the line between the chunk sizes.
+    let json_text = if text[..at].to_ascii_lowercase().contains("chunked") {
+        body.lines().nth(1)?.to_string()
+    } else {
+        body.to_string()
+    };
+    serde_json::from_str(&json_text).ok()
+}
+
+/// Keys under /kvmeter/ in etcd (every run's).
+pub fn keys_left(url: &str) -> u64 {
+    // base64 of "/kvmeter/" and of "/kvmeter0" (the range end).
+    let r = etcd_post(
+        url,
+        "/v3/kv/range",
+        r#"{"key":"L2t2bWV0ZXIv","range_end":"L2t2bWV0ZXIw","count_only":true}"#,
+    )
+    .expect("etcd answers");
+    r["count"]
+        .as_str()
+        .and_then(|c| c.parse().ok())
+        .or_else(|| r["count"].as_u64())
+        .unwrap_or(0)
+}
+
+/// An etcd cluster of `members` on loopback; returns the processes and the client URL list.
+pub fn etcd(dir: &Path, members: usize) -> (Vec<Proc>, String) {
+    let ports: Vec<(u16, u16)> = (0..members).map(|_| (free_port(), free_port())).collect();
+    let cluster: Vec<String> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
+        .collect();
+    let mut procs = vec![];
+    for (i, (client, peer)) in ports.iter().enumerate() {
+        let log = std::fs::File::create(dir.join(format!("etcd{i}.log"))).unwrap();
+        let c = Command::new("etcd")
+            .args([
+                "--name",
+                &format!("m{i}"),
+                "--data-dir",
+                dir.join(format!("etcd{i}")).to_str().unwrap(),
+                "--listen-client-urls",
+                &format!("http://127.0.0.1:{client}"),
+                "--advertise-client-urls",
+                &format!("http://127.0.0.1:{client}"),
+                "--listen-peer-urls",
+                &format!("http://127.0.0.1:{peer}"),
+                "--initial-advertise-peer-urls",
+                &format!("http://127.0.0.1:{peer}"),
+                "--initial-cluster",
+                &cluster.join(","),
+                "--initial-cluster-state",
+                "new",
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("etcd (Debian's etcd-server) is installed");
+        procs.push(Proc(c));
+    }
+    let url = ports
+        .iter()
+        .map(|(c, _)| format!("http://127.0.0.1:{c}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    // Ready: a write goes through (the group has a leader).
+    let t = Instant::now();
+    while etcd_post(&url, "/v3/kv/range", r#"{"key":"AA=="}"#)
+        .and_then(|v| v.get("header").cloned())
+        .is_none()
+    {
+        assert!(t.elapsed() < Duration::from_secs(20), "etcd did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (procs, url)
+}
+
+/// memcached on loopback with one worker thread; `-vv` logs every command it serves.
+pub fn memcached(dir: &Path, name: &str, verbose: bool) -> (Proc, u16) {
+    let port = free_port();
+    let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
+    let mut args = vec![
+        "-u".to_string(),
+        "root".into(),
+        "-l".into(),
+        "127.0.0.1".into(),
+        "-p".into(),
+        port.to_string(),
+        "-t".into(),
+        "1".into(),
+        "-U".into(),
+        "0".into(),
+    ];
+    if verbose {
+        args.push("-vv".into());
+    }
+    let c = Command::new("memcached")
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("memcached is installed");
+    wait_port(port);
+    (Proc(c), port)
+}
+
+pub fn redis(dir: &Path) -> (Proc, u16) {
+    let port = free_port();
+    let c = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            dir.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server is installed");
+    wait_port(port);
+    (Proc(c), port)
+}
+
+pub fn spawn(args: &[String], log: &Path) -> Child {
+    let f = std::fs::File::create(log).unwrap();
+    Command::new(bin())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap()
+}
+
+pub fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+pub fn wait_exit(c: &mut Child, limit: Duration) -> i32 {
+    let t = Instant::now();
+    loop {
+        if let Some(st) = c.try_wait().unwrap() {
+            return st.code().unwrap_or(-1);
+        }
+        if t.elapsed() > limit {
+            let _ = c.kill();
+            panic!("process did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn counts(p: &Value) -> BTreeMap<String, u64> {
+    p["ops"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v["count"].as_u64().unwrap()))
+        .collect()
+}
+
+/// Every histogram of an HDR log, added.
+pub fn hlog_sum(path: &Path) -> Histogram<u64> {
+    use base64::Engine;
+    let mut sum = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        if line.starts_with('#') || line.starts_with('"') {
+            continue;
+        }
+        let b64 = line.rsplit(',').next().unwrap();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap();
+        let h: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut std::io::Cursor::new(bytes))
+            .unwrap();
+        sum.add(&h).unwrap();
+    }
+    sum
+}
+
+/// Each client connection's commands (`get KEY`, `set KEY`) from memcached's `-vv` log, for
+/// connections that read (the run phase's), in arrival order per connection.
+pub fn run_phase_streams(log: &Path) -> Vec<Vec<String>> {
+    let mut open: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut done = vec![];
+    for line in std::fs::read_to_string(log).unwrap().lines() {
+        let Some(rest) = line.strip_prefix('<') else {
+            continue;
+        };
+        let mut parts = rest.split_whitespace();
+        let (Some(fd), Some(cmd)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        match cmd {
+            "new" => {
+                open.insert(fd.to_string(), vec![]);
+            }
+            "connection" => {
+                if let Some(seq) = open.remove(fd) {
+                    if seq.iter().any(|c| c.starts_with("get")) {
+                        done.push(seq);
+                    }
+                }
+            }
+            "get" | "set" => {
+                let key = parts.next().unwrap_or("");
+                if let Some(seq) = open.get_mut(fd) {
+                    seq.push(format!("{cmd} {key}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    done.sort();
+    done
+}
+
+pub struct Dist {
+    pub dir: tempfile::TempDir,
+    pub coord: Child,
+    pub agents: Vec<Child>,
+}
+
+impl Drop for Dist {
+    fn drop(&mut self) {
+        for c in self
+            .agents
+            .iter_mut()
+            .chain(std::iter::once(&mut self.coord))
+        {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Dist {
+    /// A coordinator for `n` agents with `run` flags, then the agents (T threads each).
+    pub fn start(url: &str, job: &str, n: usize, coord_flags: &[&str], run: &[String]) -> Dist {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = s(&[
+            "dist",
+            "run",
+            "--coord",
+            url,
+            "--job",
+            job,
+            "--agents",
+            &n.to_string(),
+            "--out",
+            dir.path().join("merged").to_str().unwrap(),
+            "--register-timeout",
+            "30s",
+        ]);
+        args.extend(s(coord_flags));
+        args.extend(run.iter().cloned());
+        let coord = spawn(&args, &dir.path().join("coord.log"));
+        let agents = (0..n)
+            .map(|i| {
+                spawn(
+                    &s(&[
+                        "agent",
+                        "--coord",
+                        url,
+                        "--job",
+                        job,
+                        "--index",
+                        &i.to_string(),
+                        "--out",
+                        dir.path().join(format!("agent{i}")).to_str().unwrap(),
+                    ]),
+                    &dir.path().join(format!("agent{i}.log")),
+                )
+            })
+            .collect();
+        Dist { dir, coord, agents }
+    }
+
+    pub fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    pub fn log(&self, p: &str) -> String {
+        std::fs::read_to_string(self.path(p)).unwrap_or_default()
+    }
+
+    /// Waits for everything; returns the coordinator's exit code.
+    pub fn finish(&mut self) -> i32 {
+        let code = wait_exit(&mut self.coord, Duration::from_secs(90));
+        for a in &mut self.agents {
+            wait_exit(a, Duration::from_secs(30));
+        }
+        code
+    }
+}
