@@ -22,7 +22,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// `kvmeter agent`'s settings (cli.rs maps its flags here).
+/// `kvmeter agent`'s settings (cli/dist.rs maps its flags here).
 pub struct Settings {
     pub coord: String,
     pub job: String,
@@ -228,7 +228,6 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
     let _ = ack_rx.recv_timeout(Duration::from_secs(10));
     flags.stop.store(true, Ordering::Relaxed);
     drop(tx);
-    drop(sync.tx.clone());
     sync.record.bytes_to_etcd = flags.bytes.load(Ordering::Relaxed);
     sync.record.posts = flags.posts.load(Ordering::Relaxed);
     sync.write_record();

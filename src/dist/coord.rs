@@ -96,7 +96,7 @@ impl Coord {
         let eps = endpoints(url)?;
         let prefix = prefix(job)?;
         let gw = Gateway::connect(&eps, Duration::from_secs(3))
-            .map_err(|e| UsageError::new(format!("--coord {url}: cannot reach etcd: {e}")))?;
+            .map_err(|e| UsageError::new(format!("--coord {url}: cannot reach etcd: {e} (is etcd running there? give its client URL, e.g. http://HOST:2379)")))?;
         let mut c = Coord {
             gw,
             prefix,

@@ -1,11 +1,20 @@
 //! Command-line parsing (clap) and dispatch. Flags map onto a `plan::Request`; everything else
-//! lives in the library so tests can call it in-process.
+//! lives in the library so tests can call it in-process. One file per concern: `dist` (the
+//! distributed commands), `compare`, `stores` (the store listing); the rest here.
 
 use crate::error::{EXIT_OK, EXIT_USAGE};
 use crate::experiment::job::Job;
 use crate::plan::{Format, Request};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+
+mod compare;
+mod dist;
+mod stores;
+
+pub use compare::CompareArgs;
+pub use dist::{AgentArgs, CoordArgs, DistCommand, DistRunArgs};
+pub use stores::stores_report;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -127,83 +136,6 @@ pub struct RunArgs {
     pub common: CommonArgs,
 }
 
-#[derive(Subcommand, Debug)]
-pub enum DistCommand {
-    /// Coordinate a run over N agents: publish the plan and its hash in etcd, wait for the
-    /// agents, start each phase on one time T0, merge every interval into one run directory
-    /// (intervals.csv with an agents column, HDR logs, summary), delete every key at the end.
-    Run(Box<DistRunArgs>),
-    /// Merge agents' run directories into one run (when the coordinator died).
-    Merge {
-        /// The agents' run directories (each has dist/agent.json).
-        #[arg(value_name = "DIR", required = true)]
-        dirs: Vec<PathBuf>,
-        /// The merged run directory (default kvmeter-runs/<time>-dist-merge-<store>).
-        #[arg(long, value_name = "DIR")]
-        out: Option<PathBuf>,
-    },
-}
-
-/// Where the coordination service is and which run: shared by `dist run` and `agent`.
-#[derive(Args, Debug)]
-pub struct CoordArgs {
-    /// etcd's client URL(s): http://HOST:2379[,http://HOST2:2379,...].
-    #[arg(long, value_name = "URL")]
-    pub coord: String,
-    /// The run's name: its keys live under /kvmeter/<job>/ (one run per job at a time).
-    #[arg(long, value_name = "NAME", default_value = "default")]
-    pub job: String,
-}
-
-#[derive(Args, Debug)]
-pub struct DistRunArgs {
-    #[command(flatten)]
-    pub coord: CoordArgs,
-    /// Agents to wait for (each runs --threads workers: N agents × T threads do what one
-    /// host with N·T threads does).
-    #[arg(long, value_name = "N")]
-    pub agents: usize,
-    /// Give up (exit 2, nothing run, nothing left in etcd) unless all agents register by then.
-    #[arg(long, value_name = "DURATION", default_value = "60s")]
-    pub register_timeout: String,
-    /// Lease of the coordinator and of each agent: a dead agent is seen this long after (an
-    /// etcd starved of CPU answers slowly: too short a lease loses live agents).
-    #[arg(long, value_name = "DURATION", default_value = "10s")]
-    pub lease_ttl: String,
-    /// Each phase starts this long after the coordinator publishes its start time.
-    #[arg(long, value_name = "DURATION", default_value = "1s")]
-    pub start_delay: String,
-    /// When an agent dies: degrade (go on with the rest; the run is marked degraded) or abort.
-    #[arg(long, value_name = "WHAT", default_value = "degrade", value_parser = ["degrade", "abort"])]
-    pub on_agent_loss: String,
-    #[command(flatten)]
-    pub run: RunArgs,
-}
-
-#[derive(Args, Debug)]
-pub struct AgentArgs {
-    #[command(flatten)]
-    pub coord: CoordArgs,
-    /// This agent's index (else JOB_COMPLETION_INDEX, SLURM_PROCID or OMPI_COMM_WORLD_RANK).
-    #[arg(long, value_name = "I")]
-    pub index: Option<usize>,
-    /// Agents in all (checked against the plan; else SLURM_NTASKS or OMPI_COMM_WORLD_SIZE).
-    #[arg(long, value_name = "N")]
-    pub count: Option<usize>,
-    /// Run only a plan with this hash (what 'kvmeter dist run' prints).
-    #[arg(long, value_name = "HASH")]
-    pub plan_hash: Option<String>,
-    /// This agent's run directory (default kvmeter-runs/<time>-agent<I>-<job>-<store>).
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// Directory for an embedded store's data (default: a fresh temporary directory).
-    #[arg(long, value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
-    /// How long to wait for the coordinator's plan and each phase's start.
-    #[arg(long, value_name = "DURATION", default_value = "60s")]
-    pub wait: String,
-}
-
 #[derive(Args, Debug)]
 pub struct CapacityArgs {
     /// YCSB workload property file (papers/003 measures GETs: workloadc).
@@ -281,85 +213,6 @@ pub struct ExperimentArgs {
     /// Check the file and print each step's command line; run nothing.
     #[arg(long)]
     pub dry_run: bool,
-}
-
-#[derive(Args, Debug)]
-pub struct CompareArgs {
-    /// Baseline runs: run directories, or directories holding run directories.
-    #[arg(value_name = "A", required = true)]
-    pub a: Vec<PathBuf>,
-    /// Candidate runs, the same way.
-    #[arg(long = "vs", value_name = "B", required = true, num_args = 1..)]
-    pub b: Vec<PathBuf>,
-    /// Changes within this share are "no difference" even when significant.
-    #[arg(long, value_name = "SHARE", default_value_t = 0.02)]
-    pub noise: f64,
-    /// Compare only these metrics (repeatable): ops_per_s, p50_us, p99_us, p99_9_us,
-    /// error_rate, ops_per_joule, cpu_s_per_op.
-    #[arg(long = "metric", value_name = "NAME")]
-    pub metric: Vec<String>,
-    /// Refuse (exit 2) when the manifests differ in anything (store, options, workload,
-    /// threads, machine, clock); without it the differences are warnings.
-    #[arg(long)]
-    pub require_match: bool,
-    /// Exit 1 when any row is worse (for CI).
-    #[arg(long)]
-    pub fail_on_regression: bool,
-    /// Where compare.json and compare.html go (default: kvmeter-runs/<time>-compare-runs).
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-}
-
-fn compare(a: CompareArgs) -> anyhow::Result<i32> {
-    use crate::error::UsageError;
-    use crate::report::compare;
-    if !(0.0..1.0).contains(&a.noise) {
-        return Err(UsageError::new(format!(
-            "--noise {}: expected a share from 0 to 1 (e.g. 0.02)",
-            a.noise
-        ))
-        .into());
-    }
-    let runs_a = compare::collect(&a.a, "A")?;
-    let runs_b = compare::collect(&a.b, "--vs")?;
-    let c = compare::compare(&runs_a, &runs_b, a.noise, &a.metric)?;
-    // One difference is the variable under test; more than one is not like with like.
-    if a.require_match && c.mismatches.len() > 1 {
-        return Err(UsageError::new(format!(
-            "--require-match: the runs differ in {} fields, not only the one under test: {}",
-            c.mismatches.len(),
-            c.mismatches.join("; ")
-        ))
-        .into());
-    }
-    let out = a
-        .out
-        .unwrap_or_else(|| crate::plan::default_out("compare", "runs"));
-    crate::report::rundir::claim(&out)?;
-    std::fs::create_dir_all(&out)?;
-    match c.mismatches.as_slice() {
-        [] => {}
-        [one] => eprintln!(
-            "compare: the one difference between the runs (the variable under test): {one}"
-        ),
-        many => {
-            for m in many {
-                eprintln!("warning: not like with like: {m}");
-            }
-        }
-    }
-    crate::report::rundir::write_atomic(
-        &out.join("compare.json"),
-        (serde_json::to_string_pretty(&c)? + "\n").as_bytes(),
-    )?;
-    crate::report::rundir::write_atomic(&out.join("compare.html"), c.html().as_bytes())?;
-    print!("{}", c.render());
-    eprintln!("results: {}", out.display());
-    Ok(if a.fail_on_regression && c.regressed() {
-        crate::error::EXIT_FAILED
-    } else {
-        EXIT_OK
-    })
 }
 
 #[derive(Args, Debug)]
@@ -490,7 +343,12 @@ pub struct CommonArgs {
     pub io_file_size: Option<String>,
 }
 
-fn request(command: &str, workload: Vec<String>, phase: Option<String>, c: CommonArgs) -> Request {
+pub(crate) fn request(
+    command: &str,
+    workload: Vec<String>,
+    phase: Option<String>,
+    c: CommonArgs,
+) -> Request {
     Request {
         command: command.into(),
         workload_files: workload,
@@ -653,32 +511,9 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
         } => Ok(crate::experiment::durability::writer_main(
             &store, &dir, start, &store_opt,
         )),
-        Command::Stores { plugins } => stores(&plugins),
-        Command::Agent(a) => crate::dist::agent::run(crate::dist::agent::Settings {
-            coord: a.coord.coord,
-            job: a.coord.job,
-            index: a.index,
-            count: a.count,
-            out: a.out,
-            data_dir: a.data_dir,
-            plan_hash: a.plan_hash,
-            wait: a.wait,
-        }),
-        Command::Dist {
-            command: DistCommand::Merge { dirs, out },
-        } => crate::dist::merge::offline(&dirs, out),
-        Command::Dist {
-            command: DistCommand::Run(a),
-        } => crate::dist::coordinator::run(crate::dist::coordinator::Settings {
-            coord: a.coord.coord,
-            job: a.coord.job,
-            agents: a.agents,
-            register_timeout: a.register_timeout,
-            lease_ttl: a.lease_ttl,
-            start_delay: a.start_delay,
-            abort_on_loss: a.on_agent_loss == "abort",
-            request: request("run", a.run.workload, Some(a.run.phase), a.run.common),
-        }),
+        Command::Stores { plugins } => stores::stores(&plugins),
+        Command::Agent(a) => dist::agent(a),
+        Command::Dist { command } => dist::run(command),
         Command::Doctor { data_dir } => {
             print!("{}", crate::doctor::report(data_dir.as_deref()));
             Ok(EXIT_OK)
@@ -689,7 +524,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
             power,
         } => crate::calibrate::run(calibration, seconds, power),
         Command::Experiment(a) => crate::experiment::file::run::main(a),
-        Command::Compare(a) => compare(a),
+        Command::Compare(a) => compare::compare(a),
         measuring => match job_of(measuring) {
             Ok(Some(job)) => job.execute(),
             Ok(None) => unreachable!("every other command is matched above"),
@@ -703,81 +538,4 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
             crate::error::exit_code(&e)
         }
     }
-}
-
-/// `kvmeter stores [plugin:PATH ...]`: every built-in store, or the named plug-ins only.
-fn stores(plugins: &[String]) -> anyhow::Result<i32> {
-    if plugins.is_empty() {
-        print!("{}", stores_report());
-        return Ok(EXIT_OK);
-    }
-    let mut kinds = Vec::new();
-    for p in plugins {
-        if !crate::store::plugin::is_plugin(p) {
-            return Err(crate::error::UsageError::new(format!(
-                "kvmeter stores '{p}': expected plugin:PATH to a store plug-in (without arguments every built-in store is listed)"
-            ))
-            .into());
-        }
-        kinds.push(crate::store::plugin::kind(p)?);
-    }
-    let mut out = String::new();
-    for k in kinds {
-        describe_store(&mut out, k);
-    }
-    print!("{out}");
-    Ok(EXIT_OK)
-}
-
-pub fn stores_report() -> String {
-    let mut out = String::new();
-    for k in crate::store::registry() {
-        describe_store(&mut out, k);
-    }
-    for (name, feature) in crate::store::not_built() {
-        out += &format!(
-            "{name:<10} {:<12} NOT in this build: rebuild with --features {feature} (scripts/run-suite.sh builds every store)\n\n",
-            "-"
-        );
-    }
-    out += "Store plug-ins: --store plugin:/path/libfoo.so (docs/plugins.md); 'kvmeter stores plugin:PATH' lists one.\n";
-    out
-}
-
-fn describe_store(out: &mut String, k: &crate::store::StoreKind) {
-    let usable = match (k.probe)() {
-        Ok(()) => "usable here".to_string(),
-        Err(why) => format!("NOT usable here: {why}"),
-    };
-    *out += &format!(
-        "{:<10} {:<12} {}  [{}]\n           scan: {}, persistent: {}{}\n",
-        k.name,
-        crate::store::version_of(k),
-        k.summary,
-        usable,
-        if k.capabilities.scan {
-            "yes"
-        } else {
-            "no (reported N/A)"
-        },
-        if k.capabilities.persistent {
-            "yes"
-        } else {
-            "no"
-        },
-        match k.server {
-            Some(s) => format!(
-                ", server: '{}' started on loopback unless --store-opt addr= is given",
-                s.binary
-            ),
-            None => String::new(),
-        },
-    );
-    for o in k.options {
-        *out += &format!(
-            "           --store-opt {}={:<8} {}\n",
-            o.name, o.default, o.help
-        );
-    }
-    out.push('\n');
 }

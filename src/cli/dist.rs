@@ -1,0 +1,112 @@
+//! `kvmeter agent` and `kvmeter dist run|merge`: their flags and how they reach `dist`
+//! (docs/distributed.md).
+
+use super::RunArgs;
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Subcommand, Debug)]
+pub enum DistCommand {
+    /// Coordinate a run over N agents: publish the plan and its hash in etcd, wait for the
+    /// agents, start each phase on one time T0, merge every interval into one run directory
+    /// (intervals.csv with an agents column, HDR logs, summary), delete every key at the end.
+    Run(Box<DistRunArgs>),
+    /// Merge agents' run directories into one run (when the coordinator died).
+    Merge {
+        /// The agents' run directories (each has dist/agent.json).
+        #[arg(value_name = "DIR", required = true)]
+        dirs: Vec<PathBuf>,
+        /// The merged run directory (default kvmeter-runs/<time>-dist-merge-<store>).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+}
+
+/// Where the coordination service is and which run: shared by `dist run` and `agent`.
+#[derive(Args, Debug)]
+pub struct CoordArgs {
+    /// etcd's client URL(s): http://HOST:2379[,http://HOST2:2379,...].
+    #[arg(long, value_name = "URL")]
+    pub coord: String,
+    /// The run's name: its keys live under /kvmeter/<job>/ (one run per job at a time).
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub job: String,
+}
+
+#[derive(Args, Debug)]
+pub struct DistRunArgs {
+    #[command(flatten)]
+    pub coord: CoordArgs,
+    /// Agents to wait for (each runs --threads workers: N agents × T threads do what one
+    /// host with N·T threads does).
+    #[arg(long, value_name = "N")]
+    pub agents: usize,
+    /// Give up (exit 2, nothing run, nothing left in etcd) unless all agents register by then.
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    pub register_timeout: String,
+    /// Lease of the coordinator and of each agent: a dead agent is seen this long after (an
+    /// etcd starved of CPU answers slowly: too short a lease loses live agents).
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub lease_ttl: String,
+    /// Each phase starts this long after the coordinator publishes its start time.
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    pub start_delay: String,
+    /// When an agent dies: degrade (go on with the rest; the run is marked degraded) or abort.
+    #[arg(long, value_name = "WHAT", default_value = "degrade", value_parser = ["degrade", "abort"])]
+    pub on_agent_loss: String,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub coord: CoordArgs,
+    /// This agent's index (else JOB_COMPLETION_INDEX, SLURM_PROCID or OMPI_COMM_WORLD_RANK).
+    #[arg(long, value_name = "I")]
+    pub index: Option<usize>,
+    /// Agents in all (checked against the plan; else SLURM_NTASKS or OMPI_COMM_WORLD_SIZE).
+    #[arg(long, value_name = "N")]
+    pub count: Option<usize>,
+    /// Run only a plan with this hash (what 'kvmeter dist run' prints).
+    #[arg(long, value_name = "HASH")]
+    pub plan_hash: Option<String>,
+    /// This agent's run directory (default kvmeter-runs/<time>-agent<I>-<job>-<store>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Directory for an embedded store's data (default: a fresh temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// How long to wait for the coordinator's plan and each phase's start.
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    pub wait: String,
+}
+
+pub(super) fn agent(a: AgentArgs) -> anyhow::Result<i32> {
+    crate::dist::agent::run(crate::dist::agent::Settings {
+        coord: a.coord.coord,
+        job: a.coord.job,
+        index: a.index,
+        count: a.count,
+        out: a.out,
+        data_dir: a.data_dir,
+        plan_hash: a.plan_hash,
+        wait: a.wait,
+    })
+}
+
+pub(super) fn run(command: DistCommand) -> anyhow::Result<i32> {
+    match command {
+        DistCommand::Merge { dirs, out } => crate::dist::merge::offline(&dirs, out),
+        DistCommand::Run(a) => crate::dist::coordinator::run(crate::dist::coordinator::Settings {
+            coord: a.coord.coord,
+            job: a.coord.job,
+            agents: a.agents,
+            register_timeout: a.register_timeout,
+            lease_ttl: a.lease_ttl,
+            start_delay: a.start_delay,
+            abort_on_loss: a.on_agent_loss == "abort",
+            request: super::request("run", a.run.workload, Some(a.run.phase), a.run.common),
+        }),
+    }
+}
