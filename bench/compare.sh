@@ -6,7 +6,9 @@
 # Cases (name: what runs):
 #   ceiling-*   null store / YCSB BasicDB, 1 thread, zipfian, latency recording on
 #   rocks-*     100,000 records of one 1,000-byte value, uniform reads (workload C shape),
-#               256 MiB block cache, no compression, no bloom filter, in memory
+#               256 MiB block cache, no compression, no bloom filter, in memory;
+#               rocks-direct-cold-*: the direct loop reopened and not warmed, as kvmeter's run
+#               phase starts (its block cache empty), so both read the same DB state
 #   rss-*       kvmeter's peak RSS (KiB) on the null store at 1 M and 100 M operations
 #   tel-*       telemetry at its default 100 ms against --telemetry-interval 0, null and RocksDB
 #   emb-*       WiredTiger and LMDB: kvmeter against a minimal direct loop (benches/
@@ -23,6 +25,20 @@
 #               server inherits the affinity; the peers' SERVER_CPUS/CLIENT_CPUS)
 #   mc-*        memcached GETs on loopback: kvmeter (workload C, one 1,000-byte field) against
 #               memcslap -t get (its own keys and value sizes); 1 connection per thread
+#   redis-same-*  the same command and data on both sides: 100,000 hashes of one 1,000-byte
+#               field, uniform HGETALL of the whole record; kvmeter (workload C, its own keys
+#               "user<hash>") against redis-benchmark "HGETALL key:__rand_int__" -r 100000 over
+#               hashes filled the same way (keys "key:<12 digits>"); one private redis-server per
+#               case, persistence off; unpinned; t1/t2: 1 or 2 threads, one connection each;
+#               p16: one connection, 16 requests per round trip (pipeline=16; -P 16)
+#   mc-same-*   memcached GET in the shape Debian's memcslap (libmemcached-tools 1.1.4) uses
+#               itself: -e 20000 sets 20,000 keys of 20 bytes with random values (2,568 bytes
+#               per item on average in memcached's own stats, up to ~5 KB), then each of its T
+#               threads GETs all of them; kvmeter: 20,000 records, fieldlength=5000 uniform
+#               (mean 2,500 bytes), 20,000·T uniform GETs; unpinned; one connection per thread
+#   Every case prints its throughput and, where the process can be measured alone, its CPU
+#   per operation (user + system, ns): kvmeter's own process from summary.json kvmeter_cpu
+#   (the measured window); the direct loops' read loops; redis-benchmark under /usr/bin/time.
 #   ab-old-*, ab-new-*  with AB_OLD=<an older kvmeter binary>: the ceiling (C and A) and the
 #               RocksDB t1 case run by that binary and by this build, interleaved (refactors)
 set -euo pipefail
@@ -48,11 +64,52 @@ trap 'rm -rf "$TMP"' EXIT
 ROCKS_OPTS=(--store-opt block_cache_mb=256 --store-opt compression=none --store-opt bloom_bits=0)
 ROCKS_SHAPE=(-p fieldcount=1 -p fieldlength=1000 -p requestdistribution=uniform --records 100000 --ops 1000000)
 
-# kvmeter_tput OUTDIR PHASE: throughput of a phase from summary.json
+# kvmeter_tput OUTDIR PHASE: throughput of a phase from summary.json, and kvmeter's own CPU per
+# operation over it (ns)
 kvmeter_tput() {
-  python3 -c 'import json,sys; s=json.load(open(sys.argv[1]+"/summary.json")); print(round([p for p in s["phases"] if p["name"]==sys.argv[2]][0]["throughput_ops_per_s"]))' "$1" "$2"
+  python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+p = [p for p in s["phases"] if p["name"] == sys.argv[2]][0]
+c = p.get("kvmeter_cpu") or {}
+print(round(p["throughput_ops_per_s"]), round(c["ns_per_op"]) if c else "")' "$1" "$2"
 }
-last_ops() { tail -1 | sed -n 's/^ops_per_sec=//p' | cut -d. -f1; }
+# A peer's output: ops_per_sec=<n> (last such line) and, when printed, cpu_ns_per_op=<n>.
+last_ops() {
+  local out; out=$(cat)
+  echo "$(sed -n 's/^ops_per_sec=//p' <<<"$out" | tail -1 | cut -d. -f1) $(sed -n 's/^cpu_ns_per_op=//p' <<<"$out" | tail -1 | cut -d. -f1)"
+}
+# CPU per op (ns) of a command timed by /usr/bin/time -f '%U %S' into FILE, over OPS operations.
+cpu_per_op() { awk -v n="$2" '{printf "%.0f", ($1 + $2) * 1e9 / n}' "$1"; }
+# A private redis-server on loopback port $1, persistence off (as ../shared/peers/run-redis.sh).
+start_redis() {
+  local dir; dir=$(mktemp -d "$TMP/redis.XXXXXX")
+  redis-server --bind 127.0.0.1 --port "$1" --save '' --appendonly no --dir "$dir" \
+    --logfile "$dir/redis.log" --daemonize no &
+  SRV=$!
+  for _ in $(seq 200); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.05; done
+  echo "redis-server on $1 did not start" >&2; return 1
+}
+start_memcached() {
+  local extra=(); [[ $(id -u) == 0 ]] && extra=(-u root)
+  memcached -l 127.0.0.1 -p "$1" -U 0 -m 1024 "${extra[@]}" &
+  SRV=$!
+  for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done
+  echo "memcached on $1 did not start" >&2; return 1
+}
+stop_srv() { kill "$SRV" 2>/dev/null || true; wait "$SRV" 2>/dev/null || true; }
+# 100,000 hashes key:<12 digits> -> field0 = 1,000 bytes, as redis-benchmark's __rand_int__ names them.
+fill_bench_hashes() {
+  python3 -c '
+import sys, random
+random.seed(1)
+v = bytes(random.choice(b"abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(1000))
+out = sys.stdout.buffer
+for i in range(100000):
+    k = b"key:%012d" % i
+    out.write(b"*4\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n$6\r\nfield0\r\n$1000\r\n%s\r\n" % (len(k), k, v))
+' | redis-cli -p "$1" --pipe >/dev/null
+}
 
 run_case() {
   local name=$1 d="$TMP/$1-$RANDOM"
@@ -63,6 +120,7 @@ run_case() {
     ceiling-ycsb-a) DB=basic WORKLOAD=a OPS=$CEILING_OPS THREADS=1 bash "$PEERS/run-ycsb.sh" 2>/dev/null | last_ops ;;
     rocks-kvmeter-t[12]) $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     rocks-direct-t[12]) RECORDS=100000 OPS=1000000 THREADS="${name: -1}" CACHE_MB=256 "$DIRECT" 2>/dev/null | last_ops ;;
+    rocks-direct-cold-t[12]) COLD=1 RECORDS=100000 OPS=1000000 THREADS="${name: -1}" CACHE_MB=256 "$DIRECT" 2>/dev/null | last_ops ;;
     rocks-dbbench-t[12]) WORKLOAD=c RECORDS=100000 OPS=1000000 THREADS="${name: -1}" KEY_SIZE=23 VALUE_SIZE=1000 \
         DB_BENCH_EXTRA="--cache_size=268435456 --compression_type=none" bash "$PEERS/run-db_bench.sh" 2>/dev/null | last_ops ;;
     rocks-ycsb-t[12]) DB=rocksdb WORKLOAD=c RECORDS=100000 OPS=1000000 THREADS="${name: -1}" FIELD_COUNT=1 VALUE_SIZE=1000 \
@@ -87,6 +145,31 @@ run_case() {
     redis-bench-t[12]) TEST=get RECORDS=100000 OPS=200000 THREADS="${name: -1}" VALUE_SIZE=1000 bash "$PEERS/run-redis.sh" 2>/dev/null | last_ops ;;
     mc-kvmeter-t[12]) $K run -P workloadc --store memcached "${SRV_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     mc-memcslap-t[12]) TOOL=memcslap TEST=get OPS=200000 THREADS="${name: -1}" bash "$PEERS/run-memcached.sh" 2>/dev/null | last_ops ;;
+    redis-same-kvmeter-t[12]|redis-same-kvmeter-p16)
+      local t=1 so=(); [[ $name == *p16 ]] && so=(--store-opt pipeline=16) || t=${name: -1}
+      start_redis 16391 || return 0
+      $K run -P workloadc --store redis --store-opt addr=127.0.0.1:16391 "${so[@]}" "${SRV_SHAPE[@]}" --threads "$t" --out "$d" >/dev/null 2>&1
+      stop_srv; kvmeter_tput "$d" run ;;
+    redis-same-bench-t[12]|redis-same-bench-p16)
+      local t=1 p=1; [[ $name == *p16 ]] && p=16 || t=${name: -1}
+      start_redis 16391 || return 0
+      fill_bench_hashes 16391
+      /usr/bin/time -f '%U %S' -o "$d.cpu" redis-benchmark -h 127.0.0.1 -p 16391 -n 200000 -r 100000 \
+        -c "$t" --threads "$t" -P "$p" --csv HGETALL 'key:__rand_int__' > "$d.out" 2>&1
+      stop_srv
+      echo "$(awk -F'","' '/HGETALL/ {print int($2)}' "$d.out" | tail -1) $(cpu_per_op "$d.cpu" 200000)" ;;
+    mc-same-kvmeter-t[12])
+      start_memcached 21291 || return 0
+      $K run -P workloadc --store memcached --store-opt addr=127.0.0.1:21291 -p fieldcount=1 -p fieldlength=5000 \
+        -p fieldlengthdistribution=uniform -p requestdistribution=uniform --records 20000 --ops $(( 20000 * ${name: -1} )) \
+        --threads "${name: -1}" --out "$d" >/dev/null 2>&1
+      stop_srv; kvmeter_tput "$d" run ;;
+    mc-same-memcslap-t[12])
+      start_memcached 21291 || return 0
+      memcslap -s 127.0.0.1:21291 --test=get --execute-number=20000 --concurrency="${name: -1}" > "$d.out" 2>&1
+      stop_srv
+      # "Time to get N keys by T threads: S seconds."
+      awk '/^Time to get/ {printf "%.0f\n", $4 / $(NF-1)}' "$d.out" ;;
     tel-null-on)  $K run -P workloadc --store null --phase run --ops "$CEILING_OPS" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     tel-null-off) $K run -P workloadc --store null --phase run --ops "$CEILING_OPS" --telemetry-interval 0 --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     tel-rocks-on)  $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
@@ -107,8 +190,8 @@ run_case() {
 }
 
 CASES=(ceiling-kvmeter-c ceiling-ycsb-c ceiling-kvmeter-a ceiling-ycsb-a
-       rocks-kvmeter-t1 rocks-direct-t1 rocks-dbbench-t1 rocks-ycsb-t1
-       rocks-kvmeter-t2 rocks-direct-t2 rocks-dbbench-t2 rocks-ycsb-t2
+       rocks-kvmeter-t1 rocks-direct-t1 rocks-direct-cold-t1 rocks-dbbench-t1 rocks-ycsb-t1
+       rocks-kvmeter-t2 rocks-direct-t2 rocks-direct-cold-t2 rocks-dbbench-t2 rocks-ycsb-t2
        rss-kvmeter-1M rss-kvmeter-100M
        tel-null-on tel-null-off tel-rocks-on tel-rocks-off
        emb-kvmeter-lmdb-t1 emb-plugin-lmdb-t1 emb-direct-lmdb-t1 emb-kvmeter-wiredtiger-t1 emb-direct-wiredtiger-t1
@@ -116,31 +199,37 @@ CASES=(ceiling-kvmeter-c ceiling-ycsb-c ceiling-kvmeter-a ceiling-ycsb-a
        redis-kvmeter-t1 redis-kvmeter-hget-t1 redis-bench-t1 redis-kvmeter-t2 redis-kvmeter-hget-t2 redis-bench-t2
        mc-kvmeter-t1 mc-memcslap-t1 mc-kvmeter-t2 mc-memcslap-t2
        redis-kvmeter-pin0 redis-bench-pin0 mc-kvmeter-pin0 mc-memcslap-pin0
-       redis-kvmeter-p16 redis-bench-p16)
+       redis-kvmeter-p16 redis-bench-p16
+       redis-same-kvmeter-t1 redis-same-bench-t1 redis-same-kvmeter-t2 redis-same-bench-t2
+       redis-same-kvmeter-p16 redis-same-bench-p16
+       mc-same-kvmeter-t1 mc-same-memcslap-t1 mc-same-kvmeter-t2 mc-same-memcslap-t2)
 if [[ -n ${AB_OLD:-} ]]; then
   CASES+=(ab-old-ceiling-c ab-new-ceiling-c ab-old-ceiling-a ab-new-ceiling-a ab-old-rocks-t1 ab-new-rocks-t1)
 fi
 {
   echo "# kvmeter $(git rev-parse --short HEAD) on $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ)"
-  echo -e "case\trep\tvalue"
+  echo -e "case\trep\tvalue\tcpu_ns_per_op"
 } > "$OUT/raw.tsv"
 for rep in $(seq 1 "$REPS"); do
   for c in "${CASES[@]}"; do
     [[ $c =~ $ONLY ]] || continue
-    v=$(run_case "$c" || echo "")
-    echo -e "$c\t$rep\t$v" | tee -a "$OUT/raw.tsv" >&2
+    read -r v cpu <<<"$(run_case "$c" || echo "")" || true
+    echo -e "$c\t$rep\t${v:-}\t${cpu:-}" | tee -a "$OUT/raw.tsv" >&2
   done
 done
 python3 - "$OUT/raw.tsv" > "$OUT/summary.tsv" <<'PY'
 import sys, statistics, collections
 rows = collections.defaultdict(list)
+cpus = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     if line.startswith('#') or line.startswith('case'): continue
-    c, _, v = line.rstrip('\n').split('\t')
+    c, _, v, cpu = (line.rstrip('\n').split('\t') + [''])[:4]
     if v: rows[c].append(float(v))
-print("case\tmedian\tmin\tmax\tn")
+    if cpu: cpus[c].append(float(cpu))
+print("case\tmedian\tmin\tmax\tn\tcpu_ns_per_op_median")
 for c, vs in rows.items():
-    print(f"{c}\t{statistics.median(vs):.0f}\t{min(vs):.0f}\t{max(vs):.0f}\t{len(vs)}")
+    cm = f"{statistics.median(cpus[c]):.0f}" if cpus[c] else ""
+    print(f"{c}\t{statistics.median(vs):.0f}\t{min(vs):.0f}\t{max(vs):.0f}\t{len(vs)}\t{cm}")
 PY
 cat "$OUT/summary.tsv"
 echo "results: $OUT" >&2

@@ -12,8 +12,10 @@
 //! (reset/renew), the fastest read path LMDB offers.
 //!
 //! Environment: STORE (wiredtiger|lmdb), RECORDS (100000), OPS (1000000, all threads),
-//! THREADS (1), VALUE_SIZE (1000), CACHE_MB (256, WiredTiger). Last line: `ops_per_sec=<n>`.
+//! THREADS (1), VALUE_SIZE (1000), CACHE_MB (256, WiredTiger). Last lines: `cpu_ns_per_op=<n>` (the process's user +
+//! system time over the read loop, per read) and `ops_per_sec=<n>`.
 
+use kvmeter::measure::cpu::CpuTime;
 use kvmeter::store::Record;
 use kvmeter::workload::keys::build_key_name;
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -75,16 +77,24 @@ fn main() {
     rec.push(b"field0", &vec![b'x'; value_size]);
     let mut value = Vec::new();
     rec.encode_into(&mut value);
-    let secs = match store.as_str() {
+    let (secs, cpu0) = match store.as_str() {
         "wiredtiger" => wiredtiger(dir.path(), records, ops, threads, &value),
         "lmdb" => lmdb(dir.path(), records, ops, threads, &value),
         other => panic!("STORE={other}: expected wiredtiger or lmdb"),
     };
+    let cpu = CpuTime::now().since(cpu0, ops).expect("OPS > 0");
     eprintln!("{store}_direct: {ops} reads, {threads} threads, {secs:.3} s");
+    println!("cpu_ns_per_op={:.0}", cpu.ns_per_op);
     println!("ops_per_sec={:.0}", ops as f64 / secs);
 }
 
-fn wiredtiger(dir: &std::path::Path, records: u64, ops: u64, threads: u64, value: &[u8]) -> f64 {
+fn wiredtiger(
+    dir: &std::path::Path,
+    records: u64,
+    ops: u64,
+    threads: u64,
+    value: &[u8],
+) -> (f64, CpuTime) {
     let home = CString::new(dir.to_str().unwrap()).unwrap();
     // kvmeter's defaults: log on, no sync, 60 s checkpoints.
     let cfg = CString::new(format!(
@@ -121,6 +131,7 @@ fn wiredtiger(dir: &std::path::Path, records: u64, ops: u64, threads: u64, value
     }
     let conn = Ptr(conn);
     let start = Instant::now();
+    let cpu0 = CpuTime::now();
     std::thread::scope(|sc| {
         for t in 0..threads {
             let conn = &conn;
@@ -145,10 +156,16 @@ fn wiredtiger(dir: &std::path::Path, records: u64, ops: u64, threads: u64, value
             });
         }
     });
-    start.elapsed().as_secs_f64()
+    (start.elapsed().as_secs_f64(), cpu0)
 }
 
-fn lmdb(dir: &std::path::Path, records: u64, ops: u64, threads: u64, value: &[u8]) -> f64 {
+fn lmdb(
+    dir: &std::path::Path,
+    records: u64,
+    ops: u64,
+    threads: u64,
+    value: &[u8],
+) -> (f64, CpuTime) {
     use lmdb_master_sys as ffi;
     let path = CString::new(dir.to_str().unwrap()).unwrap();
     let val = |b: &[u8]| ffi::MDB_val {
@@ -186,6 +203,7 @@ fn lmdb(dir: &std::path::Path, records: u64, ops: u64, threads: u64, value: &[u8
     }
     let env = Ptr(env as *mut c_void);
     let start = Instant::now();
+    let cpu0 = CpuTime::now();
     std::thread::scope(|sc| {
         for t in 0..threads {
             let env = &env;
@@ -218,5 +236,5 @@ fn lmdb(dir: &std::path::Path, records: u64, ops: u64, threads: u64, value: &[u8
             });
         }
     });
-    start.elapsed().as_secs_f64()
+    (start.elapsed().as_secs_f64(), cpu0)
 }

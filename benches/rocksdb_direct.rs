@@ -7,8 +7,11 @@
 //! harness's cost.
 //!
 //! Environment: RECORDS (100000), OPS (1000000, all threads), THREADS (1), VALUE_SIZE (1000),
-//! CACHE_MB (256). Last line: `ops_per_sec=<n>`.
+//! CACHE_MB (256), REOPEN=1 (reopen after the load), COLD=1 (reopen and
+//! skip the warming pass). Last lines: `cpu_ns_per_op=<n>` (the
+//! process's user + system time over the read loop, per read) and `ops_per_sec=<n>`.
 
+use kvmeter::measure::cpu::CpuTime;
 use kvmeter::store::Record;
 use kvmeter::workload::keys::build_key_name;
 use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, DB};
@@ -52,18 +55,22 @@ fn main() {
         db.put(&key, &value).unwrap();
     }
     db.flush().unwrap();
-    if env("REOPEN", 0) == 1 {
+    // COLD=1: reopened and not warmed, as kvmeter's run phase starts (each phase opens the
+    // store afresh, so its block cache starts empty).
+    let cold = env("COLD", 0) == 1;
+    if cold || env("REOPEN", 0) == 1 {
         // As kvmeter does between its load and run phases.
         drop(db);
         db = DB::open(&opts, dir.path()).unwrap();
     }
     // Warm the cache as a preceding load would.
-    for k in 0..records as i64 {
+    for k in (0..records as i64).filter(|_| !cold) {
         build_key_name(k, 1, false, &mut key);
         assert!(db.get_pinned(&key).unwrap().is_some());
     }
 
     let start = Instant::now();
+    let cpu0 = CpuTime::now();
     std::thread::scope(|s| {
         for t in 0..threads {
             let db = &db;
@@ -94,6 +101,8 @@ fn main() {
         }
     });
     let secs = start.elapsed().as_secs_f64();
+    let cpu = CpuTime::now().since(cpu0, ops).expect("OPS > 0");
     eprintln!("rocksdb_direct: {ops} reads, {threads} threads, {secs:.3} s");
+    println!("cpu_ns_per_op={:.0}", cpu.ns_per_op);
     println!("ops_per_sec={:.0}", ops as f64 / secs);
 }

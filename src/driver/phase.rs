@@ -14,6 +14,7 @@ use super::{
 };
 use crate::antagonist::io::IoAntagonists;
 use crate::measure::clock::Clock;
+use crate::measure::cpu::CpuTime;
 use crate::measure::timeline::Timeline;
 use crate::measure::{Collector, Stats, WorkerRecorder};
 use crate::plan::{PhaseKind, PhasePlan, Plan};
@@ -88,6 +89,7 @@ pub fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
         faults: vec![],
         fault_events: vec![],
         sent_to: Default::default(),
+        kvmeter_cpu: None,
     }
 }
 
@@ -175,6 +177,7 @@ pub(super) fn run(
         sessions,
         threads,
     )?;
+    let cpu_end = CpuTime::now();
     // Finish.
     let end = Duration::from_nanos(shared.end_ns.load(Ordering::Relaxed));
     let in_warmup = iv.close_last(ctx, &collector, &mut companions, end)?;
@@ -199,6 +202,7 @@ pub(super) fn run(
     };
     ps.measured_seconds = (end - measured_from).as_secs_f64();
     ps.fill(&iv.measured);
+    ps.kvmeter_cpu = cpu_end.since(iv.cpu_start, ps.operations);
     ps.error_samples = samples;
     ps.sent_to = sent_by_member(ctx, &sent);
     if let (Some(o), Some(_)) = (&phase.open_loop, &arrivals) {
@@ -453,6 +457,8 @@ struct Intervals<'a> {
     max_behind_ms: f64,
     /// Whether Ctrl-C stopped the workers.
     interrupted: bool,
+    /// The process's CPU time when the measured window began (`kvmeter_cpu`).
+    cpu_start: CpuTime,
 }
 
 impl<'a> Intervals<'a> {
@@ -475,6 +481,7 @@ impl<'a> Intervals<'a> {
             total_done: 0,
             max_behind_ms: 0.0,
             interrupted: false,
+            cpu_start: CpuTime::now(),
         }
     }
 
@@ -519,6 +526,7 @@ impl<'a> Intervals<'a> {
                     if let Some(t) = ctx.telemetry {
                         t.restart_window();
                     }
+                    self.cpu_start = CpuTime::now();
                 }
                 collector.close_interval(&mut self.interval, grace);
                 let sched = open_loop::schedule_figures(phase, self.arrivals, ctx.clock.now());

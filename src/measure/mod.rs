@@ -12,6 +12,7 @@
 //! operations land in the next interval (never lost, never double-counted).
 
 pub mod clock;
+pub mod cpu;
 pub mod percentile;
 pub mod timeline;
 pub mod wire;

@@ -154,6 +154,10 @@ pub struct PhaseSummary {
     /// after a failover, each Redis Cluster master).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub sent_to: std::collections::BTreeMap<String, u64>,
+    /// CPU time of kvmeter's own process (all its threads, an embedded store's included) over
+    /// the measured window, per operation: what the harness costs next to the store.
+    #[serde(default)]
+    pub kvmeter_cpu: Option<crate::measure::cpu::KvmeterCpu>,
 }
 
 /// How a phase ended.
