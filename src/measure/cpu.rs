@@ -5,9 +5,11 @@
 //! end: user and system time of every thread of the process — workers, the interval
 //! collector, the telemetry sampler, progress, and an embedded store's own threads (RocksDB's
 //! flushes and compactions run inside kvmeter). A server store's process is not included
-//! (telemetry reports it as `server`). The kernel accounts this time per tick or per context
-//! switch, so a short phase's figure is coarse; it is exact to the microsecond on a
-//! tickless kernel with `CONFIG_VIRT_CPU_ACCOUNTING`.
+//! (telemetry reports it as `server`). Linux takes the total from the scheduler's runtime
+//! accounting (precise), and splits it into user and system by tick samples, so the sum and
+//! `ns_per_op` are exact while the split is approximate over a short phase. Telemetry's
+//! `process.cpu_pct` samples /proc every interval instead and is off with telemetry; this
+//! figure costs two system calls per phase and is always there.
 
 use serde::{Deserialize, Serialize};
 
