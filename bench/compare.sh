@@ -5,14 +5,28 @@
 #   REPS=3 ONLY=regex bench/compare.sh        -> bench/results/<date>/{raw.tsv,summary.tsv}
 # Cases (name: what runs):
 #   ceiling-*   null store / YCSB BasicDB, 1 thread, zipfian, latency recording on
+#   ceiling-floor-*  benches/null_floor.rs: YCSB's next operation + two clock reads + the
+#               histogram in a bare loop (no session, no driver): the least kvmeter can spend
 #   rocks-*     100,000 records of one 1,000-byte value, uniform reads (workload C shape),
 #               256 MiB block cache, no compression, no bloom filter, in memory;
 #               rocks-direct-cold-*: the direct loop reopened and not warmed, as kvmeter's run
 #               phase starts (its block cache empty), so both read the same DB state
+#               rocks-*-seq-*: db_bench's data shape — keys loaded in order ("user" + 19
+#               digits, 23 bytes: insertorder=ordered, zeropadding=19; the direct loop's
+#               ORDERED=1), like db_bench's fillseq, so the flushed files do not overlap (hashed
+#               keys leave overlapping L0 files and, without bloom filters, a read searches each);
+#               rocks-dbbench-same-*: db_bench built from the crate's own RocksDB sources
+#               against kvmeter's librocksdb.a (bench/build-db_bench.sh), so the version is one,
+#               with kvmeter's LRU block cache (db_bench 11.8's own default is the hyper clock
+#               cache: -hcc- cases, kvmeter with --store-opt block_cache=hyper_clock)
 #   rss-*       kvmeter's peak RSS (KiB) on the null store at 1 M and 100 M operations
 #   tel-*       telemetry at its default 100 ms against --telemetry-interval 0, null and RocksDB
 #   emb-*       WiredTiger and LMDB: kvmeter against a minimal direct loop (benches/
 #               embedded_direct.rs), 100,000 records of one 1,000-byte value, uniform reads
+#   *-direct-timed-*  the direct loop with TIMED=1: kvmeter's clock read before and after each
+#               read, the latency recorded in its histogram and (embedded stores, TOUCH=1) the
+#               value's first bytes read, as kvmeter's record indexing does; nothing else — the
+#               floor of a harness that times every operation exactly (benches/common/timed.rs)
 #   emb-plugin-lmdb-*  the same LMDB reads through the example store plug-in
 #               (examples/plugins/kvm_lmdb.c, built here): the plug-in boundary's cost against the
 #               built-in adapter (emb-kvmeter-lmdb-*) and the direct loop
@@ -48,12 +62,15 @@ REPS=${REPS:-3}
 ONLY=${ONLY:-.}
 CEILING_OPS=${CEILING_OPS:-10000000}
 cargo build --release --quiet --features all-stores
-cargo build --release --quiet --features all-stores --bench rocksdb_direct --bench embedded_direct
+cargo build --release --quiet --features all-stores --bench rocksdb_direct --bench embedded_direct --bench null_floor
 # The example store plug-in for the emb-plugin-* cases (needs liblmdb-dev; those cases print
 # nothing without it, the others run).
 make -s -C examples/plugins || echo "warning: examples/plugins not built (apt-get install liblmdb-dev): emb-plugin-* cases skipped" >&2
 DIRECT=$(ls -t target/release/deps/rocksdb_direct-* | grep -v '\.d$' | head -1)
 EMB=$(ls -t target/release/deps/embedded_direct-* | grep -v '\.d$' | head -1)
+FLOOR=$(ls -t target/release/deps/null_floor-* | grep -v '\.d$' | head -1)
+# db_bench of kvmeter's own RocksDB version for rocks-dbbench-same-* (empty: those cases skipped).
+DBB_SAME=$(bash bench/build-db_bench.sh || echo "warning: db_bench of the crate's RocksDB not built: rocks-dbbench-same-* skipped" >&2)
 EMB_SHAPE=(-p fieldcount=1 -p fieldlength=1000 -p requestdistribution=uniform --records 100000 --ops 1000000)
 SRV_SHAPE=(-p fieldcount=1 -p fieldlength=1000 -p requestdistribution=uniform --records 100000 --ops 200000)
 K=target/release/kvmeter
@@ -116,13 +133,26 @@ run_case() {
   case "$name" in
     ceiling-kvmeter-c) $K run -P workloadc --store null --phase run --ops "$CEILING_OPS" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     ceiling-kvmeter-a) $K run -P workloada --store null --phase run --ops "$CEILING_OPS" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    ceiling-floor-[ca]) WORKLOAD=${name: -1} OPS=$CEILING_OPS ROUNDS=1 "$FLOOR" 2>/dev/null | last_ops ;;
     ceiling-ycsb-c) DB=basic WORKLOAD=c OPS=$CEILING_OPS THREADS=1 bash "$PEERS/run-ycsb.sh" 2>/dev/null | last_ops ;;
     ceiling-ycsb-a) DB=basic WORKLOAD=a OPS=$CEILING_OPS THREADS=1 bash "$PEERS/run-ycsb.sh" 2>/dev/null | last_ops ;;
     rocks-kvmeter-t[12]) $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     rocks-direct-t[12]) RECORDS=100000 OPS=1000000 THREADS="${name: -1}" CACHE_MB=256 "$DIRECT" 2>/dev/null | last_ops ;;
+    rocks-direct-timed-t[12]) TIMED=1 COLD=1 RECORDS=100000 OPS=1000000 THREADS="${name: -1}" CACHE_MB=256 "$DIRECT" 2>/dev/null | last_ops ;;
     rocks-direct-cold-t[12]) COLD=1 RECORDS=100000 OPS=1000000 THREADS="${name: -1}" CACHE_MB=256 "$DIRECT" 2>/dev/null | last_ops ;;
     rocks-dbbench-t[12]) WORKLOAD=c RECORDS=100000 OPS=1000000 THREADS="${name: -1}" KEY_SIZE=23 VALUE_SIZE=1000 \
         DB_BENCH_EXTRA="--cache_size=268435456 --compression_type=none" bash "$PEERS/run-db_bench.sh" 2>/dev/null | last_ops ;;
+    # db_bench's own data shape: keys loaded in order (fillseq), 23 bytes, uniform reads.
+    rocks-kvmeter-seq-t[12]) $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" -p insertorder=ordered -p zeropadding=19 \
+        --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    rocks-direct-seq-t[12]) ORDERED=1 COLD=1 RECORDS=100000 OPS=1000000 THREADS="${name: -1}" CACHE_MB=256 "$DIRECT" 2>/dev/null | last_ops ;;
+    rocks-kvmeter-seq-hcc-t[12]) $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --store-opt block_cache=hyper_clock \
+        -p insertorder=ordered -p zeropadding=19 --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    rocks-dbbench-same-t[12]|rocks-dbbench-same-hcc-t[12])
+      [[ -n $DBB_SAME ]] || return 0
+      local cache=lru_cache; [[ $name == *-hcc-* ]] && cache=hyper_clock_cache
+      PATH="$(dirname "$DBB_SAME"):$PATH" WORKLOAD=c RECORDS=100000 OPS=1000000 THREADS="${name: -1}" KEY_SIZE=23 VALUE_SIZE=1000 \
+        DB_BENCH_EXTRA="--cache_size=268435456 --compression_type=none --cache_type=$cache" bash "$PEERS/run-db_bench.sh" 2>/dev/null | last_ops ;;
     rocks-ycsb-t[12]) DB=rocksdb WORKLOAD=c RECORDS=100000 OPS=1000000 THREADS="${name: -1}" FIELD_COUNT=1 VALUE_SIZE=1000 \
         YCSB_EXTRA="-p rocksdb.cache_mb=256 -p requestdistribution=uniform" bash "$PEERS/run-ycsb.sh" 2>/dev/null | last_ops ;;
     emb-kvmeter-lmdb-t[12]|emb-kvmeter-wiredtiger-t[12])
@@ -131,9 +161,10 @@ run_case() {
       $K run -P workloadc --store "$st" "${so[@]}" "${EMB_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     emb-plugin-lmdb-t[12])
       $K run -P workloadc --store "plugin:examples/plugins/libkvm_lmdb.so" --store-opt sync=nosync "${EMB_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
-    emb-direct-lmdb-t[12]|emb-direct-wiredtiger-t[12])
-      local st=${name#emb-direct-}; st=${st%-t?}
-      STORE=$st RECORDS=100000 OPS=1000000 THREADS="${name: -1}" "$EMB" 2>/dev/null | last_ops ;;
+    emb-direct-lmdb-t[12]|emb-direct-wiredtiger-t[12]|emb-direct-timed-lmdb-t[12]|emb-direct-timed-wiredtiger-t[12])
+      local st=${name#emb-direct-}; st=${st#timed-}; st=${st%-t?}
+      local timed=0; [[ $name == *-timed-* ]] && timed=1
+      TIMED=$timed TOUCH=$timed STORE=$st RECORDS=100000 OPS=1000000 THREADS="${name: -1}" "$EMB" 2>/dev/null | last_ops ;;
     redis-kvmeter-hget-t[12]) $K run -P workloadc --store redis "${SRV_SHAPE[@]}" -p readallfields=false --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     redis-kvmeter-p16) $K run -P workloadc --store redis --store-opt pipeline=16 "${SRV_SHAPE[@]}" -p readallfields=false --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     redis-bench-p16) PIPELINE=16 TEST=get RECORDS=100000 OPS=200000 THREADS=1 VALUE_SIZE=1000 bash "$PEERS/run-redis.sh" 2>/dev/null | last_ops ;;
@@ -189,13 +220,17 @@ run_case() {
   esac
 }
 
-CASES=(ceiling-kvmeter-c ceiling-ycsb-c ceiling-kvmeter-a ceiling-ycsb-a
-       rocks-kvmeter-t1 rocks-direct-t1 rocks-direct-cold-t1 rocks-dbbench-t1 rocks-ycsb-t1
-       rocks-kvmeter-t2 rocks-direct-t2 rocks-direct-cold-t2 rocks-dbbench-t2 rocks-ycsb-t2
+CASES=(ceiling-kvmeter-c ceiling-floor-c ceiling-ycsb-c ceiling-kvmeter-a ceiling-floor-a ceiling-ycsb-a
+       rocks-kvmeter-t1 rocks-direct-t1 rocks-direct-cold-t1 rocks-direct-timed-t1 rocks-dbbench-t1 rocks-ycsb-t1
+       rocks-kvmeter-t2 rocks-direct-t2 rocks-direct-cold-t2 rocks-direct-timed-t2 rocks-dbbench-t2 rocks-ycsb-t2
+       rocks-kvmeter-seq-t1 rocks-direct-seq-t1 rocks-dbbench-same-t1 rocks-kvmeter-seq-hcc-t1 rocks-dbbench-same-hcc-t1
+       rocks-kvmeter-seq-t2 rocks-direct-seq-t2 rocks-dbbench-same-t2 rocks-kvmeter-seq-hcc-t2 rocks-dbbench-same-hcc-t2
        rss-kvmeter-1M rss-kvmeter-100M
        tel-null-on tel-null-off tel-rocks-on tel-rocks-off
-       emb-kvmeter-lmdb-t1 emb-plugin-lmdb-t1 emb-direct-lmdb-t1 emb-kvmeter-wiredtiger-t1 emb-direct-wiredtiger-t1
-       emb-kvmeter-lmdb-t2 emb-plugin-lmdb-t2 emb-direct-lmdb-t2 emb-kvmeter-wiredtiger-t2 emb-direct-wiredtiger-t2
+       emb-kvmeter-lmdb-t1 emb-plugin-lmdb-t1 emb-direct-lmdb-t1 emb-direct-timed-lmdb-t1
+       emb-kvmeter-wiredtiger-t1 emb-direct-wiredtiger-t1 emb-direct-timed-wiredtiger-t1
+       emb-kvmeter-lmdb-t2 emb-plugin-lmdb-t2 emb-direct-lmdb-t2 emb-direct-timed-lmdb-t2
+       emb-kvmeter-wiredtiger-t2 emb-direct-wiredtiger-t2 emb-direct-timed-wiredtiger-t2
        redis-kvmeter-t1 redis-kvmeter-hget-t1 redis-bench-t1 redis-kvmeter-t2 redis-kvmeter-hget-t2 redis-bench-t2
        mc-kvmeter-t1 mc-memcslap-t1 mc-kvmeter-t2 mc-memcslap-t2
        redis-kvmeter-pin0 redis-bench-pin0 mc-kvmeter-pin0 mc-memcslap-pin0

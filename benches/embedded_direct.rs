@@ -11,16 +11,26 @@
 //! reset); LMDB through lmdb-master-sys with one reused read transaction per thread
 //! (reset/renew), the fastest read path LMDB offers.
 //!
+//! TIMED=1 adds kvmeter's clock and histogram around each read (benches/common/timed.rs): the
+//! floor of a harness that times every operation exactly.
+//!
 //! Environment: STORE (wiredtiger|lmdb), RECORDS (100000), OPS (1000000, all threads),
-//! THREADS (1), VALUE_SIZE (1000), CACHE_MB (256, WiredTiger). Last lines: `cpu_ns_per_op=<n>` (the process's user +
-//! system time over the read loop, per read) and `ops_per_sec=<n>`.
+//! THREADS (1), VALUE_SIZE (1000), CACHE_MB (256, WiredTiger), TIMED (0), TOUCH (0; 1: read
+//! the value's first bytes, as kvmeter's record indexing does). Last lines:
+//! `cpu_ns_per_op=<n>` (the process's user + system time over the read loop, per read) and
+//! `ops_per_sec=<n>`.
 
+use kvmeter::measure::clock::Clock;
 use kvmeter::measure::cpu::CpuTime;
 use kvmeter::store::Record;
 use kvmeter::workload::keys::build_key_name;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::ptr;
 use std::time::Instant;
+use timed::Timed;
+
+#[path = "common/timed.rs"]
+mod timed;
 
 extern "C" {
     fn kvm_wt_open(home: *const c_char, config: *const c_char, conn: *mut *mut c_void) -> c_int;
@@ -63,6 +73,29 @@ fn xorshift(x: &mut u64) -> u64 {
     *x
 }
 
+/// What both loops do: the data set, the reads, and what is added to each read.
+struct Loop {
+    records: u64,
+    ops: u64,
+    threads: u64,
+    /// The encoded record every key gets.
+    value: Vec<u8>,
+    clock: Option<Clock>,
+    touch: bool,
+}
+
+/// TOUCH=1: the first bytes of the value read, as any client that looks at what it read does
+/// (kvmeter reads the record's header to index its fields, inside its timed call). The bare
+/// loop otherwise never touches the value's memory, only its length.
+#[inline(always)]
+unsafe fn header(touch: bool, v: *const u8) -> usize {
+    if touch {
+        usize::from(u16::from_le_bytes([*v, *v.add(1)]))
+    } else {
+        0
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -77,9 +110,17 @@ fn main() {
     rec.push(b"field0", &vec![b'x'; value_size]);
     let mut value = Vec::new();
     rec.encode_into(&mut value);
+    let p = Loop {
+        records,
+        ops,
+        threads,
+        value,
+        clock: timed::clock_from_env(),
+        touch: env("TOUCH", 0) == 1,
+    };
     let (secs, cpu0) = match store.as_str() {
-        "wiredtiger" => wiredtiger(dir.path(), records, ops, threads, &value),
-        "lmdb" => lmdb(dir.path(), records, ops, threads, &value),
+        "wiredtiger" => wiredtiger(dir.path(), &p),
+        "lmdb" => lmdb(dir.path(), &p),
         other => panic!("STORE={other}: expected wiredtiger or lmdb"),
     };
     let cpu = CpuTime::now().since(cpu0, ops).expect("OPS > 0");
@@ -88,13 +129,15 @@ fn main() {
     println!("ops_per_sec={:.0}", ops as f64 / secs);
 }
 
-fn wiredtiger(
-    dir: &std::path::Path,
-    records: u64,
-    ops: u64,
-    threads: u64,
-    value: &[u8],
-) -> (f64, CpuTime) {
+fn wiredtiger(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
+    let Loop {
+        records,
+        ops,
+        threads,
+        ref value,
+        ref clock,
+        touch,
+    } = *p;
     let home = CString::new(dir.to_str().unwrap()).unwrap();
     // kvmeter's defaults: log on, no sync, 60 s checkpoints.
     let cfg = CString::new(format!(
@@ -137,6 +180,7 @@ fn wiredtiger(
             let conn = &conn;
             let n = ops / threads + u64::from(t < ops % threads);
             sc.spawn(move || unsafe {
+                let mut timed = Timed::for_thread(clock);
                 let (mut s, mut c, mut scan) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
                 assert_eq!(
                     kvm_wt_session(conn.0, uri.as_ptr(), &mut s, &mut c, &mut scan),
@@ -148,24 +192,29 @@ fn wiredtiger(
                 for _ in 0..n {
                     build_key_name((xorshift(&mut x) % records) as i64, 1, false, &mut key);
                     let (mut v, mut vl) = (ptr::null(), 0usize);
-                    assert_eq!(kvm_wt_get(c, key.as_ptr(), key.len(), &mut v, &mut vl), 0);
-                    bytes += vl;
+                    let t0 = Timed::start(&timed);
+                    let rc = kvm_wt_get(c, key.as_ptr(), key.len(), &mut v, &mut vl);
+                    assert_eq!(rc, 0);
+                    bytes += vl + header(touch, v);
+                    Timed::end(&mut timed, t0, vl);
                     kvm_wt_reset(c);
                 }
-                std::hint::black_box(bytes);
+                std::hint::black_box((bytes, &timed));
             });
         }
     });
     (start.elapsed().as_secs_f64(), cpu0)
 }
 
-fn lmdb(
-    dir: &std::path::Path,
-    records: u64,
-    ops: u64,
-    threads: u64,
-    value: &[u8],
-) -> (f64, CpuTime) {
+fn lmdb(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
+    let Loop {
+        records,
+        ops,
+        threads,
+        ref value,
+        ref clock,
+        touch,
+    } = *p;
     use lmdb_master_sys as ffi;
     let path = CString::new(dir.to_str().unwrap()).unwrap();
     let val = |b: &[u8]| ffi::MDB_val {
@@ -209,6 +258,7 @@ fn lmdb(
             let env = &env;
             let n = ops / threads + u64::from(t < ops % threads);
             sc.spawn(move || unsafe {
+                let mut timed = Timed::for_thread(clock);
                 let env = env.0 as *mut ffi::MDB_env;
                 let mut txn = ptr::null_mut();
                 assert_eq!(
@@ -221,18 +271,22 @@ fn lmdb(
                 let mut bytes = 0usize;
                 for _ in 0..n {
                     build_key_name((xorshift(&mut x) % records) as i64, 1, false, &mut key);
+                    // Timed as kvmeter's read is: the renewal is inside its call.
+                    let t0 = Timed::start(&timed);
                     assert_eq!(ffi::mdb_txn_renew(txn), 0);
                     let mut kv = val(&key);
                     let mut v = ffi::MDB_val {
                         mv_size: 0,
                         mv_data: ptr::null_mut(),
                     };
-                    assert_eq!(ffi::mdb_get(txn, dbi, &mut kv, &mut v), 0);
-                    bytes += v.mv_size;
+                    let rc = ffi::mdb_get(txn, dbi, &mut kv, &mut v);
+                    assert_eq!(rc, 0);
+                    bytes += v.mv_size + header(touch, v.mv_data as *const u8);
+                    Timed::end(&mut timed, t0, v.mv_size);
                     ffi::mdb_txn_reset(txn);
                 }
                 ffi::mdb_txn_abort(txn);
-                std::hint::black_box(bytes);
+                std::hint::black_box((bytes, &timed));
             });
         }
     });

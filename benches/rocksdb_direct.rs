@@ -2,13 +2,14 @@
 //! kvmeter's own overhead is measured (BENCHMARKS.md). It loads the same keys and the same
 //! encoded record kvmeter's `rocksdb` store writes (one 1,000-byte field), then does uniform
 //! random point reads from T threads, with no latency recording, no workload generator and no
-//! status handling beyond what correctness needs. Its ratio to db_bench 7.8.3 on the same
-//! shape shows the RocksDB version and binding effect; kvmeter's ratio to it shows the
-//! harness's cost.
+//! status handling beyond what correctness needs. Its ratio to db_bench built from the same
+//! RocksDB (bench/build-db_bench.sh) on db_bench's data shape (ORDERED=1) shows the binding's
+//! cost; kvmeter's ratio to it shows the harness's cost.
 //!
 //! Environment: RECORDS (100000), OPS (1000000, all threads), THREADS (1), VALUE_SIZE (1000),
 //! CACHE_MB (256), REOPEN=1 (reopen after the load), COLD=1 (reopen and
-//! skip the warming pass). Last lines: `cpu_ns_per_op=<n>` (the
+//! skip the warming pass), ORDERED=1 (keys loaded in order, db_bench's fillseq shape),
+//! TIMED=1 (kvmeter's clock and histogram around each read: benches/common/timed.rs). Last lines: `cpu_ns_per_op=<n>` (the
 //! process's user + system time over the read loop, per read) and `ops_per_sec=<n>`.
 
 use kvmeter::measure::cpu::CpuTime;
@@ -16,6 +17,10 @@ use kvmeter::store::Record;
 use kvmeter::workload::keys::build_key_name;
 use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, DB};
 use std::time::Instant;
+use timed::Timed;
+
+#[path = "common/timed.rs"]
+mod timed;
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -34,6 +39,10 @@ fn main() {
     let value_size = env("VALUE_SIZE", 1000) as usize;
     let cache_mb = env("CACHE_MB", 256);
     let copy = env("COPY", 0) == 1;
+    // ORDERED=1: db_bench's data shape — keys loaded in order ("user" + 19 digits, 23 bytes,
+    // as YCSB's insertorder=ordered with zeropadding=19), so the flushed files do not overlap.
+    let ordered = env("ORDERED", 0) == 1;
+    let padding = if ordered { 19 } else { 1 };
     let dir = tempfile::tempdir().unwrap();
 
     let cache = Cache::new_lru_cache((cache_mb as usize) << 20);
@@ -51,7 +60,7 @@ fn main() {
     rec.encode_into(&mut value);
     let mut key = Vec::new();
     for k in 0..records as i64 {
-        build_key_name(k, 1, false, &mut key);
+        build_key_name(k, padding, ordered, &mut key);
         db.put(&key, &value).unwrap();
     }
     db.flush().unwrap();
@@ -65,10 +74,12 @@ fn main() {
     }
     // Warm the cache as a preceding load would.
     for k in (0..records as i64).filter(|_| !cold) {
-        build_key_name(k, 1, false, &mut key);
+        build_key_name(k, padding, ordered, &mut key);
         assert!(db.get_pinned(&key).unwrap().is_some());
     }
 
+    let clock = timed::clock_from_env();
+    let clock = &clock;
     let start = Instant::now();
     let cpu0 = CpuTime::now();
     std::thread::scope(|s| {
@@ -76,6 +87,7 @@ fn main() {
             let db = &db;
             let n = ops / threads + u64::from(t < ops % threads);
             s.spawn(move || {
+                let mut timed = Timed::for_thread(clock);
                 let ro = ReadOptions::default();
                 let mut key = Vec::new();
                 let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ (t + 1);
@@ -85,8 +97,10 @@ fn main() {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    build_key_name((x % records) as i64, 1, false, &mut key);
+                    build_key_name((x % records) as i64, padding, ordered, &mut key);
+                    let t0 = Timed::start(&timed);
                     let v = db.get_pinned_opt(&key, &ro).unwrap().expect("loaded key");
+                    Timed::end(&mut timed, t0, v.len());
                     if copy {
                         // What a client does with the value: take it out of RocksDB's cache.
                         owned.clear();
@@ -96,7 +110,7 @@ fn main() {
                         bytes += v.len();
                     }
                 }
-                std::hint::black_box(bytes);
+                std::hint::black_box((bytes, &timed));
             });
         }
     });

@@ -394,6 +394,17 @@ fn bad_input_is_one_clear_line_and_exit_2() {
             ],
             "compression=gzip",
         ),
+        #[cfg(feature = "rocksdb")]
+        (
+            &[
+                "run",
+                "--store",
+                "rocksdb",
+                "--store-opt",
+                "block_cache=clock",
+            ],
+            "block_cache=clock",
+        ),
         (
             &["run", "--store", "null", "--duration", "abc"],
             "--duration 'abc'",

@@ -604,6 +604,40 @@ mod rocksdb {
         );
     }
 
+    /// The lock-free cache, small enough to evict while the conformance reads run from
+    /// flushed files.
+    #[test]
+    fn rocksdb_hyper_clock_cache() {
+        super::conformance(
+            "rocksdb",
+            &[
+                "block_cache=hyper_clock",
+                "block_cache_mb=1",
+                "write_buffer_mb=1",
+            ],
+        );
+    }
+
+    /// The cache RocksDB itself reports in its LOG (an independent witness): LRU by
+    /// default, the hyper clock cache when asked.
+    #[test]
+    fn rocksdb_block_cache_kind_reaches_rocksdb() {
+        let kind = kvmeter::store::find("rocksdb").unwrap();
+        for (opts, want) in [
+            (&[][..], "block_cache_name: LRUCache"),
+            (
+                &["block_cache=hyper_clock"][..],
+                "block_cache_name: AutoHyperClockCache",
+            ),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let s = super::open(kind, dir.path(), opts);
+            s.close().unwrap();
+            let log = std::fs::read_to_string(dir.path().join("db0/LOG")).unwrap();
+            assert!(log.contains(want), "{opts:?}: no '{want}' in RocksDB's LOG");
+        }
+    }
+
     #[test]
     fn rocksdb_sync_wal_zstd_small_buffers() {
         super::conformance(

@@ -15,7 +15,8 @@ use ::rocksdb::{
 use std::sync::Arc;
 
 const OPTIONS: &[OptSpec] = &[
-    OptSpec { name: "block_cache_mb", default: "64", help: "LRU block cache size in MiB, shared by all databases" },
+    OptSpec { name: "block_cache_mb", default: "64", help: "block cache size in MiB, shared by all databases" },
+    OptSpec { name: "block_cache", default: "lru", help: "lru (RocksDB's and YCSB's binding's default) or hyper_clock (lock-free; the default of db_bench 11.8, not of 7.8)" },
     OptSpec { name: "direct_reads", default: "false", help: "O_DIRECT for user reads and compaction inputs (bypasses the page cache; needs a filesystem that supports it, not tmpfs)" },
     OptSpec { name: "direct_io_flush_compaction", default: "false", help: "O_DIRECT for flush and compaction writes" },
     OptSpec { name: "wal", default: "true", help: "write-ahead log on/off" },
@@ -61,6 +62,7 @@ struct RocksStore {
 
 struct Settings {
     cache_mb: u64,
+    hyper_clock: bool,
     direct_reads: bool,
     direct_fc: bool,
     wal: bool,
@@ -88,6 +90,7 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
     }
     Ok(Settings {
         cache_mb: o.u64("block_cache_mb")?,
+        hyper_clock: o.choice("block_cache", &["lru", "hyper_clock"])? == "hyper_clock",
         direct_reads: o.bool("direct_reads")?,
         direct_fc: o.bool("direct_io_flush_compaction")?,
         wal,
@@ -108,6 +111,7 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
 fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
     let Settings {
         cache_mb,
+        hyper_clock,
         direct_reads,
         direct_fc,
         wal,
@@ -118,7 +122,12 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
         jobs,
         databases,
     } = settings(o)?;
-    let cache = Cache::new_lru_cache((cache_mb as usize) << 20);
+    let cache = if hyper_clock {
+        // 0: the entry charge is estimated as the cache fills (AutoHyperClockCache).
+        Cache::new_hyper_clock_cache((cache_mb as usize) << 20, 0)
+    } else {
+        Cache::new_lru_cache((cache_mb as usize) << 20)
+    };
     let mut table = BlockBasedOptions::default();
     table.set_block_cache(&cache);
     if bloom_bits > 0 {
