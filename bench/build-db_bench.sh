@@ -26,6 +26,7 @@ libdir=$(dirname "$lib")
 lz4=$(ls -t target/release/build/lz4-sys-*/out/liblz4.a | head -1)
 zstd=$(ls -t target/release/build/zstd-sys-*/out/libzstd.a | head -1)
 mkdir -p "$out"
+echo "build-db_bench: compiling db_bench ${ver#*+} against $lib (a few minutes)" >&2
 (cd "$src" && g++ -O2 -std=c++20 -DNDEBUG=1 -DHAVE_ALIGNED_NEW -DHAVE_UINT128_EXTENSION \
   -DOS_LINUX -DROCKSDB_PLATFORM_POSIX -DROCKSDB_LIB_IO_POSIX -DROCKSDB_SCHED_GETCPU_PRESENT \
   -DROCKSDB_AUXV_GETAUXVAL_PRESENT -DROCKSDB_FALLOCATE_PRESENT -DROCKSDB_RANGESYNC_PRESENT \
