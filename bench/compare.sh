@@ -27,6 +27,13 @@
 #               read, the latency recorded in its histogram and (embedded stores, TOUCH=1) the
 #               value's first bytes read, as kvmeter's record indexing does; nothing else — the
 #               floor of a harness that times every operation exactly (benches/common/timed.rs)
+#   *-direct-ycsb-*  the floor of a YCSB-exact harness: the timed loop with kvmeter's exact key
+#               choice (YCSB_KEYS=1: its CoreWorkload picks each key, benches/common/keys.rs) and
+#               each record indexed inside the timed call as kvmeter's adapters and YCSB's
+#               bindings do (DECODE=1, benches/common/decode.rs); what kvmeter adds beyond it is
+#               its driver alone (session dispatch, status and view handling, recorder, tick)
+#   rocks-dbbench-same-hist-*  db_bench timing every operation too (--histogram=1): without it
+#               db_bench reads no clock per operation and keeps no latencies
 #   emb-plugin-lmdb-*  the same LMDB reads through the example store plug-in
 #               (examples/plugins/kvm_lmdb.c, built here): the plug-in boundary's cost against the
 #               built-in adapter (emb-kvmeter-lmdb-*) and the direct loop
@@ -54,7 +61,8 @@
 #   per operation (user + system, ns): kvmeter's own process from summary.json kvmeter_cpu
 #   (the measured window); the direct loops' read loops; redis-benchmark under /usr/bin/time.
 #   ab-old-*, ab-new-*  with AB_OLD=<an older kvmeter binary>: the ceiling (C and A) and the
-#               RocksDB t1 case run by that binary and by this build, interleaved (refactors)
+#               RocksDB and LMDB cases (t1, t2) run by that binary and by this build,
+#               interleaved (refactors and hot-path changes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PEERS=${PEERS:-$(cd ../shared/peers 2>/dev/null && pwd || echo /work/shared/peers)}
@@ -139,6 +147,9 @@ run_case() {
     rocks-kvmeter-t[12]) $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     rocks-direct-t[12]) RECORDS=100000 OPS=1000000 THREADS="${name: -1}" CACHE_MB=256 "$DIRECT" 2>/dev/null | last_ops ;;
     rocks-direct-timed-t[12]) TIMED=1 COLD=1 RECORDS=100000 OPS=1000000 THREADS="${name: -1}" CACHE_MB=256 "$DIRECT" 2>/dev/null | last_ops ;;
+    # The floor of a YCSB-exact harness: kvmeter's clock, histogram, key choice and record
+    # indexing around the bare read, nothing else.
+    rocks-direct-ycsb-t[12]) YCSB_KEYS=1 DECODE=1 TIMED=1 COLD=1 RECORDS=100000 OPS=1000000 THREADS="${name: -1}" CACHE_MB=256 "$DIRECT" 2>/dev/null | last_ops ;;
     rocks-direct-cold-t[12]) COLD=1 RECORDS=100000 OPS=1000000 THREADS="${name: -1}" CACHE_MB=256 "$DIRECT" 2>/dev/null | last_ops ;;
     rocks-dbbench-t[12]) WORKLOAD=c RECORDS=100000 OPS=1000000 THREADS="${name: -1}" KEY_SIZE=23 VALUE_SIZE=1000 \
         DB_BENCH_EXTRA="--cache_size=268435456 --compression_type=none" bash "$PEERS/run-db_bench.sh" 2>/dev/null | last_ops ;;
@@ -148,11 +159,13 @@ run_case() {
     rocks-direct-seq-t[12]) ORDERED=1 COLD=1 RECORDS=100000 OPS=1000000 THREADS="${name: -1}" CACHE_MB=256 "$DIRECT" 2>/dev/null | last_ops ;;
     rocks-kvmeter-seq-hcc-t[12]) $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --store-opt block_cache=hyper_clock \
         -p insertorder=ordered -p zeropadding=19 --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
-    rocks-dbbench-same-t[12]|rocks-dbbench-same-hcc-t[12])
+    # -hist-: db_bench timing every operation too (--histogram=1; without it db_bench reads no
+    # clock per operation and keeps no latencies).
+    rocks-dbbench-same-t[12]|rocks-dbbench-same-hcc-t[12]|rocks-dbbench-same-hist-t[12])
       [[ -n $DBB_SAME ]] || return 0
-      local cache=lru_cache; [[ $name == *-hcc-* ]] && cache=hyper_clock_cache
+      local cache=lru_cache hist=0; [[ $name == *-hcc-* ]] && cache=hyper_clock_cache; [[ $name == *-hist-* ]] && hist=1
       PATH="$(dirname "$DBB_SAME"):$PATH" WORKLOAD=c RECORDS=100000 OPS=1000000 THREADS="${name: -1}" KEY_SIZE=23 VALUE_SIZE=1000 \
-        DB_BENCH_EXTRA="--cache_size=268435456 --compression_type=none --cache_type=$cache" bash "$PEERS/run-db_bench.sh" 2>/dev/null | last_ops ;;
+        DB_BENCH_EXTRA="--cache_size=268435456 --compression_type=none --cache_type=$cache --histogram=$hist" bash "$PEERS/run-db_bench.sh" 2>/dev/null | last_ops ;;
     rocks-ycsb-t[12]) DB=rocksdb WORKLOAD=c RECORDS=100000 OPS=1000000 THREADS="${name: -1}" FIELD_COUNT=1 VALUE_SIZE=1000 \
         YCSB_EXTRA="-p rocksdb.cache_mb=256 -p requestdistribution=uniform" bash "$PEERS/run-ycsb.sh" 2>/dev/null | last_ops ;;
     emb-kvmeter-lmdb-t[12]|emb-kvmeter-wiredtiger-t[12])
@@ -161,10 +174,10 @@ run_case() {
       $K run -P workloadc --store "$st" "${so[@]}" "${EMB_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     emb-plugin-lmdb-t[12])
       $K run -P workloadc --store "plugin:examples/plugins/libkvm_lmdb.so" --store-opt sync=nosync "${EMB_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
-    emb-direct-lmdb-t[12]|emb-direct-wiredtiger-t[12]|emb-direct-timed-lmdb-t[12]|emb-direct-timed-wiredtiger-t[12])
-      local st=${name#emb-direct-}; st=${st#timed-}; st=${st%-t?}
-      local timed=0; [[ $name == *-timed-* ]] && timed=1
-      TIMED=$timed TOUCH=$timed STORE=$st RECORDS=100000 OPS=1000000 THREADS="${name: -1}" "$EMB" 2>/dev/null | last_ops ;;
+    emb-direct-lmdb-t[12]|emb-direct-wiredtiger-t[12]|emb-direct-timed-lmdb-t[12]|emb-direct-timed-wiredtiger-t[12]|emb-direct-ycsb-lmdb-t[12]|emb-direct-ycsb-wiredtiger-t[12])
+      local st=${name#emb-direct-}; st=${st#timed-}; st=${st#ycsb-}; st=${st%-t?}
+      local timed=0 ycsb=0; [[ $name == *-timed-* || $name == *-ycsb-* ]] && timed=1; [[ $name == *-ycsb-* ]] && ycsb=1
+      YCSB_KEYS=$ycsb DECODE=$ycsb TIMED=$timed TOUCH=$timed STORE=$st RECORDS=100000 OPS=1000000 THREADS="${name: -1}" "$EMB" 2>/dev/null | last_ops ;;
     redis-kvmeter-hget-t[12]) $K run -P workloadc --store redis "${SRV_SHAPE[@]}" -p readallfields=false --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     redis-kvmeter-p16) $K run -P workloadc --store redis --store-opt pipeline=16 "${SRV_SHAPE[@]}" -p readallfields=false --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     redis-bench-p16) PIPELINE=16 TEST=get RECORDS=100000 OPS=200000 THREADS=1 VALUE_SIZE=1000 bash "$PEERS/run-redis.sh" 2>/dev/null | last_ops ;;
@@ -210,7 +223,8 @@ run_case() {
       case "$rest" in
         ceiling-c) $bin run -P workloadc --store null --phase run --ops "$CEILING_OPS" --out "$d" >/dev/null 2>&1 ;;
         ceiling-a) $bin run -P workloada --store null --phase run --ops "$CEILING_OPS" --out "$d" >/dev/null 2>&1 ;;
-        rocks-t1) $bin run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --threads 1 --out "$d" >/dev/null 2>&1 ;;
+        rocks-t[12]) $bin run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --threads "${rest: -1}" --out "$d" >/dev/null 2>&1 ;;
+        lmdb-t[12]) $bin run -P workloadc --store lmdb --store-opt sync=nosync "${EMB_SHAPE[@]}" --threads "${rest: -1}" --out "$d" >/dev/null 2>&1 ;;
       esac
       kvmeter_tput "$d" run ;;
     rss-kvmeter-1M|rss-kvmeter-100M)
@@ -221,16 +235,16 @@ run_case() {
 }
 
 CASES=(ceiling-kvmeter-c ceiling-floor-c ceiling-ycsb-c ceiling-kvmeter-a ceiling-floor-a ceiling-ycsb-a
-       rocks-kvmeter-t1 rocks-direct-t1 rocks-direct-cold-t1 rocks-direct-timed-t1 rocks-dbbench-t1 rocks-ycsb-t1
-       rocks-kvmeter-t2 rocks-direct-t2 rocks-direct-cold-t2 rocks-direct-timed-t2 rocks-dbbench-t2 rocks-ycsb-t2
-       rocks-kvmeter-seq-t1 rocks-direct-seq-t1 rocks-dbbench-same-t1 rocks-kvmeter-seq-hcc-t1 rocks-dbbench-same-hcc-t1
-       rocks-kvmeter-seq-t2 rocks-direct-seq-t2 rocks-dbbench-same-t2 rocks-kvmeter-seq-hcc-t2 rocks-dbbench-same-hcc-t2
+       rocks-kvmeter-t1 rocks-direct-t1 rocks-direct-cold-t1 rocks-direct-timed-t1 rocks-direct-ycsb-t1 rocks-dbbench-t1 rocks-ycsb-t1
+       rocks-kvmeter-t2 rocks-direct-t2 rocks-direct-cold-t2 rocks-direct-timed-t2 rocks-direct-ycsb-t2 rocks-dbbench-t2 rocks-ycsb-t2
+       rocks-kvmeter-seq-t1 rocks-direct-seq-t1 rocks-dbbench-same-t1 rocks-dbbench-same-hist-t1 rocks-kvmeter-seq-hcc-t1 rocks-dbbench-same-hcc-t1
+       rocks-kvmeter-seq-t2 rocks-direct-seq-t2 rocks-dbbench-same-t2 rocks-dbbench-same-hist-t2 rocks-kvmeter-seq-hcc-t2 rocks-dbbench-same-hcc-t2
        rss-kvmeter-1M rss-kvmeter-100M
        tel-null-on tel-null-off tel-rocks-on tel-rocks-off
-       emb-kvmeter-lmdb-t1 emb-plugin-lmdb-t1 emb-direct-lmdb-t1 emb-direct-timed-lmdb-t1
-       emb-kvmeter-wiredtiger-t1 emb-direct-wiredtiger-t1 emb-direct-timed-wiredtiger-t1
-       emb-kvmeter-lmdb-t2 emb-plugin-lmdb-t2 emb-direct-lmdb-t2 emb-direct-timed-lmdb-t2
-       emb-kvmeter-wiredtiger-t2 emb-direct-wiredtiger-t2 emb-direct-timed-wiredtiger-t2
+       emb-kvmeter-lmdb-t1 emb-plugin-lmdb-t1 emb-direct-lmdb-t1 emb-direct-timed-lmdb-t1 emb-direct-ycsb-lmdb-t1
+       emb-kvmeter-wiredtiger-t1 emb-direct-wiredtiger-t1 emb-direct-timed-wiredtiger-t1 emb-direct-ycsb-wiredtiger-t1
+       emb-kvmeter-lmdb-t2 emb-plugin-lmdb-t2 emb-direct-lmdb-t2 emb-direct-timed-lmdb-t2 emb-direct-ycsb-lmdb-t2
+       emb-kvmeter-wiredtiger-t2 emb-direct-wiredtiger-t2 emb-direct-timed-wiredtiger-t2 emb-direct-ycsb-wiredtiger-t2
        redis-kvmeter-t1 redis-kvmeter-hget-t1 redis-bench-t1 redis-kvmeter-t2 redis-kvmeter-hget-t2 redis-bench-t2
        mc-kvmeter-t1 mc-memcslap-t1 mc-kvmeter-t2 mc-memcslap-t2
        redis-kvmeter-pin0 redis-bench-pin0 mc-kvmeter-pin0 mc-memcslap-pin0
@@ -239,7 +253,8 @@ CASES=(ceiling-kvmeter-c ceiling-floor-c ceiling-ycsb-c ceiling-kvmeter-a ceilin
        redis-same-kvmeter-p16 redis-same-bench-p16
        mc-same-kvmeter-t1 mc-same-memcslap-t1 mc-same-kvmeter-t2 mc-same-memcslap-t2)
 if [[ -n ${AB_OLD:-} ]]; then
-  CASES+=(ab-old-ceiling-c ab-new-ceiling-c ab-old-ceiling-a ab-new-ceiling-a ab-old-rocks-t1 ab-new-rocks-t1)
+  CASES+=(ab-old-ceiling-c ab-new-ceiling-c ab-old-ceiling-a ab-new-ceiling-a ab-old-rocks-t1 ab-new-rocks-t1
+         ab-old-rocks-t2 ab-new-rocks-t2 ab-old-lmdb-t1 ab-new-lmdb-t1 ab-old-lmdb-t2 ab-new-lmdb-t2)
 fi
 {
   echo "# kvmeter $(git rev-parse --short HEAD) on $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ)"

@@ -16,10 +16,13 @@
 //!
 //! Environment: STORE (wiredtiger|lmdb), RECORDS (100000), OPS (1000000, all threads),
 //! THREADS (1), VALUE_SIZE (1000), CACHE_MB (256, WiredTiger), TIMED (0), TOUCH (0; 1: read
-//! the value's first bytes, as kvmeter's record indexing does). Last lines:
+//! the value's first bytes, as kvmeter's record indexing does), YCSB_KEYS (0; 1: kvmeter's exact
+//! key choice, benches/common/keys.rs), DECODE (0; 1: index the record as kvmeter's adapters
+//! do, benches/common/decode.rs). Last lines:
 //! `cpu_ns_per_op=<n>` (the process's user + system time over the read loop, per read) and
 //! `ops_per_sec=<n>`.
 
+use decode::Decode;
 use kvmeter::measure::clock::Clock;
 use kvmeter::measure::cpu::CpuTime;
 use kvmeter::store::Record;
@@ -29,6 +32,10 @@ use std::ptr;
 use std::time::Instant;
 use timed::Timed;
 
+#[path = "common/decode.rs"]
+mod decode;
+#[path = "common/keys.rs"]
+mod keys;
 #[path = "common/timed.rs"]
 mod timed;
 
@@ -66,22 +73,29 @@ struct Ptr(*mut c_void);
 unsafe impl Send for Ptr {}
 unsafe impl Sync for Ptr {}
 
-fn xorshift(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
-
 /// What both loops do: the data set, the reads, and what is added to each read.
 struct Loop {
     records: u64,
     ops: u64,
     threads: u64,
-    /// The encoded record every key gets.
+    /// The encoded record every key gets, and its one field's length.
     value: Vec<u8>,
+    value_size: usize,
     clock: Option<Clock>,
     touch: bool,
+}
+
+/// The value a store returned, as a slice (empty for length 0, whatever the pointer).
+///
+/// # Safety
+/// For a non-zero `len`, `ptr` must be valid for reads of `len` bytes while the slice is used.
+#[inline(always)]
+unsafe fn raw_slice<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
+    if len == 0 {
+        &[]
+    } else {
+        std::slice::from_raw_parts(ptr, len)
+    }
 }
 
 /// TOUCH=1: the first bytes of the value read, as any client that looks at what it read does
@@ -115,6 +129,7 @@ fn main() {
         ops,
         threads,
         value,
+        value_size,
         clock: timed::clock_from_env(),
         touch: env("TOUCH", 0) == 1,
     };
@@ -135,6 +150,7 @@ fn wiredtiger(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
         ops,
         threads,
         ref value,
+        value_size,
         ref clock,
         touch,
     } = *p;
@@ -181,21 +197,22 @@ fn wiredtiger(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
             let n = ops / threads + u64::from(t < ops % threads);
             sc.spawn(move || unsafe {
                 let mut timed = Timed::for_thread(clock);
+                let mut decode = Decode::from_env();
                 let (mut s, mut c, mut scan) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
                 assert_eq!(
                     kvm_wt_session(conn.0, uri.as_ptr(), &mut s, &mut c, &mut scan),
                     0
                 );
-                let mut key = Vec::new();
-                let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ (t + 1);
+                let mut keys = keys::Keys::for_thread(t, records, value_size, 1, false);
                 let mut bytes = 0usize;
                 for _ in 0..n {
-                    build_key_name((xorshift(&mut x) % records) as i64, 1, false, &mut key);
+                    let key = keys.next();
                     let (mut v, mut vl) = (ptr::null(), 0usize);
                     let t0 = Timed::start(&timed);
                     let rc = kvm_wt_get(c, key.as_ptr(), key.len(), &mut v, &mut vl);
                     assert_eq!(rc, 0);
                     bytes += vl + header(touch, v);
+                    bytes += Decode::data_bytes(&mut decode, raw_slice(v, vl));
                     Timed::end(&mut timed, t0, vl);
                     kvm_wt_reset(c);
                 }
@@ -212,6 +229,7 @@ fn lmdb(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
         ops,
         threads,
         ref value,
+        value_size,
         ref clock,
         touch,
     } = *p;
@@ -259,6 +277,7 @@ fn lmdb(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
             let n = ops / threads + u64::from(t < ops % threads);
             sc.spawn(move || unsafe {
                 let mut timed = Timed::for_thread(clock);
+                let mut decode = Decode::from_env();
                 let env = env.0 as *mut ffi::MDB_env;
                 let mut txn = ptr::null_mut();
                 assert_eq!(
@@ -266,15 +285,14 @@ fn lmdb(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
                     0
                 );
                 ffi::mdb_txn_reset(txn);
-                let mut key = Vec::new();
-                let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ (t + 1);
+                let mut keys = keys::Keys::for_thread(t, records, value_size, 1, false);
                 let mut bytes = 0usize;
                 for _ in 0..n {
-                    build_key_name((xorshift(&mut x) % records) as i64, 1, false, &mut key);
+                    let key = keys.next();
                     // Timed as kvmeter's read is: the renewal is inside its call.
                     let t0 = Timed::start(&timed);
                     assert_eq!(ffi::mdb_txn_renew(txn), 0);
-                    let mut kv = val(&key);
+                    let mut kv = val(key);
                     let mut v = ffi::MDB_val {
                         mv_size: 0,
                         mv_data: ptr::null_mut(),
@@ -282,6 +300,7 @@ fn lmdb(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
                     let rc = ffi::mdb_get(txn, dbi, &mut kv, &mut v);
                     assert_eq!(rc, 0);
                     bytes += v.mv_size + header(touch, v.mv_data as *const u8);
+                    bytes += Decode::data_bytes(&mut decode, raw_slice(v.mv_data as _, v.mv_size));
                     Timed::end(&mut timed, t0, v.mv_size);
                     ffi::mdb_txn_reset(txn);
                 }

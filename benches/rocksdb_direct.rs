@@ -9,9 +9,12 @@
 //! Environment: RECORDS (100000), OPS (1000000, all threads), THREADS (1), VALUE_SIZE (1000),
 //! CACHE_MB (256), REOPEN=1 (reopen after the load), COLD=1 (reopen and
 //! skip the warming pass), ORDERED=1 (keys loaded in order, db_bench's fillseq shape),
-//! TIMED=1 (kvmeter's clock and histogram around each read: benches/common/timed.rs). Last lines: `cpu_ns_per_op=<n>` (the
+//! TIMED=1 (kvmeter's clock and histogram around each read: benches/common/timed.rs),
+//! YCSB_KEYS=1 (kvmeter's exact key choice: benches/common/keys.rs), DECODE=1 (the record
+//! indexed as kvmeter's adapter does: benches/common/decode.rs). Last lines: `cpu_ns_per_op=<n>` (the
 //! process's user + system time over the read loop, per read) and `ops_per_sec=<n>`.
 
+use decode::Decode;
 use kvmeter::measure::cpu::CpuTime;
 use kvmeter::store::Record;
 use kvmeter::workload::keys::build_key_name;
@@ -19,6 +22,10 @@ use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions,
 use std::time::Instant;
 use timed::Timed;
 
+#[path = "common/decode.rs"]
+mod decode;
+#[path = "common/keys.rs"]
+mod keys;
 #[path = "common/timed.rs"]
 mod timed;
 
@@ -88,18 +95,16 @@ fn main() {
             let n = ops / threads + u64::from(t < ops % threads);
             s.spawn(move || {
                 let mut timed = Timed::for_thread(clock);
+                let mut decode = Decode::from_env();
                 let ro = ReadOptions::default();
-                let mut key = Vec::new();
-                let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ (t + 1);
+                let mut keys = keys::Keys::for_thread(t, records, value_size, padding, ordered);
                 let mut bytes = 0usize;
                 let mut owned: Vec<u8> = Vec::with_capacity(value_size + 64);
                 for _ in 0..n {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    build_key_name((x % records) as i64, padding, ordered, &mut key);
+                    let key = keys.next();
                     let t0 = Timed::start(&timed);
-                    let v = db.get_pinned_opt(&key, &ro).unwrap().expect("loaded key");
+                    let v = db.get_pinned_opt(key, &ro).unwrap().expect("loaded key");
+                    bytes += Decode::data_bytes(&mut decode, &v);
                     Timed::end(&mut timed, t0, v.len());
                     if copy {
                         // What a client does with the value: take it out of RocksDB's cache.

@@ -1,0 +1,105 @@
+//! YCSB_KEYS=1 for the direct loops: each read's key chosen exactly as kvmeter chooses it
+//! (`CoreWorkload::next_op` of workload C over the loop's records, uniform requests, each
+//! thread on kvmeter's own random stream for its index) instead of the loop's xorshift. With
+//! TIMED=1 and TOUCH=1 it is the floor of a harness that keeps YCSB's key choice and times
+//! every operation exactly: what kvmeter adds beyond it is its driver (session dispatch, the
+//! per-worker recorder, the interval tick) and its record indexing.
+//!
+//! Each thread builds its own `CoreWorkload` on its own stack (about 0.1 ms, inside the
+//! measured window: under 0.05 % of it). One shared copy on the main thread's stack made the
+//! timed two-thread LMDB loop 10–15 % slower or not, depending only on where it landed (80 ns per
+//! read more CPU, every function slower alike; a boxed copy moved it back): an artefact of memory
+//! layout on this host, which a floor must not carry.
+
+use kvmeter::plan::{build, Request};
+use kvmeter::workload::keys::build_key_name;
+use kvmeter::workload::{CoreWorkload, Op, OpBuffers, Rng};
+
+/// Workload C as `kvmeter run` builds it for the loop's data shape, when YCSB_KEYS=1.
+fn workload_from_env(records: u64, value_size: usize, ordered: bool) -> Option<CoreWorkload> {
+    if std::env::var("YCSB_KEYS").as_deref() != Ok("1") {
+        return None;
+    }
+    let mut props = vec![
+        "fieldcount=1".to_string(),
+        format!("fieldlength={value_size}"),
+        "requestdistribution=uniform".to_string(),
+    ];
+    if ordered {
+        props.extend(["insertorder=ordered".into(), "zeropadding=19".into()]);
+    }
+    let req = Request {
+        command: "run".into(),
+        workload_files: vec!["workloadc".into()],
+        props,
+        store: "null".into(),
+        phase: Some("run".into()),
+        records: Some(records as i64),
+        seed: Some(1),
+        ..Default::default()
+    };
+    let plan = build(&req).unwrap_or_else(|e| panic!("YCSB_KEYS=1: {e}"));
+    let cfg = plan
+        .phases
+        .iter()
+        .find_map(|p| p.workload.clone())
+        .expect("a run phase has a workload");
+    Some(CoreWorkload::new(cfg))
+}
+
+/// One thread's keys: YCSB's when YCSB_KEYS=1, else the loop's own xorshift.
+pub struct Keys {
+    records: u64,
+    padding: usize,
+    ordered: bool,
+    x: u64,
+    ycsb: Option<(CoreWorkload, Rng)>,
+    bufs: OpBuffers,
+}
+
+impl Keys {
+    /// Call on the thread that reads, and keep the result on its stack.
+    pub fn for_thread(
+        thread: u64,
+        records: u64,
+        value_size: usize,
+        padding: usize,
+        ordered: bool,
+    ) -> Self {
+        let wl = workload_from_env(records, value_size, ordered);
+        Keys {
+            records,
+            padding,
+            ordered,
+            x: 0x9E37_79B9_7F4A_7C15 ^ (thread + 1),
+            // kvmeter's worker `thread` of a run with seed 1 (`driver::worker::run`).
+            ycsb: wl.map(|w| (w, Rng::for_worker(1, thread))),
+            bufs: OpBuffers::default(),
+        }
+    }
+
+    #[inline(always)]
+    pub fn next(&mut self) -> &[u8] {
+        match &mut self.ycsb {
+            Some((wl, rng)) => {
+                let wl = &*wl;
+                let op = wl.next_op(rng, &mut self.bufs);
+                debug_assert!(op == Op::Read, "workload C only reads");
+                std::hint::black_box(wl.read_fields(&self.bufs));
+            }
+            None => {
+                let x = &mut self.x;
+                *x ^= *x << 13;
+                *x ^= *x >> 7;
+                *x ^= *x << 17;
+                build_key_name(
+                    (*x % self.records) as i64,
+                    self.padding,
+                    self.ordered,
+                    &mut self.bufs.key,
+                );
+            }
+        }
+        &self.bufs.key
+    }
+}
