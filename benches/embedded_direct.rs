@@ -38,6 +38,8 @@ mod decode;
 mod keys;
 #[path = "common/timed.rs"]
 mod timed;
+#[path = "common/workload.rs"]
+mod workload;
 
 extern "C" {
     fn kvm_wt_open(home: *const c_char, config: *const c_char, conn: *mut *mut c_void) -> c_int;

@@ -16,11 +16,14 @@
 
 use kvmeter::measure::clock::Clock;
 use kvmeter::measure::{Metric, Stats};
-use kvmeter::plan::{build, Request};
+use kvmeter::plan::Request;
 use kvmeter::store::Status;
 use kvmeter::workload::{CoreWorkload, Op, OpBuffers, Rng};
 use std::hint::black_box;
 use std::time::Instant;
+
+#[path = "common/workload.rs"]
+mod workload;
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -82,13 +85,7 @@ fn main() {
         phase: Some("run".into()),
         ..Default::default()
     };
-    let plan = build(&req).unwrap_or_else(|e| panic!("WORKLOAD={workload}: {e}"));
-    let cfg = plan
-        .phases
-        .iter()
-        .find_map(|p| p.workload.clone())
-        .expect("a run phase has a workload");
-    let wl = CoreWorkload::new(cfg);
+    let wl = workload::run_phase(&req, &format!("WORKLOAD={workload}"));
     let (clock, what) = Clock::auto(true);
     eprintln!("null_floor: workload{workload}, {ops} operations per layer, clock: {what}");
     let layers = [

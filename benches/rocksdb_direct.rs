@@ -28,6 +28,8 @@ mod decode;
 mod keys;
 #[path = "common/timed.rs"]
 mod timed;
+#[path = "common/workload.rs"]
+mod workload;
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)

@@ -1,4 +1,4 @@
-//! YCSB_KEYS=1 for the direct loops: each read's key chosen exactly as kvmeter chooses it
+//! YCSB_KEYS=1 for the direct loops (needs `common/workload.rs` as the crate's `workload`): each read's key chosen exactly as kvmeter chooses it
 //! (`CoreWorkload::next_op` of workload C over the loop's records, uniform requests, each
 //! thread on kvmeter's own random stream for its index) instead of the loop's xorshift. With
 //! TIMED=1 and TOUCH=1 it is the floor of a harness that keeps YCSB's key choice and times
@@ -11,7 +11,7 @@
 //! read more CPU, every function slower alike; a boxed copy moved it back): an artefact of memory
 //! layout on this host, which a floor must not carry.
 
-use kvmeter::plan::{build, Request};
+use kvmeter::plan::Request;
 use kvmeter::workload::keys::build_key_name;
 use kvmeter::workload::{CoreWorkload, Op, OpBuffers, Rng};
 
@@ -38,13 +38,7 @@ fn workload_from_env(records: u64, value_size: usize, ordered: bool) -> Option<C
         seed: Some(1),
         ..Default::default()
     };
-    let plan = build(&req).unwrap_or_else(|e| panic!("YCSB_KEYS=1: {e}"));
-    let cfg = plan
-        .phases
-        .iter()
-        .find_map(|p| p.workload.clone())
-        .expect("a run phase has a workload");
-    Some(CoreWorkload::new(cfg))
+    Some(crate::workload::run_phase(&req, "YCSB_KEYS=1"))
 }
 
 /// One thread's keys: YCSB's when YCSB_KEYS=1, else the loop's own xorshift.
