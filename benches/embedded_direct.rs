@@ -23,6 +23,7 @@
 //! `ops_per_sec=<n>`.
 
 use decode::Decode;
+use knobs::env;
 use kvmeter::measure::clock::Clock;
 use kvmeter::measure::cpu::CpuTime;
 use kvmeter::store::Record;
@@ -36,6 +37,8 @@ use timed::Timed;
 mod decode;
 #[path = "common/keys.rs"]
 mod keys;
+#[path = "common/knobs.rs"]
+mod knobs;
 #[path = "common/timed.rs"]
 mod timed;
 #[path = "common/workload.rs"]
@@ -64,13 +67,6 @@ extern "C" {
     fn kvm_wt_close(conn: *mut c_void, config: *const c_char) -> c_int;
 }
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 struct Ptr(*mut c_void);
 unsafe impl Send for Ptr {}
 unsafe impl Sync for Ptr {}
@@ -85,6 +81,27 @@ struct Loop {
     value_size: usize,
     clock: Option<Clock>,
     touch: bool,
+}
+
+/// What each reading thread carries: its share of the reads, its keys, and what is added to
+/// each read (TIMED, DECODE).
+struct PerThread {
+    reads: u64,
+    keys: keys::Keys,
+    timed: Option<Timed>,
+    decode: Option<Decode>,
+}
+
+impl Loop {
+    /// Call on the reading thread `t` (its keys live on its own stack: benches/common/keys.rs).
+    fn thread(&self, t: u64) -> PerThread {
+        PerThread {
+            reads: self.ops / self.threads + u64::from(t < self.ops % self.threads),
+            keys: keys::Keys::for_thread(t, self.records, self.value_size, 1, false),
+            timed: Timed::for_thread(&self.clock),
+            decode: Decode::from_env(),
+        }
+    }
 }
 
 /// The value a store returned, as a slice (empty for length 0, whatever the pointer).
@@ -147,15 +164,6 @@ fn main() {
 }
 
 fn wiredtiger(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
-    let Loop {
-        records,
-        ops,
-        threads,
-        ref value,
-        value_size,
-        ref clock,
-        touch,
-    } = *p;
     let home = CString::new(dir.to_str().unwrap()).unwrap();
     // kvmeter's defaults: log on, no sync, 60 s checkpoints.
     let cfg = CString::new(format!(
@@ -177,10 +185,10 @@ fn wiredtiger(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
             0
         );
         let mut key = Vec::new();
-        for k in 0..records as i64 {
+        for k in 0..p.records as i64 {
             build_key_name(k, 1, false, &mut key);
             assert_eq!(
-                kvm_wt_put(c, key.as_ptr(), key.len(), value.as_ptr(), value.len()),
+                kvm_wt_put(c, key.as_ptr(), key.len(), p.value.as_ptr(), p.value.len()),
                 0
             );
         }
@@ -194,31 +202,28 @@ fn wiredtiger(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
     let start = Instant::now();
     let cpu0 = CpuTime::now();
     std::thread::scope(|sc| {
-        for t in 0..threads {
+        for t in 0..p.threads {
             let conn = &conn;
-            let n = ops / threads + u64::from(t < ops % threads);
             sc.spawn(move || unsafe {
-                let mut timed = Timed::for_thread(clock);
-                let mut decode = Decode::from_env();
+                let mut th = p.thread(t);
                 let (mut s, mut c, mut scan) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
                 assert_eq!(
                     kvm_wt_session(conn.0, uri.as_ptr(), &mut s, &mut c, &mut scan),
                     0
                 );
-                let mut keys = keys::Keys::for_thread(t, records, value_size, 1, false);
                 let mut bytes = 0usize;
-                for _ in 0..n {
-                    let key = keys.next();
+                for _ in 0..th.reads {
+                    let key = th.keys.next();
                     let (mut v, mut vl) = (ptr::null(), 0usize);
-                    let t0 = Timed::start(&timed);
+                    let t0 = Timed::start(&th.timed);
                     let rc = kvm_wt_get(c, key.as_ptr(), key.len(), &mut v, &mut vl);
                     assert_eq!(rc, 0);
-                    bytes += vl + header(touch, v);
-                    bytes += Decode::data_bytes(&mut decode, raw_slice(v, vl));
-                    Timed::end(&mut timed, t0, vl);
+                    bytes += vl + header(p.touch, v);
+                    bytes += Decode::data_bytes(&mut th.decode, raw_slice(v, vl));
+                    Timed::end(&mut th.timed, t0, vl);
                     kvm_wt_reset(c);
                 }
-                std::hint::black_box((bytes, &timed));
+                std::hint::black_box((bytes, &th.timed));
             });
         }
     });
@@ -226,15 +231,6 @@ fn wiredtiger(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
 }
 
 fn lmdb(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
-    let Loop {
-        records,
-        ops,
-        threads,
-        ref value,
-        value_size,
-        ref clock,
-        touch,
-    } = *p;
     use lmdb_master_sys as ffi;
     let path = CString::new(dir.to_str().unwrap()).unwrap();
     let val = |b: &[u8]| ffi::MDB_val {
@@ -261,9 +257,9 @@ fn lmdb(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
         // One write transaction per record, as kvmeter's load does: the B-tree ends up with
         // the same shape (page fill and layout), which is what the reads then walk.
         let mut key = Vec::new();
-        for k in 0..records as i64 {
+        for k in 0..p.records as i64 {
             build_key_name(k, 1, false, &mut key);
-            let (mut kv, mut vv) = (val(&key), val(value));
+            let (mut kv, mut vv) = (val(&key), val(&p.value));
             assert_eq!(ffi::mdb_txn_begin(env, ptr::null_mut(), 0, &mut txn), 0);
             assert_eq!(ffi::mdb_put(txn, dbi, &mut kv, &mut vv, 0), 0);
             assert_eq!(ffi::mdb_txn_commit(txn), 0);
@@ -274,12 +270,10 @@ fn lmdb(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
     let start = Instant::now();
     let cpu0 = CpuTime::now();
     std::thread::scope(|sc| {
-        for t in 0..threads {
+        for t in 0..p.threads {
             let env = &env;
-            let n = ops / threads + u64::from(t < ops % threads);
             sc.spawn(move || unsafe {
-                let mut timed = Timed::for_thread(clock);
-                let mut decode = Decode::from_env();
+                let mut th = p.thread(t);
                 let env = env.0 as *mut ffi::MDB_env;
                 let mut txn = ptr::null_mut();
                 assert_eq!(
@@ -287,12 +281,11 @@ fn lmdb(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
                     0
                 );
                 ffi::mdb_txn_reset(txn);
-                let mut keys = keys::Keys::for_thread(t, records, value_size, 1, false);
                 let mut bytes = 0usize;
-                for _ in 0..n {
-                    let key = keys.next();
+                for _ in 0..th.reads {
+                    let key = th.keys.next();
                     // Timed as kvmeter's read is: the renewal is inside its call.
-                    let t0 = Timed::start(&timed);
+                    let t0 = Timed::start(&th.timed);
                     assert_eq!(ffi::mdb_txn_renew(txn), 0);
                     let mut kv = val(key);
                     let mut v = ffi::MDB_val {
@@ -301,13 +294,14 @@ fn lmdb(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
                     };
                     let rc = ffi::mdb_get(txn, dbi, &mut kv, &mut v);
                     assert_eq!(rc, 0);
-                    bytes += v.mv_size + header(touch, v.mv_data as *const u8);
-                    bytes += Decode::data_bytes(&mut decode, raw_slice(v.mv_data as _, v.mv_size));
-                    Timed::end(&mut timed, t0, v.mv_size);
+                    bytes += v.mv_size + header(p.touch, v.mv_data as *const u8);
+                    bytes +=
+                        Decode::data_bytes(&mut th.decode, raw_slice(v.mv_data as _, v.mv_size));
+                    Timed::end(&mut th.timed, t0, v.mv_size);
                     ffi::mdb_txn_reset(txn);
                 }
                 ffi::mdb_txn_abort(txn);
-                std::hint::black_box((bytes, &timed));
+                std::hint::black_box((bytes, &th.timed));
             });
         }
     });

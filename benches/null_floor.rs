@@ -14,6 +14,7 @@
 //! fastest round of each layer is printed). Output: `<layer>_ns_per_op=<n>` per layer, then
 //! `ops_per_sec=<n>` for the `record` layer.
 
+use knobs::env;
 use kvmeter::measure::clock::Clock;
 use kvmeter::measure::{Metric, Stats};
 use kvmeter::plan::Request;
@@ -22,15 +23,10 @@ use kvmeter::workload::{CoreWorkload, Op, OpBuffers, Rng};
 use std::hint::black_box;
 use std::time::Instant;
 
+#[path = "common/knobs.rs"]
+mod knobs;
 #[path = "common/workload.rs"]
 mod workload;
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Layer {

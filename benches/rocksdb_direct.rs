@@ -15,6 +15,7 @@
 //! process's user + system time over the read loop, per read) and `ops_per_sec=<n>`.
 
 use decode::Decode;
+use knobs::env;
 use kvmeter::measure::cpu::CpuTime;
 use kvmeter::store::Record;
 use kvmeter::workload::keys::build_key_name;
@@ -26,17 +27,12 @@ use timed::Timed;
 mod decode;
 #[path = "common/keys.rs"]
 mod keys;
+#[path = "common/knobs.rs"]
+mod knobs;
 #[path = "common/timed.rs"]
 mod timed;
 #[path = "common/workload.rs"]
 mod workload;
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
