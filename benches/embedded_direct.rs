@@ -12,7 +12,8 @@
 //! (reset/renew), the fastest read path LMDB offers.
 //!
 //! TIMED=1 adds kvmeter's clock and histogram around each read (benches/common/timed.rs): the
-//! floor of a harness that times every operation exactly.
+//! floor of a harness that times every operation exactly; with YCSB_KEYS=1 and DECODE=1 too,
+//! the floor of a YCSB-exact harness (`*-direct-ycsb-*` in bench/compare.sh).
 //!
 //! Environment: STORE (wiredtiger|lmdb), RECORDS (100000), OPS (1000000, all threads),
 //! THREADS (1), VALUE_SIZE (1000), CACHE_MB (256, WiredTiger), TIMED (0), TOUCH (0; 1: read

@@ -7,12 +7,12 @@
 //! cost; kvmeter's ratio to it shows the harness's cost.
 //!
 //! Environment: RECORDS (100000), OPS (1000000, all threads), THREADS (1), VALUE_SIZE (1000),
-//! CACHE_MB (256), REOPEN=1 (reopen after the load), COLD=1 (reopen and
-//! skip the warming pass), ORDERED=1 (keys loaded in order, db_bench's fillseq shape),
-//! TIMED=1 (kvmeter's clock and histogram around each read: benches/common/timed.rs),
-//! YCSB_KEYS=1 (kvmeter's exact key choice: benches/common/keys.rs), DECODE=1 (the record
-//! indexed as kvmeter's adapter does: benches/common/decode.rs). Last lines: `cpu_ns_per_op=<n>` (the
-//! process's user + system time over the read loop, per read) and `ops_per_sec=<n>`.
+//! CACHE_MB (256), REOPEN=1 (reopen after the load), COLD=1 (reopen and skip the warming
+//! pass), ORDERED=1 (keys loaded in order, db_bench's fillseq shape), TIMED=1 (kvmeter's clock
+//! and histogram around each read: benches/common/timed.rs), YCSB_KEYS=1 (kvmeter's exact key
+//! choice: benches/common/keys.rs), DECODE=1 (the record indexed as kvmeter's adapter does:
+//! benches/common/decode.rs). Last lines: `cpu_ns_per_op=<n>` (the process's user + system
+//! time over the read loop, per read) and `ops_per_sec=<n>`.
 
 use decode::Decode;
 use knobs::env;

@@ -1,9 +1,9 @@
-//! YCSB_KEYS=1 for the direct loops (needs `common/workload.rs` as the crate's `workload`): each read's key chosen exactly as kvmeter chooses it
-//! (`CoreWorkload::next_op` of workload C over the loop's records, uniform requests, each
-//! thread on kvmeter's own random stream for its index) instead of the loop's xorshift. With
-//! TIMED=1 and TOUCH=1 it is the floor of a harness that keeps YCSB's key choice and times
-//! every operation exactly: what kvmeter adds beyond it is its driver (session dispatch, the
-//! per-worker recorder, the interval tick) and its record indexing.
+//! YCSB_KEYS=1 for the direct loops (they include `common/workload.rs` as their `workload`):
+//! each read's key chosen exactly as kvmeter chooses it (`CoreWorkload::next_op` of workload C
+//! over the loop's records, uniform requests, each thread on kvmeter's own random stream for
+//! its index) instead of the loop's xorshift. With TIMED=1 and DECODE=1 (`common/decode.rs`) it
+//! is the floor of a YCSB-exact harness: what kvmeter adds beyond it is its driver alone
+//! (session dispatch, status and view handling, the per-worker recorder, the interval tick).
 //!
 //! Each thread builds its own `CoreWorkload` on its own stack (about 0.1 ms, inside the
 //! measured window: under 0.05 % of it). One shared copy on the main thread's stack made the
