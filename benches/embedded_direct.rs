@@ -135,9 +135,9 @@ fn main() {
         return;
     }
     let store = std::env::var("STORE").unwrap_or_else(|_| "wiredtiger".into());
-    let records = env("RECORDS", 100_000);
-    let ops = env("OPS", 1_000_000);
-    let threads = env("THREADS", 1);
+    let records = knobs::count("RECORDS", 100_000);
+    let ops = knobs::count("OPS", 1_000_000);
+    let threads = knobs::count("THREADS", 1);
     let value_size = env("VALUE_SIZE", 1000) as usize;
     let dir = tempfile::tempdir().unwrap();
     let mut rec = Record::new();
@@ -151,7 +151,7 @@ fn main() {
         value,
         value_size,
         clock: timed::clock_from_env(),
-        touch: env("TOUCH", 0) == 1,
+        touch: knobs::flag("TOUCH"),
     };
     let (secs, cpu0) = match store.as_str() {
         "wiredtiger" => wiredtiger(dir.path(), &p),

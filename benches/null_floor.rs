@@ -24,6 +24,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 #[path = "common/knobs.rs"]
+#[allow(dead_code)] // no switches here
 mod knobs;
 #[path = "common/workload.rs"]
 mod workload;
@@ -73,7 +74,7 @@ fn main() {
         return;
     }
     let workload = std::env::var("WORKLOAD").unwrap_or_else(|_| "c".into());
-    let ops = env("OPS", 10_000_000);
+    let ops = knobs::count("OPS", 10_000_000);
     let req = Request {
         command: "run".into(),
         workload_files: vec![format!("workload{workload}")],

@@ -38,15 +38,15 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo bench -- --list` and the test harness probe
     }
-    let records = env("RECORDS", 100_000);
-    let ops = env("OPS", 1_000_000);
-    let threads = env("THREADS", 1);
+    let records = knobs::count("RECORDS", 100_000);
+    let ops = knobs::count("OPS", 1_000_000);
+    let threads = knobs::count("THREADS", 1);
     let value_size = env("VALUE_SIZE", 1000) as usize;
     let cache_mb = env("CACHE_MB", 256);
-    let copy = env("COPY", 0) == 1;
+    let copy = knobs::flag("COPY");
     // ORDERED=1: db_bench's data shape — keys loaded in order ("user" + 19 digits, 23 bytes,
     // as YCSB's insertorder=ordered with zeropadding=19), so the flushed files do not overlap.
-    let ordered = env("ORDERED", 0) == 1;
+    let ordered = knobs::flag("ORDERED");
     let padding = if ordered { 19 } else { 1 };
     let dir = tempfile::tempdir().unwrap();
 
@@ -71,8 +71,8 @@ fn main() {
     db.flush().unwrap();
     // COLD=1: reopened and not warmed, as kvmeter's run phase starts (each phase opens the
     // store afresh, so its block cache starts empty).
-    let cold = env("COLD", 0) == 1;
-    if cold || env("REOPEN", 0) == 1 {
+    let cold = knobs::flag("COLD");
+    if cold || knobs::flag("REOPEN") {
         // As kvmeter does between its load and run phases.
         drop(db);
         db = DB::open(&opts, dir.path()).unwrap();

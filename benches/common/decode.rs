@@ -14,7 +14,7 @@ pub struct Decode {
 
 impl Decode {
     pub fn from_env() -> Option<Decode> {
-        (std::env::var("DECODE").as_deref() == Ok("1")).then(|| Decode { spans: Vec::new() })
+        crate::knobs::flag("DECODE").then(|| Decode { spans: Vec::new() })
     }
 
     #[inline(always)]

@@ -17,7 +17,7 @@ use kvmeter::workload::{CoreWorkload, Op, OpBuffers, Rng};
 
 /// Workload C as `kvmeter run` builds it for the loop's data shape, when YCSB_KEYS=1.
 fn workload_from_env(records: u64, value_size: usize, ordered: bool) -> Option<CoreWorkload> {
-    if std::env::var("YCSB_KEYS").as_deref() != Ok("1") {
+    if !crate::knobs::flag("YCSB_KEYS") {
         return None;
     }
     let mut props = vec![

@@ -39,5 +39,5 @@ impl Timed {
 
 /// The clock every thread copies: calibrated once, when TIMED=1.
 pub fn clock_from_env() -> Option<Clock> {
-    (std::env::var("TIMED").as_deref() == Ok("1")).then(|| Clock::auto(true).0)
+    crate::knobs::flag("TIMED").then(|| Clock::auto(true).0)
 }
