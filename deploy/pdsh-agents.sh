@@ -3,14 +3,18 @@
 # position in the list, the count its length. The coordinator runs here.
 #
 #   KVMETER_COORD=http://etcd-host:2379 deploy/pdsh-agents.sh client1 client2 client3 client4
+#
+# The plan key (docs/distributed.md "Security"): the same file, mode 600, at
+# KVMETER_PLAN_KEY_FILE (default ~/.kvmeter/plan.key) here and on every host.
 set -euo pipefail
 : "${KVMETER_COORD:?set KVMETER_COORD to the etcd client URL, e.g. http://etcd-host:2379}"
 [ $# -ge 1 ] || { echo "usage: $0 HOST..." >&2; exit 2; }
 HOSTS=("$@")
 N=${#HOSTS[@]}
 JOB="pdsh-$(date +%Y%m%dT%H%M%S)"
+KEY="${KVMETER_PLAN_KEY_FILE:-$HOME/.kvmeter/plan.key}"
 
-kvmeter dist run --coord "$KVMETER_COORD" --job "$JOB" --agents "$N" \
+kvmeter dist run --coord "$KVMETER_COORD" --job "$JOB" --agents "$N" --plan-key-file "$KEY" \
     --out "kvmeter-runs/$JOB-merged" \
     --store memcached --store-opt addr=memcached-host:11211 -P workloadc --threads 4 --duration 60s &
 coordinator=$!
@@ -18,6 +22,6 @@ coordinator=$!
 # The one pdsh line: each host finds its own index in the list it is given.
 pdsh -w "$(IFS=,; echo "${HOSTS[*]}")" \
     "i=0; for h in ${HOSTS[*]}; do [ \"\$h\" = \"\$(hostname -s)\" ] && break; i=\$((i+1)); done; \
-     kvmeter agent --coord $KVMETER_COORD --job $JOB --index \$i --count $N --out kvmeter-runs/$JOB-agent-\$i"
+     kvmeter agent --coord $KVMETER_COORD --job $JOB --plan-key-file $KEY --index \$i --count $N --out kvmeter-runs/$JOB-agent-\$i"
 
 wait "$coordinator"

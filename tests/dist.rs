@@ -458,8 +458,14 @@ fn bad_input_is_one_line_and_exit_2_and_leaves_nothing_in_etcd() {
     let (code, err) = fails(&agent(&["--index", "1", "--plan-hash", "0123456789abcdef"]));
     assert_eq!(code, 2);
     assert!(
+        one_error_line(&err).contains("--plan-hash 0123456789abcdef: expected the 64 hex digits"),
+        "{err}"
+    );
+    let (code, err) = fails(&agent(&["--index", "1", "--plan-hash", &"ab".repeat(32)]));
+    assert_eq!(code, 2);
+    assert!(
         one_error_line(&err).contains(
-            "--plan-hash 0123456789abcdef: the plan published under /kvmeter/bad/ has hash"
+            "agent 1: --plan-hash: the plan published under /kvmeter/bad/ is not the one this agent was pinned to"
         ),
         "{err}"
     );

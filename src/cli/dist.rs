@@ -19,6 +19,10 @@ pub enum DistCommand {
         /// The merged run directory (default kvmeter-runs/<time>-dist-merge-<store>).
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+        /// This host's copy of the plug-in the run measured (plugin:PATH): a library is
+        /// never loaded from a path in an agent's directory.
+        #[arg(long, value_name = "plugin:PATH")]
+        store: Option<String>,
     },
 }
 
@@ -31,6 +35,11 @@ pub struct CoordArgs {
     /// The run's name: its keys live under /kvmeter/<job>/ (one run per job at a time).
     #[arg(long, value_name = "NAME", default_value = "default")]
     pub job: String,
+    /// File holding the key shared by the coordinator and its agents (at least 16 bytes):
+    /// everything the run keeps in etcd is authenticated with it (HMAC-SHA256), so write
+    /// access to etcd does not steer agents. Else the environment variable KVMETER_PLAN_KEY.
+    #[arg(long, value_name = "FILE")]
+    pub plan_key_file: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -68,9 +77,13 @@ pub struct AgentArgs {
     /// Agents in all (checked against the plan; else SLURM_NTASKS or OMPI_COMM_WORLD_SIZE).
     #[arg(long, value_name = "N")]
     pub count: Option<usize>,
-    /// Run only a plan with this hash (what 'kvmeter dist run' prints).
+    /// Run only a plan with this SHA-256 hash (what 'kvmeter dist run' prints).
     #[arg(long, value_name = "HASH")]
     pub plan_hash: Option<String>,
+    /// This host's own settings: a plan from etcd never names a program, library, file or
+    /// secret, so an agent takes them from its own flags (docs/distributed.md "Security").
+    #[command(flatten)]
+    pub local: AgentLocalArgs,
     /// This agent's run directory (default kvmeter-runs/<time>-agent<I>-<job>-<store>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -82,6 +95,52 @@ pub struct AgentArgs {
     pub wait: String,
 }
 
+/// What an agent decides itself (dist::trust).
+#[derive(Args, Debug)]
+pub struct AgentLocalArgs {
+    /// Power meter on this host (auto, rapl, perf, ipmi, redfish, cmd:<program args>,
+    /// file:<csv>, estimate or none).
+    #[arg(long, value_name = "SOURCE")]
+    pub power: Option<String>,
+    /// The estimate's model for this host: IDLE_W,MAX_W.
+    #[arg(long, value_name = "MODEL")]
+    pub power_model: Option<String>,
+    /// This host's calibration file (kvmeter calibrate).
+    #[arg(long, value_name = "FILE")]
+    pub calibration: Option<PathBuf>,
+    /// Idle power measured on this host before the run.
+    #[arg(long, value_name = "DURATION")]
+    pub idle_baseline: Option<String>,
+    /// Directory for the I/O antagonist's files on this host.
+    #[arg(long, value_name = "DIR")]
+    pub io_dir: Option<PathBuf>,
+    /// Block device whose statistics telemetry reads on this host.
+    #[arg(long, value_name = "DEVICE")]
+    pub disk: Option<String>,
+    /// This host's copy of the plug-in the plan measures (plugin:PATH).
+    #[arg(long, value_name = "plugin:PATH")]
+    pub store: Option<String>,
+    /// This host's files and secrets for the store (tls_ca=, tls_cert=, tls_key=, *_file=,
+    /// password=...), added to the plan's options.
+    #[arg(long = "store-opt", value_name = "KEY=VALUE")]
+    pub store_opts: Vec<String>,
+}
+
+impl AgentLocalArgs {
+    fn into_local(self) -> crate::dist::trust::Local {
+        crate::dist::trust::Local {
+            power: self.power,
+            power_model: self.power_model,
+            calibration: self.calibration,
+            idle_baseline: self.idle_baseline,
+            io_dir: self.io_dir,
+            disk: self.disk,
+            plugin: self.store,
+            store_opts: self.store_opts,
+        }
+    }
+}
+
 pub(super) fn agent(a: AgentArgs) -> anyhow::Result<i32> {
     crate::dist::agent::run(crate::dist::agent::Settings {
         coord: a.coord.coord,
@@ -91,13 +150,15 @@ pub(super) fn agent(a: AgentArgs) -> anyhow::Result<i32> {
         out: a.out,
         data_dir: a.data_dir,
         plan_hash: a.plan_hash,
+        plan_key_file: a.coord.plan_key_file,
         wait: a.wait,
+        local: a.local.into_local(),
     })
 }
 
 pub(super) fn run(command: DistCommand) -> anyhow::Result<i32> {
     match command {
-        DistCommand::Merge { dirs, out } => crate::dist::merge::offline(&dirs, out),
+        DistCommand::Merge { dirs, out, store } => crate::dist::merge::offline(&dirs, out, store),
         DistCommand::Run(a) => crate::dist::coordinator::run(crate::dist::coordinator::Settings {
             coord: a.coord.coord,
             job: a.coord.job,
@@ -106,6 +167,7 @@ pub(super) fn run(command: DistCommand) -> anyhow::Result<i32> {
             lease_ttl: a.lease_ttl,
             start_delay: a.start_delay,
             abort_on_loss: a.on_agent_loss == "abort",
+            plan_key_file: a.coord.plan_key_file,
             request: super::request("run", a.run.workload, Some(a.run.phase), a.run.common),
         }),
     }

@@ -352,6 +352,7 @@ pub(crate) fn request(
     Request {
         command: command.into(),
         workload_files: workload,
+        workload_texts: vec![],
         props: c.props,
         store: c.store,
         store_opts: c.store_opt,

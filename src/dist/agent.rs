@@ -9,6 +9,8 @@
 //! for etcd.
 
 use super::coord::Coord;
+use super::seal::{Seal, KEY_ENV};
+use super::trust::{self, Local};
 use super::{AgentRecord, IntervalPost, PhaseDone, Published, Registration};
 use crate::driver::{IntervalRecord, PhaseSync};
 use crate::error::{UsageError, EXIT_INTERRUPTED};
@@ -31,8 +33,18 @@ pub struct Settings {
     pub out: Option<PathBuf>,
     pub data_dir: Option<PathBuf>,
     pub plan_hash: Option<String>,
+    pub plan_key_file: Option<PathBuf>,
     pub wait: String,
+    /// What this host decides itself (`trust`): meters, files, secrets, a plug-in's path.
+    pub local: Local,
 }
+
+/// Bounds on a published plan's numbers (a coordinator never publishes others).
+const MAX_AGENTS: usize = 1024;
+const LEASE_TTL_S: std::ops::RangeInclusive<i64> = 2..=3600;
+/// A start time further ahead than this is not a coordinator's (its --start-delay is bounded
+/// well below it).
+const MAX_START_AHEAD: Duration = Duration::from_secs(3600);
 
 enum Post {
     Put(String, String),
@@ -56,46 +68,27 @@ struct Flags {
 pub fn run(s: Settings) -> anyhow::Result<i32> {
     let placed = super::placement::resolve(s.index, s.count, |k| std::env::var(k).ok())?;
     let wait = plan::parse_duration("--wait", &s.wait)?;
+    s.local.check_agent_flags()?;
     if let Some(h) = &s.plan_hash {
-        if h.len() != 16 || !h.chars().all(|c| c.is_ascii_hexdigit()) {
+        if h.len() != 64 || !h.chars().all(|c| c.is_ascii_hexdigit()) {
             return Err(UsageError::new(format!(
-                "--plan-hash {h}: expected the 16 hex digits 'kvmeter dist run' prints"
+                "--plan-hash {h}: expected the 64 hex digits (SHA-256) 'kvmeter dist run' prints"
             ))
             .into());
         }
     }
+    let seal = Seal::load(s.plan_key_file.as_deref(), std::env::var(KEY_ENV).ok())?;
     let interrupted = crate::driver::install_signals();
     let mut coord = Coord::connect(&s.coord, &s.job)?;
+    coord.set_seal(seal.clone());
     let prefix = coord.prefix().to_string();
     let i = placed.index;
-    // The coordinator may start after its agents.
-    let deadline = Instant::now() + wait;
-    let published: Published = loop {
-        match coord.get("plan") {
-            Ok(Some(text)) => {
-                break serde_json::from_str(&text).map_err(|e| {
-                    UsageError::new(format!(
-                        "{prefix}plan is not a kvmeter plan ({e}); is --job shared with something else?"
-                    ))
-                })?
-            }
-            Ok(None) => {}
-            Err(e) => {
-                return Err(UsageError::new(format!("--coord {}: {e}", s.coord)).into());
-            }
-        }
-        if interrupted.load(Ordering::Relaxed) {
-            return Ok(EXIT_INTERRUPTED);
-        }
-        if Instant::now() >= deadline {
-            return Err(UsageError::new(format!(
-                "--wait {}: no plan was published under {prefix} in etcd at {} (start 'kvmeter dist run --coord {} --job {}' or wait longer)",
-                s.wait, s.coord, s.coord, s.job
-            ))
-            .into());
-        }
-        std::thread::sleep(Duration::from_millis(100));
+    let Some(published) = fetch_plan(&mut coord, &s, wait, &interrupted)? else {
+        return Ok(EXIT_INTERRUPTED);
     };
+    // Everything after the plan is sealed for this run alone.
+    let run_seal = seal.for_run(&published.nonce);
+    coord.set_seal(run_seal.clone());
     let n = published.agents;
     if i >= n {
         return Err(UsageError::new(format!(
@@ -122,7 +115,19 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
             published.kvmeter_version
         )));
     }
-    let mut req = published.request.clone();
+    // Nothing is resolved, opened or loaded before the published request passed these checks.
+    if let Err(why) = trust::check_published(&published.request, &s.local) {
+        return Err(refuse(format!("agent {i}: {why}")));
+    }
+    if s.plan_hash
+        .as_ref()
+        .is_some_and(|h| !h.eq_ignore_ascii_case(&published.hash))
+    {
+        return Err(refuse(format!(
+            "agent {i}: --plan-hash: the plan published under {prefix} is not the one this agent was pinned to; it runs no other plan"
+        )));
+    }
+    let mut req = trust::join(&published.request, &s.local);
     req.out = Some(
         s.out
             .clone()
@@ -139,20 +144,14 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         }
     };
     let hash = plan::plan_hash(&plan);
-    if let Some(h) = s
-        .plan_hash
-        .as_ref()
-        .filter(|h| !h.eq_ignore_ascii_case(&published.hash))
-    {
-        return Err(refuse(format!(
-            "--plan-hash {h}: the plan published under {prefix} has hash {}; this agent runs no other plan",
-            published.hash
-        )));
-    }
     if hash != published.hash {
-        return Err(refuse(format!(
-            "agent {i}: the plan resolves to hash {hash} here, {} at the coordinator (different workload files or store plug-ins on this host?)",
+        // What this host computed stays here: the refusal in etcd does not echo it.
+        eprintln!(
+            "agent {i}: the plan resolves to {hash} here, {} at the coordinator",
             published.hash
+        );
+        return Err(refuse(format!(
+            "agent {i}: the plan resolves differently on this host (another kvmeter build, or another version of the store plug-in?)"
         )));
     }
     plan::apply_share(&mut plan, Share { index: i, count: n });
@@ -170,9 +169,19 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         threads,
     };
     let key = format!("agent/{i:04}");
-    match coord.create(&key, &serde_json::to_string(&reg)?, Some(lease)) {
+    let reg_text = serde_json::to_string(&reg)?;
+    let mut created = coord.create(&key, &reg_text, Some(lease));
+    if let Ok(Some(Err(why))) = &created {
+        // Not another agent of this run: something without the key wrote there. Take the
+        // index back (a writer to etcd can always delete keys; this only undoes a forgery).
+        eprintln!("warning: agent {i}: replacing {prefix}{key}: {why}");
+        let _ = coord.delete_all(&key);
+        created = coord.create(&key, &reg_text, Some(lease));
+    }
+    match created {
         Ok(None) => {}
         Ok(Some(other)) => {
+            let other = other.unwrap_or_default();
             let _ = coord.revoke(lease);
             let who = serde_json::from_str::<Registration>(&other)
                 .map(|r| format!("host {} pid {}", r.host.host, r.host.pid))
@@ -189,8 +198,8 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         }
     }
     let flags = Arc::new(Flags::default());
-    let keeper = keepalive(&s, lease, published.lease_ttl_s, flags.clone())?;
-    let (tx, poster) = poster(&s, lease_of_run, flags.clone())?;
+    let keeper = keepalive(&s, &run_seal, lease, published.lease_ttl_s, flags.clone())?;
+    let (tx, poster) = poster(&s, &run_seal, lease_of_run, flags.clone())?;
     let mut sync = AgentSync {
         coord,
         index: i,
@@ -250,15 +259,84 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
     result
 }
 
+/// Waits for the coordinator's plan (it may start after its agents); `None` when interrupted.
+/// A plan that does not verify with this agent's key, is oversized or out of bounds is
+/// refused in one line here, with nothing written to etcd.
+fn fetch_plan(
+    coord: &mut Coord,
+    s: &Settings,
+    wait: Duration,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<Option<Published>> {
+    let prefix = coord.prefix().to_string();
+    let deadline = Instant::now() + wait;
+    let text = loop {
+        match coord.get_checked("plan") {
+            Ok(Some(Ok(text))) => break text,
+            Ok(Some(Err(why))) => {
+                return Err(UsageError::new(format!(
+                    "{prefix}plan in etcd at {}: {why}; this agent runs only a plan sealed with its --plan-key-file (or {KEY_ENV}): refused, nothing was loaded or run",
+                    s.coord
+                ))
+                .into())
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Err(UsageError::new(format!("--coord {}: {e}", s.coord)).into());
+            }
+        }
+        if interrupted.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        if Instant::now() >= deadline {
+            return Err(UsageError::new(format!(
+                "--wait {}: no plan was published under {prefix} in etcd at {} (start 'kvmeter dist run --coord {} --job {}' or wait longer)",
+                s.wait, s.coord, s.coord, s.job
+            ))
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let published: Published = serde_json::from_str(&text).map_err(|e| {
+        UsageError::new(format!(
+            "{prefix}plan is not a kvmeter plan ({e}); is --job shared with something else?"
+        ))
+    })?;
+    let bad = |what: String| -> anyhow::Error {
+        UsageError::new(format!(
+            "{prefix}plan: {what}: refused, nothing was loaded or run"
+        ))
+        .into()
+    };
+    if !(1..=MAX_AGENTS).contains(&published.agents) {
+        return Err(bad(format!(
+            "{} agents (expected 1 to {MAX_AGENTS})",
+            published.agents
+        )));
+    }
+    if !LEASE_TTL_S.contains(&published.lease_ttl_s) {
+        return Err(bad(format!(
+            "a lease of {} s (expected 2 to 3600)",
+            published.lease_ttl_s
+        )));
+    }
+    if published.hash.len() != 64 || published.nonce.len() < 16 {
+        return Err(bad("no SHA-256 plan hash or run nonce".into()));
+    }
+    Ok(Some(published))
+}
+
 /// Keeps the agent's lease alive and watches for `abort` and for the coordinator's plan going
 /// away (its lease expired: the coordinator died).
 fn keepalive(
     s: &Settings,
+    seal: &Seal,
     lease: i64,
     ttl_s: i64,
     flags: Arc<Flags>,
 ) -> anyhow::Result<std::thread::JoinHandle<()>> {
     let mut c = Coord::connect(&s.coord, &s.job)?;
+    c.set_seal(seal.clone());
     let every = Duration::from_millis((ttl_s.max(1) as u64 * 1000 / 3).clamp(200, 2000));
     Ok(std::thread::Builder::new()
         .name("kvm-agent-lease".into())
@@ -267,12 +345,14 @@ fn keepalive(
             while !flags.stop.load(Ordering::Relaxed) {
                 if Instant::now() >= next {
                     let _ = c.keepalive(lease);
+                    let _ = c.take_rejected();
                     if let Ok(v) = c.get("abort") {
                         if v.is_some() {
                             flags.abort.store(true, Ordering::Relaxed);
                         }
                     }
-                    if let Ok(None) = c.get("plan") {
+                    // Presence only: the plan is sealed without the run's nonce.
+                    if let Ok(None) = c.get_checked("plan") {
                         flags.coordinator_gone.store(true, Ordering::Relaxed);
                     }
                     next = Instant::now() + every;
@@ -286,10 +366,12 @@ fn keepalive(
 /// that cannot be sent is still in the run directory).
 fn poster(
     s: &Settings,
+    seal: &Seal,
     lease: i64,
     flags: Arc<Flags>,
 ) -> anyhow::Result<(mpsc::Sender<Post>, std::thread::JoinHandle<()>)> {
     let mut c = Coord::connect(&s.coord, &s.job)?;
+    c.set_seal(seal.clone());
     let (tx, rx) = mpsc::channel::<Post>();
     let h = std::thread::Builder::new()
         .name("kvm-agent-post".into())
@@ -408,7 +490,16 @@ impl PhaseSync for AgentSync {
         let deadline = Instant::now() + self.wait;
         let t0: u64 = loop {
             if let Ok(Some(v)) = self.coord.get(&format!("start/{index}")) {
-                if let Ok(t) = v.trim().parse() {
+                if let Ok(t) = v.trim().parse::<u64>() {
+                    let ahead = Duration::from_nanos(t.saturating_sub(super::unix_ns()));
+                    if ahead > MAX_START_AHEAD {
+                        anyhow::bail!(
+                            "phase {}: the published start time is {} s ahead (more than {} s): not waiting for it",
+                            phase.name,
+                            ahead.as_secs(),
+                            MAX_START_AHEAD.as_secs()
+                        );
+                    }
                     break t;
                 }
             }

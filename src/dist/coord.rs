@@ -8,6 +8,7 @@
 //! coordinator sees: a deleted interval seen again is ignored, a new key seen late is waited
 //! for, and a lease's expiry is etcd's own decision either way.
 
+use super::seal::{Seal, Unsealed};
 use crate::error::UsageError;
 use crate::store::etcd::Gateway;
 use base64::Engine;
@@ -23,7 +24,18 @@ pub struct Coord {
     pub url: String,
     /// Request bytes sent (paths and bodies), for BENCHMARKS' bytes-per-interval figure.
     pub bytes_sent: u64,
+    /// Values are sealed on the way in and must verify on the way out (`seal`).
+    seal: Option<Seal>,
+    /// Values read that were dropped (no or a wrong MAC, oversized): key and why, for the
+    /// caller to say once.
+    rejected: Vec<(String, String)>,
 }
+
+/// A value larger than this is not kvmeter's (a plan is a few KB, an interval report 2-4 KB).
+pub const MAX_VALUE: usize = 4 << 20;
+/// Keys one listing returns at most (etcd's `limit`): a flood of keys cannot make a poll
+/// unbounded; what is left is listed at the next poll once merged keys are deleted.
+const MAX_LIST: u64 = 20_000;
 
 /// `--coord` endpoints: `http://host:port` or `host:port`, comma-separated (a cluster's members).
 pub fn endpoints(url: &str) -> Result<Vec<std::net::SocketAddr>, UsageError> {
@@ -102,6 +114,8 @@ impl Coord {
             prefix,
             url: url.to_string(),
             bytes_sent: 0,
+            seal: None,
+            rejected: Vec::new(),
         };
         c.get("plan")
             .map_err(|e| UsageError::new(format!("--coord {url}: etcd does not answer: {e}")))?;
@@ -110,6 +124,48 @@ impl Coord {
 
     pub fn prefix(&self) -> &str {
         &self.prefix
+    }
+
+    /// Seals every value put from now on and drops every value read that does not verify.
+    pub fn set_seal(&mut self, seal: Seal) {
+        self.seal = Some(seal);
+    }
+
+    /// Values dropped since the last call: (key under the prefix, why).
+    pub fn take_rejected(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.rejected)
+    }
+
+    /// Keeps a dropped value's key for `take_rejected` (a bounded list: a writer flooding
+    /// forged keys cannot grow it).
+    fn reject(&mut self, key: &str, why: String) {
+        if self.rejected.len() < 256 {
+            self.rejected.push((key.to_string(), why));
+        }
+    }
+
+    fn sealed(&self, key: &str, value: &str) -> String {
+        match &self.seal {
+            Some(s) => s.seal(&format!("{}{key}", self.prefix), value),
+            None => value.to_string(),
+        }
+    }
+
+    /// A value as read: its body if it verifies (or no seal is set).
+    fn opened(&self, key: &str, value: String) -> Result<String, String> {
+        if value.len() > MAX_VALUE {
+            return Err(format!(
+                "{} bytes, over the {MAX_VALUE}-byte limit",
+                value.len()
+            ));
+        }
+        match &self.seal {
+            None => Ok(value),
+            Some(s) => s
+                .open(&format!("{}{key}", self.prefix), &value)
+                .map(str::to_string)
+                .map_err(|e: Unsealed| e.to_string()),
+        }
     }
 
     fn post(&mut self, path: &str, body: Value) -> Result<Value, String> {
@@ -130,22 +186,25 @@ impl Coord {
     }
 
     pub fn put(&mut self, key: &str, value: &str, lease: Option<i64>) -> Result<(), String> {
-        let mut body = json!({"key": b64(&format!("{}{key}", self.prefix)), "value": b64(value)});
+        let value = self.sealed(key, value);
+        let mut body = json!({"key": b64(&format!("{}{key}", self.prefix)), "value": b64(&value)});
         if let Some(l) = lease {
             body["lease"] = json!(l.to_string());
         }
         self.post("/v3/kv/put", body).map(|_| ())
     }
 
-    /// Puts `key` only if it does not exist; otherwise returns the value it holds.
+    /// Puts `key` only if it does not exist; otherwise returns the value it holds (`Err`:
+    /// one that does not verify).
     pub fn create(
         &mut self,
         key: &str,
         value: &str,
         lease: Option<i64>,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<Result<String, String>>, String> {
         let k = b64(&format!("{}{key}", self.prefix));
-        let mut put = json!({"key": k, "value": b64(value)});
+        let value = self.sealed(key, value);
+        let mut put = json!({"key": k, "value": b64(&value)});
         if let Some(l) = lease {
             put["lease"] = json!(l.to_string());
         }
@@ -158,12 +217,13 @@ impl Coord {
         if r["succeeded"].as_bool() == Some(true) {
             return Ok(None);
         }
-        Ok(Some(unb64(
-            &r["responses"][0]["response_range"]["kvs"][0]["value"],
-        )))
+        let held = unb64(&r["responses"][0]["response_range"]["kvs"][0]["value"]);
+        Ok(Some(self.opened(key, held)))
     }
 
-    pub fn get(&mut self, key: &str) -> Result<Option<String>, String> {
+    /// The value under `key`: `None` when absent; `Some(Err(why))` when present but not
+    /// verifiable (no seal, a wrong one, oversized).
+    pub fn get_checked(&mut self, key: &str) -> Result<Option<Result<String, String>>, String> {
         let r = self.post(
             "/v3/kv/range",
             json!({"key": b64(&format!("{}{key}", self.prefix)), "serializable": true}),
@@ -171,7 +231,20 @@ impl Coord {
         Ok(r["kvs"]
             .as_array()
             .and_then(|k| k.first())
-            .map(|kv| unb64(&kv["value"])))
+            .map(|kv| self.opened(key, unb64(&kv["value"]))))
+    }
+
+    /// The value under `key` if present and verified; one that does not verify is dropped
+    /// (and kept for `take_rejected`).
+    pub fn get(&mut self, key: &str) -> Result<Option<String>, String> {
+        match self.get_checked(key)? {
+            None => Ok(None),
+            Some(Ok(v)) => Ok(Some(v)),
+            Some(Err(why)) => {
+                self.reject(key, why);
+                Ok(None)
+            }
+        }
     }
 
     /// Every key under `prefix/<sub>` with its value, keys without the run's prefix, in key
@@ -180,19 +253,21 @@ impl Coord {
         let p = format!("{}{sub}", self.prefix);
         let r = self.post(
             "/v3/kv/range",
-            json!({"key": b64(&p), "range_end": b64(&range_end(&p)), "serializable": true}),
+            json!({"key": b64(&p), "range_end": b64(&range_end(&p)), "serializable": true,
+                   "limit": MAX_LIST.to_string()}),
         )?;
-        Ok(r["kvs"]
-            .as_array()
-            .map(|kvs| {
-                kvs.iter()
-                    .map(|kv| {
-                        let k = unb64(&kv["key"]);
-                        (k[self.prefix.len()..].to_string(), unb64(&kv["value"]))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default())
+        let mut out = Vec::new();
+        for kv in r["kvs"].as_array().map(Vec::as_slice).unwrap_or_default() {
+            let k = unb64(&kv["key"]);
+            let Some(k) = k.get(self.prefix.len()..).map(str::to_string) else {
+                continue;
+            };
+            match self.opened(&k, unb64(&kv["value"])) {
+                Ok(v) => out.push((k, v)),
+                Err(why) => self.reject(&k, why),
+            }
+        }
+        Ok(out)
     }
 
     /// Deletes every key under `prefix/<sub>` ("" for the whole run).

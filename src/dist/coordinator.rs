@@ -8,6 +8,7 @@
 
 use super::coord::Coord;
 use super::merge::{AgentInfo, DistInfo, Loss, Merger};
+use super::seal::{Seal, KEY_ENV};
 use super::{IntervalPost, PhaseDone, Published, Registration};
 use crate::error::{UsageError, EXIT_INTERRUPTED};
 use crate::plan::{self, Request};
@@ -25,11 +26,31 @@ pub struct Settings {
     pub lease_ttl: String,
     pub start_delay: String,
     pub abort_on_loss: bool,
+    pub plan_key_file: Option<std::path::PathBuf>,
     pub request: Request,
 }
 
+/// A published plan larger than this is refused (a plan is a few KB; workload texts are
+/// bounded by `trust`).
+const MAX_PLAN: usize = 1 << 20;
+/// How long an interrupted or aborted coordinator waits for the agents' ends before it merges
+/// what it has.
+const ABORT_GRACE: Duration = Duration::from_secs(10);
+
+/// What `checked` resolves before etcd is touched.
+struct Checked {
+    plan: plan::Plan,
+    /// The request to publish (host-own fields out, workload files as text) and its hash.
+    published: Request,
+    hash: String,
+    seal: Seal,
+    register: Duration,
+    ttl: i64,
+    delay: Duration,
+}
+
 /// The checks a coordinator makes before it touches etcd.
-fn checked(s: &Settings) -> Result<(plan::Plan, Duration, i64, Duration), UsageError> {
+fn checked(s: &Settings) -> Result<Checked, UsageError> {
     if !(1..=1024).contains(&s.agents) {
         return Err(UsageError::new(format!(
             "--agents {}: expected 1 to 1024 agents",
@@ -45,6 +66,13 @@ fn checked(s: &Settings) -> Result<(plan::Plan, Duration, i64, Duration), UsageE
         )));
     }
     let delay = plan::parse_duration("--start-delay", &s.start_delay)?;
+    if delay > Duration::from_secs(600) {
+        return Err(UsageError::new(format!(
+            "--start-delay {}: expected at most 10m",
+            s.start_delay
+        )));
+    }
+    let seal = Seal::load(s.plan_key_file.as_deref(), std::env::var(KEY_ENV).ok())?;
     let mut req = s.request.clone();
     req.seed.get_or_insert_with(plan::fresh_seed);
     if req.out.is_none() {
@@ -76,14 +104,35 @@ fn checked(s: &Settings) -> Result<(plan::Plan, Duration, i64, Duration), UsageE
             out.display()
         )));
     }
-    Ok((plan, register, ttl.as_secs() as i64, delay))
+    // What agents get, and the hash of what it resolves to with this host's own part (each
+    // agent resolves it with its own part: the hash leaves those fields out).
+    let (mut published, mine) = super::trust::split(&req)?;
+    published.seed = Some(plan.seed);
+    let hash = plan::plan_hash(&plan::build(&super::trust::join(&published, &mine))?);
+    Ok(Checked {
+        plan,
+        published,
+        hash,
+        seal,
+        register,
+        ttl: ttl.as_secs() as i64,
+        delay,
+    })
 }
 
 pub fn run(s: Settings) -> anyhow::Result<i32> {
-    let (plan, register_timeout, ttl, start_delay) = checked(&s)?;
+    let Checked {
+        plan,
+        published: request,
+        hash,
+        seal,
+        register: register_timeout,
+        ttl,
+        delay: start_delay,
+    } = checked(&s)?;
     let n = s.agents;
-    let hash = plan::plan_hash(&plan);
     let mut coord = Coord::connect(&s.coord, &s.job)?;
+    coord.set_seal(seal.clone());
     let prefix = coord.prefix().to_string();
     let busy = || {
         UsageError::new(format!(
@@ -95,27 +144,35 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         return Err(busy().into());
     }
     let lease = coord.grant(ttl).map_err(UsageError::new)?;
-    let mut request = s.request.clone();
-    request.seed = Some(plan.seed);
-    request.out = None;
-    request.data_dir = None;
     let published = Published {
         kvmeter_version: env!("CARGO_PKG_VERSION").into(),
         agents: n,
         hash: hash.clone(),
+        nonce: super::seal::fresh_nonce(),
         request,
         lease,
         lease_ttl_s: ttl,
         coordinator: super::Host::here(),
     };
+    let text = serde_json::to_string(&published)?;
+    if text.len() > MAX_PLAN {
+        let _ = coord.revoke(lease);
+        return Err(UsageError::new(format!(
+            "the plan is {} bytes; a distributed run publishes at most {MAX_PLAN} (smaller workload files?)",
+            text.len()
+        ))
+        .into());
+    }
     if coord
-        .create("plan", &serde_json::to_string(&published)?, Some(lease))
+        .create("plan", &text, Some(lease))
         .map_err(UsageError::new)?
         .is_some()
     {
         let _ = coord.revoke(lease);
         return Err(busy().into());
     }
+    // Everything after the plan is sealed for this run alone.
+    coord.set_seal(seal.for_run(&published.nonce));
     let stop_keeper = Arc::new(AtomicBool::new(false));
     let keeper = keep_lease(&s, lease, ttl, stop_keeper.clone())?;
     let interrupted = crate::driver::install_signals();
@@ -130,8 +187,9 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         lease,
         stop_keeper,
         keeper: Some(keeper),
+        warned: BTreeSet::new(),
     };
-    let regs = match session.registrations(n, register_timeout, &s, &interrupted) {
+    let regs = match session.registrations(n, &hash, register_timeout, &s, &interrupted) {
         Ok(Some(r)) => r,
         Ok(None) => {
             session.close();
@@ -153,6 +211,8 @@ struct Session {
     lease: i64,
     stop_keeper: Arc<AtomicBool>,
     keeper: Option<std::thread::JoinHandle<()>>,
+    /// Keys already warned about (values that did not verify or did not fit their key).
+    warned: BTreeSet<String>,
 }
 
 fn keep_lease(
@@ -188,15 +248,61 @@ fn parse<T: serde::de::DeserializeOwned>(what: &str, v: &str) -> Option<T> {
 }
 
 impl Session {
-    /// The keys under `sub`; an error is said once (and the next poll tries again).
+    /// The keys under `sub` whose values verify; an error is said once (and the next poll
+    /// tries again).
     fn listed(&mut self, sub: &str) -> Vec<(String, String)> {
-        match self.coord.list(sub) {
+        let l = match self.coord.list(sub) {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("warning: dist: etcd: {e}");
                 vec![]
             }
+        };
+        for (k, why) in self.coord.take_rejected() {
+            self.warn(&k, &why);
         }
+        l
+    }
+
+    /// Says once per key why its value was ignored: whoever wrote it lacks the plan key, or
+    /// wrote it where it does not belong.
+    fn warn(&mut self, key: &str, why: &str) {
+        if self.warned.insert(key.to_string()) {
+            eprintln!(
+                "warning: dist: ignoring {}{key}: {why}",
+                self.coord.prefix()
+            );
+        }
+    }
+
+    /// The registrations that verify and sit under their own index's key.
+    fn registered(&mut self, n: usize, hash: &str) -> Option<BTreeMap<usize, Registration>> {
+        let listed = match self.coord.list("agent/") {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("warning: dist: etcd: {e}");
+                return None;
+            }
+        };
+        for (k, why) in self.coord.take_rejected() {
+            self.warn(&k, &why);
+        }
+        let mut regs = BTreeMap::new();
+        for (k, v) in listed {
+            match parse::<Registration>("registration", &v) {
+                Some(r)
+                    if k == format!("agent/{:04}", r.index)
+                        && r.index < n
+                        && r.count == n
+                        && r.hash == hash =>
+                {
+                    regs.insert(r.index, r);
+                }
+                Some(_) => self.warn(&k, "a registration that does not match its key or the plan"),
+                None => {}
+            }
+        }
+        Some(regs)
     }
 
     /// Deletes every key of the run and revokes the lease: nothing stays registered.
@@ -213,24 +319,17 @@ impl Session {
     fn registrations(
         &mut self,
         n: usize,
+        hash: &str,
         timeout: Duration,
         s: &Settings,
         interrupted: &AtomicBool,
     ) -> Result<Option<BTreeMap<usize, Registration>>, UsageError> {
         let deadline = Instant::now() + timeout;
         loop {
-            let refused = self.coord.list("refused/").map_err(UsageError::new)?;
-            if let Some((_, why)) = refused.first() {
-                return Err(UsageError::new(format!("{why}; nothing was run")));
+            if let Some((_, why)) = self.listed("refused/").first() {
+                return Err(UsageError::new(format!("{}; nothing was run", clip(why))));
             }
-            let regs: BTreeMap<usize, Registration> = self
-                .coord
-                .list("agent/")
-                .map_err(UsageError::new)?
-                .iter()
-                .filter_map(|(_, v)| parse::<Registration>("registration", v))
-                .map(|r| (r.index, r))
-                .collect();
+            let regs = self.registered(n, hash).unwrap_or_default();
             if regs.len() >= n {
                 return Ok(Some(regs));
             }
@@ -307,73 +406,30 @@ impl Session {
                 .put(&format!("start/{p}"), &t0.to_string(), Some(self.lease))
                 .map_err(|e| anyhow::anyhow!(e))?;
             merger.begin_phase(p, t0);
-            let mut posts: BTreeMap<usize, BTreeMap<usize, IntervalPost>> = BTreeMap::new();
-            let mut dones: BTreeMap<usize, PhaseDone> = BTreeMap::new();
-            let mut last_merged: BTreeMap<usize, usize> = BTreeMap::new();
-            let mut next_k = 0usize;
+            let mut ph = PhasePoll {
+                p,
+                name: name.clone(),
+                t0,
+                posts: BTreeMap::new(),
+                dones: BTreeMap::new(),
+                last_merged: BTreeMap::new(),
+                next_k: 0,
+            };
+            let mut aborted_at: Option<Instant> = None;
             loop {
-                // Ends first: an agent posts its intervals before its end, so every interval
-                // of an end seen here is in the listing that follows.
-                for (_, v) in self.listed(&format!("done/{p}/")) {
-                    if let Some(d) = parse::<PhaseDone>("phase end", &v) {
-                        dones.insert(d.agent, d);
-                    }
-                }
-                for (k, v) in self.listed(&format!("iv/{p}/")) {
-                    if let Some(post) = parse::<IntervalPost>("interval", &v) {
-                        if post.index >= next_k {
-                            report_bytes += (k.len() + v.len()) as u64;
-                            reports += 1;
-                            posts
-                                .entry(post.index)
-                                .or_default()
-                                .insert(post.agent, post);
-                        }
-                    }
-                }
-                // Agents whose lease expired without ending the phase are lost.
-                if let Ok(alive) = self
-                    .coord
-                    .list("agent/")
-                    .map_err(|e| eprintln!("warning: dist: etcd: {e}"))
-                {
-                    let alive: BTreeSet<usize> = alive
-                        .iter()
-                        .filter_map(|(_, v)| parse::<Registration>("registration", v))
-                        .map(|r| r.index)
-                        .collect();
-                    for a in live.clone() {
-                        if !alive.contains(&a) && !dones.contains_key(&a) {
-                            live.remove(&a);
-                            let at_s = (super::unix_ns().saturating_sub(t0)) as f64 / 1e9;
-                            eprintln!(
-                                "dist: agent {a} lost {at_s:.1} s into phase {name} (its lease expired); {} agents go on",
-                                live.len()
-                            );
-                            merger.info.lost.push(Loss {
-                                agent: a,
-                                phase: name.clone(),
-                                at_s,
-                                last_interval: last_merged.get(&a).copied(),
-                            });
-                            merger.info.degraded = true;
-                            if s.abort_on_loss && aborted.is_none() {
-                                aborted = Some(format!(
-                                    "agent {a} was lost {at_s:.1} s into phase {name}; --on-agent-loss abort stopped the run"
-                                ));
-                                let _ = self.coord.put("abort", "agent lost", Some(self.lease));
-                            }
-                        }
-                    }
-                }
-                if let Some((_, why)) = self
-                    .coord
-                    .list("refused/")
-                    .unwrap_or_default()
-                    .into_iter()
-                    .next()
-                {
+                let (bytes, count) = self.collect(&mut ph, &regs);
+                report_bytes += bytes;
+                reports += count;
+                self.losses(
+                    &mut ph,
+                    &mut live,
+                    &mut merger,
+                    s.abort_on_loss,
+                    &mut aborted,
+                );
+                if let Some((_, why)) = self.listed("refused/").into_iter().next() {
                     if aborted.is_none() {
+                        let why = clip(&why);
                         eprintln!("dist: {why}");
                         aborted = Some(why);
                         let _ = self.coord.put("abort", "agent failed", Some(self.lease));
@@ -383,30 +439,28 @@ impl Session {
                     aborted = Some("interrupted".into());
                     let _ = self.coord.put("abort", "interrupted", Some(self.lease));
                 }
-                // Merge every interval each live agent has posted or will never post.
-                while let Some(have) = posts.get(&next_k) {
-                    let ready = live.iter().all(|a| {
-                        have.contains_key(a) || dones.get(a).is_some_and(|d| d.intervals <= next_k)
-                    });
-                    if !ready {
-                        break;
-                    }
-                    let have = posts.remove(&next_k).unwrap_or_default();
-                    let list: Vec<&IntervalPost> = have.values().collect();
-                    merger.interval(&list)?;
-                    for a in have.keys() {
-                        last_merged.insert(*a, next_k);
-                    }
-                    let _ = self.coord.delete_all(&format!("iv/{p}/{next_k:06}/"));
-                    next_k += 1;
+                if aborted.is_some() && aborted_at.is_none() {
+                    aborted_at = Some(Instant::now());
                 }
-                let all_done = live.iter().all(|a| dones.contains_key(a));
-                if all_done && posts.is_empty() {
+                self.merge_ready(&mut ph, &live, &mut merger)?;
+                let all_done = live.iter().all(|a| ph.dones.contains_key(a));
+                if all_done && ph.posts.is_empty() {
                     break;
                 }
-                if all_done && live.is_empty() && !posts.is_empty() {
-                    // Only lost agents' intervals are left: merge them as they are.
-                    for (_, have) in std::mem::take(&mut posts) {
+                // Only lost agents' intervals are left, or a gap no agent will fill (a report
+                // lost on its way to etcd), or the agents did not end within the grace after
+                // an abort: merge what there is, in order, and go on.
+                if all_done || aborted_at.is_some_and(|t| t.elapsed() > ABORT_GRACE) {
+                    if let Some(k) = ph.posts.keys().next().copied().filter(|k| *k > ph.next_k) {
+                        let w = format!(
+                            "phase {name}: intervals {}..{} have no report from some agents (lost on the way to etcd, or the run was stopped); merged without them",
+                            ph.next_k,
+                            k - 1
+                        );
+                        eprintln!("warning: dist: {w}");
+                        merger.info.warnings.push(w);
+                    }
+                    for (_, have) in std::mem::take(&mut ph.posts) {
                         let list: Vec<&IntervalPost> = have.values().collect();
                         merger.interval(&list)?;
                     }
@@ -414,6 +468,7 @@ impl Session {
                 }
                 std::thread::sleep(poll);
             }
+            let dones = ph.dones;
             let outcome = merger.end_phase(&dones.into_values().collect::<Vec<_>>())?;
             if let Some(stop) = super::merge::stopped_by(outcome) {
                 status = stop;
@@ -435,6 +490,161 @@ impl Session {
         eprintln!("results: {}", root.display());
         Ok(super::merge::exit_code(status))
     }
+}
+
+/// One phase's reports as the coordinator polls them.
+struct PhasePoll {
+    p: usize,
+    name: String,
+    t0: u64,
+    /// Interval index → agent → its report, not merged yet.
+    posts: BTreeMap<usize, BTreeMap<usize, IntervalPost>>,
+    dones: BTreeMap<usize, PhaseDone>,
+    last_merged: BTreeMap<usize, usize>,
+    next_k: usize,
+}
+
+impl Session {
+    /// Reads the phase's ends and reports: only values that verify, sit under their own key
+    /// and come from a registered agent count. Returns the bytes and number of new reports.
+    fn collect(&mut self, ph: &mut PhasePoll, regs: &BTreeMap<usize, Registration>) -> (u64, u64) {
+        let p = ph.p;
+        // Ends first: an agent posts its intervals before its end, so every interval of an
+        // end seen here is in the listing that follows.
+        for (k, v) in self.listed(&format!("done/{p}/")) {
+            match parse::<PhaseDone>("phase end", &v) {
+                Some(d)
+                    if k == format!("done/{p}/{:04}", d.agent)
+                        && d.phase_index == p
+                        && regs.contains_key(&d.agent) =>
+                {
+                    ph.dones.insert(d.agent, d);
+                }
+                Some(_) => self.warn(&k, "a phase end that does not match its key"),
+                None => {}
+            }
+        }
+        let (mut bytes, mut count) = (0, 0);
+        for (k, v) in self.listed(&format!("iv/{p}/")) {
+            let Some(post) = parse::<IntervalPost>("interval", &v) else {
+                continue;
+            };
+            if k != format!("iv/{p}/{:06}/{:04}", post.index, post.agent)
+                || post.phase_index != p
+                || !regs.contains_key(&post.agent)
+            {
+                self.warn(&k, "an interval that does not match its key");
+                continue;
+            }
+            // An agent's end says how many intervals it wrote: an index past it is not one.
+            let beyond_end = ph
+                .dones
+                .get(&post.agent)
+                .is_some_and(|d| post.index >= d.intervals);
+            if beyond_end {
+                self.warn(
+                    &k,
+                    "an interval past the agent's own count of its intervals",
+                );
+                continue;
+            }
+            if post.index >= ph.next_k {
+                bytes += (k.len() + v.len()) as u64;
+                count += 1;
+                ph.posts
+                    .entry(post.index)
+                    .or_default()
+                    .insert(post.agent, post);
+            }
+        }
+        (bytes, count)
+    }
+
+    /// Agents whose lease expired without ending the phase are lost.
+    fn losses(
+        &mut self,
+        ph: &mut PhasePoll,
+        live: &mut BTreeSet<usize>,
+        merger: &mut Merger,
+        abort_on_loss: bool,
+        aborted: &mut Option<String>,
+    ) {
+        let Ok(alive) = self
+            .coord
+            .list("agent/")
+            .map_err(|e| eprintln!("warning: dist: etcd: {e}"))
+        else {
+            return;
+        };
+        let _ = self.coord.take_rejected();
+        let alive: BTreeSet<usize> = alive
+            .iter()
+            .filter_map(|(k, v)| {
+                parse::<Registration>("registration", v)
+                    .filter(|r| *k == format!("agent/{:04}", r.index))
+            })
+            .map(|r| r.index)
+            .collect();
+        for a in live.clone() {
+            if alive.contains(&a) || ph.dones.contains_key(&a) {
+                continue;
+            }
+            live.remove(&a);
+            let at_s = (super::unix_ns().saturating_sub(ph.t0)) as f64 / 1e9;
+            eprintln!(
+                "dist: agent {a} lost {at_s:.1} s into phase {} (its lease expired); {} agents go on",
+                ph.name,
+                live.len()
+            );
+            merger.info.lost.push(Loss {
+                agent: a,
+                phase: ph.name.clone(),
+                at_s,
+                last_interval: ph.last_merged.get(&a).copied(),
+            });
+            merger.info.degraded = true;
+            if abort_on_loss && aborted.is_none() {
+                *aborted = Some(format!(
+                    "agent {a} was lost {at_s:.1} s into phase {}; --on-agent-loss abort stopped the run",
+                    ph.name
+                ));
+                let _ = self.coord.put("abort", "agent lost", Some(self.lease));
+            }
+        }
+    }
+
+    /// Merges every interval each live agent has posted or will never post, in order.
+    fn merge_ready(
+        &mut self,
+        ph: &mut PhasePoll,
+        live: &BTreeSet<usize>,
+        merger: &mut Merger,
+    ) -> anyhow::Result<()> {
+        while let Some(have) = ph.posts.get(&ph.next_k) {
+            let k = ph.next_k;
+            let ready = live
+                .iter()
+                .all(|a| have.contains_key(a) || ph.dones.get(a).is_some_and(|d| d.intervals <= k));
+            if !ready {
+                break;
+            }
+            let have = ph.posts.remove(&k).unwrap_or_default();
+            let list: Vec<&IntervalPost> = have.values().collect();
+            merger.interval(&list)?;
+            for a in have.keys() {
+                ph.last_merged.insert(*a, k);
+            }
+            let _ = self.coord.delete_all(&format!("iv/{}/{k:06}/", ph.p));
+            ph.next_k += 1;
+        }
+        Ok(())
+    }
+}
+
+/// An agent's message, cut to one short line (it is shown, never interpreted).
+fn clip(s: &str) -> String {
+    let one: String = s.chars().filter(|c| !c.is_control()).take(500).collect();
+    one
 }
 
 /// Start times are wall-clock times: agents on other hosts than the coordinator start together

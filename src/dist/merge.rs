@@ -293,6 +293,7 @@ impl Merger {
 pub fn offline(
     dirs: &[std::path::PathBuf],
     out: Option<std::path::PathBuf>,
+    plugin: Option<String>,
 ) -> anyhow::Result<i32> {
     use super::AgentRecord;
     use crate::error::UsageError;
@@ -337,7 +338,34 @@ pub fn offline(
         return Err(UsageError::new("kvmeter dist merge: give the agents' run directories").into());
     };
     let first = first.clone();
-    let mut req = first.published.request.clone();
+    // An agent's directory is as trustworthy as whoever could write it: its request is held
+    // to what a published plan may ask (no library, program or file is taken from it), after
+    // the fields that only matter where the run happened are dropped.
+    let local = super::trust::Local {
+        plugin,
+        ..Default::default()
+    };
+    local.check_agent_flags()?;
+    let mut published = first.published.request.clone();
+    (
+        published.power,
+        published.power_model,
+        published.calibration,
+    ) = (None, None, None);
+    (published.idle_baseline, published.io_dir, published.disk) = (None, None, None);
+    (published.out, published.data_dir) = (None, None);
+    published.store_opts.retain(|o| {
+        !crate::plan::is_host_own_option(o.split_once('=').map_or(o.as_str(), |(k, _)| k))
+    });
+    if let Err(why) = super::trust::check_published(&published, &local) {
+        return Err(UsageError::new(format!(
+            "{}: {}",
+            dirs[0].join("dist/agent.json").display(),
+            why.replace("its own flags", "dist merge's own flags")
+        ))
+        .into());
+    }
+    let mut req = super::trust::join(&published, &local);
     req.out = Some(out.unwrap_or_else(|| crate::plan::default_out("dist-merge", &req.store)));
     let plan = crate::plan::build(&req)?;
     let read_lines = |p: std::path::PathBuf| -> anyhow::Result<Vec<String>> {

@@ -31,6 +31,8 @@ pub mod coord;
 pub mod coordinator;
 pub mod merge;
 pub mod placement;
+pub mod seal;
+pub mod trust;
 
 use crate::measure::wire::WireStats;
 use serde::{Deserialize, Serialize};
@@ -40,8 +42,12 @@ use serde::{Deserialize, Serialize};
 pub struct Published {
     pub kvmeter_version: String,
     pub agents: usize,
-    /// `plan::plan_hash` of the plan `request` resolves to on one host.
+    /// `plan::plan_hash` (SHA-256) of the plan `request` resolves to on one host.
     pub hash: String,
+    /// This run's nonce: every value under the run's prefix other than the plan is sealed
+    /// with it (`seal`), so nothing from another run verifies.
+    #[serde(default)]
+    pub nonce: String,
     pub request: crate::plan::Request,
     /// The coordinator's lease: agents attach their reports to it.
     pub lease: i64,

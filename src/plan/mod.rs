@@ -21,10 +21,11 @@ mod share;
 mod values;
 mod workload;
 
+pub use javaprops::latin1;
 pub use model::*;
 pub use props::BUILTIN_WORKLOADS;
-pub use request::Request;
-pub use share::{apply_share, plan_hash, slice};
+pub use request::{Request, WorkloadText};
+pub use share::{apply_share, is_host_own_option, plan_hash, portable_store_name, slice};
 pub use values::{parse_cpus, parse_duration, parse_size};
 
 use crate::error::UsageError;
@@ -310,6 +311,11 @@ mod tests {
         let mut r = req("run");
         r.workload_files = vec!["/nonexistent/wl".into()];
         assert!(err(r).contains("-P /nonexistent/wl: cannot read"));
+
+        // A path whose file name is a built-in's is a typo, not the built-in (issue 28 item 6).
+        let mut r = req("run");
+        r.workload_files = vec!["/some/typo/dir/workloadb".into()];
+        assert!(err(r).contains("-P /some/typo/dir/workloadb: cannot read"));
 
         let mut r = req("run");
         r.store = "nope".into();

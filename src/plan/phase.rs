@@ -121,7 +121,7 @@ impl Resolver<'_> {
         let req = self.req;
         let mut p = Props::default();
         for f in &slot.files {
-            load_workload_file(f, &mut p, self.warnings)?;
+            load_workload_file(f, &req.workload_texts, &mut p, self.warnings)?;
         }
         if self.suite() {
             p.set("recordcount", SUITE_RECORDS.to_string(), "suite default");

@@ -218,15 +218,21 @@ impl Props {
 
 pub(super) fn load_workload_file(
     name: &str,
+    inline: &[super::request::WorkloadText],
     props: &mut Props,
     warnings: &mut Vec<String>,
 ) -> Result<(), UsageError> {
     let path = Path::new(name);
-    let (text, source) = match std::fs::read(path) {
-        Ok(bytes) => (super::javaprops::latin1(&bytes), name.to_string()),
+    let read = match inline.iter().find(|w| w.name == name) {
+        Some(w) => Ok(w.text.clone()),
+        None => std::fs::read(path).map(|b| super::javaprops::latin1(&b)),
+    };
+    let (text, source) = match read {
+        Ok(text) => (text, name.to_string()),
         Err(e) => {
-            let base = path.file_name().and_then(|f| f.to_str()).unwrap_or(name);
-            match BUILTIN_WORKLOADS.iter().find(|(n, _)| *n == base) {
+            // Only a bare name selects a built-in: a path that does not exist is a typo, not
+            // a request for the built-in of the same file name.
+            match BUILTIN_WORKLOADS.iter().find(|(n, _)| *n == name) {
                 Some((n, t)) if !path.exists() => (t.to_string(), format!("{n} (built-in)")),
                 _ => {
                     return Err(UsageError::new(format!(

@@ -9,6 +9,10 @@ use std::path::PathBuf;
 pub struct Request {
     pub command: String,
     pub workload_files: Vec<String>,
+    /// Workload files' texts by the name `workload_files` gives them: a distributed run's
+    /// coordinator publishes the files it read, so agents never open a path named in etcd.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workload_texts: Vec<WorkloadText>,
     pub props: Vec<String>,
     pub store: String,
     pub store_opts: Vec<String>,
@@ -48,4 +52,11 @@ pub struct Request {
     pub step: Option<String>,
     /// No final report on stdout (points of sweep and capacity).
     pub quiet: bool,
+}
+
+/// A workload file's text, carried in the request instead of its path.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WorkloadText {
+    pub name: String,
+    pub text: String,
 }

@@ -12,9 +12,9 @@
 //!   independent Poisson processes is one); fixed arrivals are phased i/N of a gap apart, so
 //!   together they are evenly spaced at the full rate.
 //!
-//! The plan hash is what a coordinator and its agents compare before anything runs: the
-//! resolved plan with the fields that are each host's own (run directory, data directory,
-//! stdout format, warnings) taken out.
+//! The plan hash is what a coordinator and its agents compare before anything runs: SHA-256
+//! of the resolved plan with the fields that are each host's own (run directory, data
+//! directory, stdout format, warnings, meters, files and secrets) taken out.
 
 use super::{PhaseKind, Plan, Share};
 use crate::driver::split_ops;
@@ -70,29 +70,73 @@ pub fn apply_share(plan: &mut Plan, share: Share) {
     plan.share = Some(share);
 }
 
-/// The 16-hex-digit hash of the resolved plan without each host's own fields (FNV-1a over
-/// its JSON: a check that two processes resolved the same plan, not a security measure).
+/// Fields of a resolved plan that are each host's own: where results and data go, how they
+/// are shown, and what names this host's files, devices and meters (a distributed run's agents
+/// take these from their own flags, never from the coordinator: docs/distributed.md
+/// "Security").
+const HOST_OWN_FIELDS: [&str; 12] = [
+    "out",
+    "data_dir",
+    "format",
+    "warnings",
+    "share",
+    "status_interval",
+    "power",
+    "power_model",
+    "power_model_given",
+    "calibration",
+    "io_dir",
+    "disk",
+];
+
+/// Whether a store option names a file or holds a secret: a host's own (its certificates, its
+/// passwords), never taken from a distributed run's plan.
+pub fn is_host_own_option(name: &str) -> bool {
+    matches!(name, "tls_ca" | "tls_cert" | "tls_key")
+        || name.contains("password")
+        || name.contains("secret")
+        || name.contains("token")
+        || name.ends_with("_file")
+        || name.ends_with("_dir")
+        || name.ends_with("_path")
+}
+
+/// A plug-in is named by its library's file name across hosts (each loads its own copy).
+pub fn portable_store_name(store: &str) -> String {
+    match store.strip_prefix(crate::store::plugin::PREFIX) {
+        Some(path) => format!(
+            "{}{}",
+            crate::store::plugin::PREFIX,
+            std::path::Path::new(path)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ),
+        None => store.to_string(),
+    }
+}
+
+/// SHA-256 (64 hex digits) of the resolved plan without each host's own fields: what a
+/// coordinator and its agents compare (and what `kvmeter agent --plan-hash` pins) before
+/// anything runs.
 pub fn plan_hash(plan: &Plan) -> String {
     let mut v = serde_json::to_value(plan).expect("a plan serializes");
     if let Some(o) = v.as_object_mut() {
-        for own in [
-            "out",
-            "data_dir",
-            "format",
-            "warnings",
-            "share",
-            "status_interval",
-        ] {
+        for own in HOST_OWN_FIELDS {
             o.remove(own);
+        }
+        if let Some(opts) = o.get_mut("store_options").and_then(|x| x.as_object_mut()) {
+            opts.retain(|k, _| !is_host_own_option(k));
+        }
+        if let Some(store) = o.get_mut("store") {
+            if let Some(s) = store.as_str() {
+                *store = serde_json::Value::String(portable_store_name(s));
+            }
         }
     }
     let text = v.to_string();
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    let d = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

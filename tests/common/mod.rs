@@ -7,9 +7,13 @@ use assert_cmd::Command;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+/// The key every test's distributed runs share (docs/distributed.md "Security").
+pub const TEST_PLAN_KEY: &str = "kvmeter-test-plan-key-0123456789";
+
 pub fn kvmeter() -> Command {
     let mut c = Command::cargo_bin("kvmeter").unwrap();
-    c.env("NO_COLOR", "1");
+    c.env("NO_COLOR", "1")
+        .env("KVMETER_PLAN_KEY", TEST_PLAN_KEY);
     c
 }
 

@@ -187,6 +187,7 @@ pub fn spawn(args: &[String], log: &Path) -> Child {
     Command::new(bin())
         .args(args)
         .env("NO_COLOR", "1")
+        .env("KVMETER_PLAN_KEY", super::TEST_PLAN_KEY)
         .stdout(f.try_clone().unwrap())
         .stderr(f)
         .spawn()
