@@ -193,12 +193,15 @@ fn a_hostile_writer_cannot_join_stop_or_stall_a_job_that_completes_and_merges_ex
         let reg0 = wrong.seal(&format!("{pre}agent/0000"), &forged_reg(0));
         std::thread::spawn(move || {
             let done = r#"{"agent":0,"phase_index":0,"phase":"load","intervals":1,"outcome":"completed","error":null,"threads":1,"started_at":"x","wall_seconds":1.0,"measured_seconds":1.0,"late_ms":0.0,"operations":1}"#;
-            let mut first = true;
+            // Once, before the agents: keys the real agents write later (overwriting them
+            // while the run goes would be a denial of service, which any writer to etcd can
+            // do and which is out of scope: docs/distributed.md "Security").
+            put(&url, &format!("{pre}agent/0001"), &reg1);
+            for p in 0..2 {
+                put(&url, &format!("{pre}done/{p}/0000"), done);
+            }
+            // All along: keys no real agent writes.
             while !stop.load(Ordering::Relaxed) {
-                if first {
-                    put(&url, &format!("{pre}agent/0001"), &reg1);
-                    first = false;
-                }
                 put(&url, &format!("{pre}agent/0000x"), &reg0);
                 put(
                     &url,
@@ -207,7 +210,6 @@ fn a_hostile_writer_cannot_join_stop_or_stall_a_job_that_completes_and_merges_ex
                 );
                 put(&url, &format!("{pre}abort"), "forged abort");
                 for p in 0..2 {
-                    put(&url, &format!("{pre}done/{p}/0000"), done);
                     put(
                         &url,
                         &format!("{pre}iv/{p}/999999/0000"),
@@ -250,7 +252,12 @@ fn a_hostile_writer_cannot_join_stop_or_stall_a_job_that_completes_and_merges_ex
         d.log("agent1.log")
     );
     // The forgeries were seen and ignored, each said once.
-    for k in ["agent/0001", "refused/0001", "done/0/0000"] {
+    for k in [
+        "agent/0001",
+        "refused/0001",
+        "agent/0000x",
+        "iv/0/999999/0000",
+    ] {
         let w = format!("warning: dist: ignoring {pre}{k}:");
         assert_eq!(coord_log.matches(&w).count(), 1, "{k}: {coord_log}");
     }
@@ -367,4 +374,143 @@ fn without_the_plan_key_neither_side_starts() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("at least 16"));
+}
+
+/// A key holder posing as an agent (the worst a buggy or compromised agent can do): a huge
+/// interval index and a gap in its reports. The coordinator used to wait forever for the
+/// missing intervals (F7); it now ignores indexes past the agent's own count and merges around
+/// a gap no agent will fill, with a warning.
+#[test]
+fn an_interval_gap_or_a_huge_index_does_not_stall_the_coordinator() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_etcd, url) = etcd(tmp.path(), 1);
+    let job = "gap";
+    let pre = format!("/kvmeter/{job}/");
+    let log = tmp.path().join("coord.log");
+    let mut coord = Proc(spawn(
+        &s(&[
+            "dist",
+            "run",
+            "--coord",
+            &url,
+            "--job",
+            job,
+            "--agents",
+            "1",
+            "--out",
+            tmp.path().join("merged").to_str().unwrap(),
+            "--store",
+            "null",
+            "-P",
+            "workloadc",
+            "--records",
+            "10",
+            "--duration",
+            "2s",
+            "--interval",
+            "200ms",
+            "--start-delay",
+            "100ms",
+        ]),
+        &log,
+    ));
+    let key = Seal::load(None, Some(TEST_PLAN_KEY.into())).unwrap();
+    let get = |k: &str| -> Option<String> {
+        let r = etcd_post(
+            &url,
+            "/v3/kv/range",
+            &format!(r#"{{"key":"{}"}}"#, b64(&format!("{pre}{k}"))),
+        )?;
+        let v = r["kvs"][0]["value"].as_str()?;
+        String::from_utf8(base64::engine::general_purpose::STANDARD.decode(v).ok()?).ok()
+    };
+    let wait_for = |k: &str| -> String {
+        let t = std::time::Instant::now();
+        loop {
+            if let Some(v) = get(k) {
+                return v;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "no {k}: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let plan_value = wait_for("plan");
+    let published: kvmeter::dist::Published =
+        serde_json::from_str(key.open(&format!("{pre}plan"), &plan_value).unwrap()).unwrap();
+    let run = key.for_run(&published.nonce);
+    let lease = etcd_post(&url, "/v3/lease/grant", r#"{"TTL":"30"}"#).unwrap()["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let sealed_put = |k: &str, body: &str, lease: Option<&str>| {
+        let v = run.seal(&format!("{pre}{k}"), body);
+        let mut b = format!(
+            r#"{{"key":"{}","value":"{}""#,
+            b64(&format!("{pre}{k}")),
+            b64(&v)
+        );
+        if let Some(l) = lease {
+            b += &format!(r#","lease":"{l}""#);
+        }
+        b.push('}');
+        etcd_post(&url, "/v3/kv/put", &b).unwrap();
+    };
+    let reg = kvmeter::dist::Registration {
+        index: 0,
+        count: 1,
+        placed_by: "--index".into(),
+        hash: published.hash.clone(),
+        host: kvmeter::dist::Host::here(),
+        threads: 1,
+    };
+    sealed_put(
+        "agent/0000",
+        &serde_json::to_string(&reg).unwrap(),
+        Some(&lease),
+    );
+    for (p, name) in ["load", "run"].into_iter().enumerate() {
+        wait_for(&format!("start/{p}"));
+        let post = |k: usize| {
+            serde_json::to_string(&kvmeter::dist::IntervalPost {
+                agent: 0,
+                phase_index: p,
+                phase: name.into(),
+                index: k,
+                start_s: k as f64 * 0.2,
+                end_s: (k + 1) as f64 * 0.2,
+                warmup: false,
+                stats: kvmeter::measure::wire::WireStats {
+                    paced: false,
+                    lag: None,
+                    ops: vec![],
+                },
+            })
+            .unwrap()
+        };
+        // Intervals 0 and 2 of 3 (1 never arrives), and one at index 999999.
+        for k in [0usize, 2, 999_999] {
+            sealed_put(&format!("iv/{p}/{k:06}/0000"), &post(k), None);
+        }
+        let done = format!(
+            r#"{{"agent":0,"phase_index":{p},"phase":"{name}","intervals":3,"outcome":"completed","error":null,"threads":1,"started_at":"x","wall_seconds":0.6,"measured_seconds":0.6,"late_ms":0.0,"operations":0}}"#
+        );
+        sealed_put(&format!("done/{p}/0000"), &done, None);
+    }
+    let code = wait_exit(&mut coord.0, Duration::from_secs(40));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("phase load: intervals 1..1 have no report from some agents"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "ignoring {pre}iv/0/999999/0000: an interval past the agent's own count"
+        )),
+        "{text}"
+    );
 }

@@ -524,6 +524,13 @@ impl Session {
                 None => {}
             }
         }
+        // Reports taken before an agent's end showed its count: drop any past it.
+        for (a, d) in &ph.dones {
+            for (_, have) in ph.posts.range_mut(d.intervals..) {
+                have.remove(a);
+            }
+        }
+        ph.posts.retain(|_, have| !have.is_empty());
         let (mut bytes, mut count) = (0, 0);
         for (k, v) in self.listed(&format!("iv/{p}/")) {
             let Some(post) = parse::<IntervalPost>("interval", &v) else {
