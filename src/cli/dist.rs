@@ -102,7 +102,7 @@ pub struct AgentLocalArgs {
     /// file:<csv>, estimate or none).
     #[arg(long, value_name = "SOURCE")]
     pub power: Option<String>,
-    /// The estimate's model for this host: IDLE_W,MAX_W.
+    /// The estimate's model for this host: idle=WATTS,max=WATTS.
     #[arg(long, value_name = "MODEL")]
     pub power_model: Option<String>,
     /// This host's calibration file (kvmeter calibrate).

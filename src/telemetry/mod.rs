@@ -191,8 +191,7 @@ impl Telemetry {
         let a = self.sources.snapshot();
         std::thread::sleep(d);
         let b = self.sources.snapshot();
-        let secs = b.at?.duration_since(a.at?).as_secs_f64();
-        Some((b.energy_j? - a.energy_j?) / secs)
+        power::watts_between(a.energy?, b.energy?)
     }
 
     /// Names the phase in the series and starts its measured window now.

@@ -149,10 +149,8 @@ pub(super) fn sampler(
             next = now + interval; // fell behind (suspended, overloaded): skip, never burst
         }
         let cur = src.snapshot();
-        let watts = match (prev.energy_j, cur.energy_j, prev.at, cur.at) {
-            (Some(a), Some(b), Some(ta), Some(tb)) if tb > ta => {
-                Some((b - a).max(0.0) / tb.duration_since(ta).as_secs_f64())
-            }
+        let watts = match (prev.energy, cur.energy) {
+            (Some(a), Some(b)) => crate::telemetry::power::watts_between(a, b),
             _ => None,
         };
         let phase = record_sample(state, &cur, watts);

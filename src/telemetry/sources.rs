@@ -18,7 +18,8 @@ pub(super) struct Snapshot {
     pub(super) server: Option<ProcSample>,
     pub(super) threads: Vec<(u32, String, u64)>,
     pub(super) psi: [(Option<u64>, Option<u64>); 3],
-    pub(super) energy_j: Option<f64>,
+    /// The meter's cumulative joules and the instant (its own) they run up to.
+    pub(super) energy: Option<(f64, Instant)>,
     pub(super) counters: Option<counters::Reading>,
 }
 
@@ -135,19 +136,17 @@ impl Sources {
 
     pub(super) fn snapshot(&self) -> Snapshot {
         let r = &self.root;
-        // The meter first and the clock right after it: power is energy over the time between
-        // two snapshots, so both must be read at (nearly) the same instant. Reading /proc in
-        // between took milliseconds under load, enough to push an estimate past its model's
-        // maximum.
-        let energy_j = self
+        // Energy comes with the meter's own instant: power is energy over the meter's time
+        // (`power::watts_between`), never over this snapshot's.
+        let energy = self
             .meter
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_mut()
-            .and_then(|m| m.joules().ok());
+            .and_then(|m| m.reading().ok());
         Snapshot {
             at: Some(Instant::now()),
-            energy_j,
+            energy,
             cpu: r.read("proc/stat").ok().and_then(|t| parse_stat(&t)),
             disk: self.disk.as_ref().and_then(|d| {
                 r.read("proc/diskstats")

@@ -168,16 +168,18 @@ fn power_figures(
     peak_w: f64,
     t: &mut PhaseTelemetry,
 ) {
-    if let (Some(info), Some(ea), Some(eb)) = (&s.power, a.energy_j, b.energy_j) {
-        let energy = (eb - ea).max(0.0);
+    if let (Some(info), Some(ea), Some(eb)) = (&s.power, a.energy, b.energy) {
+        let energy = (eb.0 - ea.0).max(0.0);
+        // Average power over the meter's own time for the window (within a few µs of `secs`).
+        let avg_w = super::power::watts_between(ea, eb).unwrap_or(energy / secs);
         t.power = Some(PowerFigures {
             source: info.source.clone(),
             scope: info.scope.clone(),
             estimate: info.estimate,
             detail: info.detail.clone(),
             energy_j: energy,
-            avg_w: energy / secs,
-            peak_w: peak_w.max(energy / secs),
+            avg_w,
+            peak_w: peak_w.max(avg_w),
         });
     } else if s.power.is_some() {
         t.unavailable.insert(

@@ -38,6 +38,9 @@ impl Meter for Estimate {
         &self.info
     }
     fn joules(&mut self) -> Result<f64, String> {
+        self.reading().map(|(j, _)| j)
+    }
+    fn reading(&mut self) -> Result<(f64, Instant), String> {
         let now = Instant::now();
         let cpu = self
             .root
@@ -55,6 +58,6 @@ impl Meter for Estimate {
             self.joules += self.model.watts(busy) * now.duration_since(*t).as_secs_f64();
         }
         self.last = Some((now, cpu));
-        Ok(self.joules)
+        Ok((self.joules, now))
     }
 }

@@ -102,6 +102,12 @@ impl Meter for CsvFile {
     fn joules(&mut self) -> Result<f64, String> {
         self.joules_at(unix_now())
     }
+    fn reading(&mut self) -> Result<(f64, std::time::Instant), String> {
+        // The meter's clock is the wall clock its CSV is stamped with: integrate up to the
+        // same instant that is returned.
+        let (wall, at) = (unix_now(), std::time::Instant::now());
+        self.joules_at(wall).map(|j| (j, at))
+    }
 }
 
 // ----------------------------------------------------------------------- the estimate

@@ -142,6 +142,20 @@ pub trait Meter: Send {
     fn info(&self) -> &PowerInfo;
     /// Joules since the meter started.
     fn joules(&mut self) -> Result<f64, String>;
+    /// Joules since the meter started, and the instant on the meter's own clock that they
+    /// run up to. Power is energy over the meter's time, never over the time a caller read it
+    /// (a sampler preempted between the two divided 3 ms of energy by 10 ms of its own time,
+    /// and the next sample by the rest: 26.6 W then 15,936 W from a 92–127 W model).
+    fn reading(&mut self) -> Result<(f64, std::time::Instant), String> {
+        let j = self.joules()?;
+        Ok((j, std::time::Instant::now()))
+    }
+}
+
+/// Average watts between two readings, on the meter's clock.
+pub fn watts_between(a: (f64, std::time::Instant), b: (f64, std::time::Instant)) -> Option<f64> {
+    let secs = b.1.checked_duration_since(a.1)?.as_secs_f64();
+    (secs > 0.0).then(|| (b.0 - a.0).max(0.0) / secs)
 }
 
 pub fn permission_hint(path: &Path, e: &std::io::Error) -> String {

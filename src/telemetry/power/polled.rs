@@ -149,6 +149,9 @@ impl Meter for Polled {
         &self.info
     }
     fn joules(&mut self) -> Result<f64, String> {
+        self.reading().map(|(j, _)| j)
+    }
+    fn reading(&mut self) -> Result<(f64, Instant), String> {
         let g = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((t, _)) = g.last {
             // A reading older than 10 s is not a measurement of now.
@@ -159,7 +162,10 @@ impl Meter for Polled {
                     .unwrap_or_else(|| "no reading for 10 s".into()));
             }
         }
-        g.now(Instant::now()).ok_or_else(|| "no reading yet".into())
+        let now = Instant::now();
+        g.now(now)
+            .map(|j| (j, now))
+            .ok_or_else(|| "no reading yet".into())
     }
 }
 
