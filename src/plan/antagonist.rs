@@ -57,8 +57,12 @@ impl Antagonist {
             |kv: &std::collections::HashMap<String, String>| -> Result<Vec<usize>, UsageError> {
                 match kv.get("cpus") {
                     None => Ok(vec![]),
-                    Some(v) => parse_cpus(v)
-                        .ok_or_else(|| bad(&format!("cpus={v}: expected 1, 0-3 or 0/2/5"))),
+                    Some(v) => parse_cpus(v).ok_or_else(|| {
+                        bad(&format!(
+                            "cpus={v}: expected 1, 0-3 or 0/2/5 with CPU ids below {}",
+                            super::values::MAX_CPU
+                        ))
+                    }),
                 }
             };
         let known = |keys: &[&str]| -> Result<(), UsageError> {
