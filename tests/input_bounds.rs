@@ -144,6 +144,11 @@ fn cpu_ranges_are_bounded_before_they_are_expanded() {
     for spec in ["cpu:cpus=0-18446744073709551615", "cpu:cpus=0-100000000"] {
         run_with(&["--antagonist", spec, "--duration", "1s"], "cpus=");
     }
+    // Found by the fuzzer: many specs each pinned to 65,536 CPUs cost 512 KiB apiece.
+    let many: Vec<&str> = (0..65)
+        .flat_map(|_| ["--antagonist", "cpu:cpus=0-65535"])
+        .collect();
+    run_with(&many, "--antagonist: 65 given; at most 64");
     refused(
         &[
             "run",
