@@ -50,7 +50,9 @@ impl Progress {
             .unwrap_or(0.0);
         let eta = match (phase.operations, phase.duration) {
             (n, _) if n > 0 && rate > 0.0 => {
-                let by_ops = Duration::from_secs_f64(n.saturating_sub(done) as f64 / rate);
+                // try_: a huge count at a slow rate is more seconds than a Duration holds.
+                let by_ops = Duration::try_from_secs_f64(n.saturating_sub(done) as f64 / rate)
+                    .unwrap_or(Duration::MAX);
                 match phase.duration {
                     Some(d) => by_ops.min(d.saturating_sub(elapsed)),
                     None => by_ops,

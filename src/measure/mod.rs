@@ -13,6 +13,7 @@
 
 pub mod clock;
 pub mod cpu;
+pub mod hdr;
 pub mod percentile;
 pub mod timeline;
 pub mod wire;

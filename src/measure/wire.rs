@@ -5,7 +5,7 @@
 
 use super::{new_histogram, Metric, OpStats, Stats, STATUS_SLOTS};
 use base64::Engine;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -38,12 +38,9 @@ fn encode(h: &Histogram<u64>, ser: &mut V2DeflateSerializer, buf: &mut Vec<u8>) 
 }
 
 fn decode(text: &str) -> anyhow::Result<Histogram<u64>> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .map_err(|e| anyhow::anyhow!("histogram is not base64: {e}"))?;
-    let h: Histogram<u64> = Deserializer::new()
-        .deserialize(&mut std::io::Cursor::new(bytes))
-        .map_err(|e| anyhow::anyhow!("histogram does not decode: {e:?}"))?;
+    // Bounded: a header's payload length cannot make this allocate more than the text holds.
+    let h = super::hdr::decode_base64(text)
+        .map_err(|e| anyhow::anyhow!("histogram does not decode: {e}"))?;
     // Into kvmeter's own bounds, so every sum has the same shape.
     let mut out = new_histogram();
     out.add(&h)

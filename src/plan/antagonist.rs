@@ -32,7 +32,22 @@ pub enum Antagonist {
     },
 }
 
+/// The most `--antagonist` specs a plan may hold: each may pin to a list of up to
+/// `MAX_CPU` CPUs, so a published plan with thousands of them would cost gigabytes to parse.
+pub const MAX_ANTAGONISTS: usize = 64;
+
 impl Antagonist {
+    /// Every `--antagonist` of a request, at most [`MAX_ANTAGONISTS`].
+    pub fn parse_all(specs: &[String]) -> Result<Vec<Self>, UsageError> {
+        if specs.len() > MAX_ANTAGONISTS {
+            return Err(UsageError::new(format!(
+                "--antagonist: {} given; at most {MAX_ANTAGONISTS}",
+                specs.len()
+            )));
+        }
+        specs.iter().map(|a| Self::parse(a)).collect()
+    }
+
     pub fn parse(s: &str) -> Result<Self, UsageError> {
         let bad = |why: &str| UsageError::new(format!("--antagonist '{s}': {why}"));
         let (kind, rest) = s.split_once(':').unwrap_or((s, ""));
@@ -57,8 +72,12 @@ impl Antagonist {
             |kv: &std::collections::HashMap<String, String>| -> Result<Vec<usize>, UsageError> {
                 match kv.get("cpus") {
                     None => Ok(vec![]),
-                    Some(v) => parse_cpus(v)
-                        .ok_or_else(|| bad(&format!("cpus={v}: expected 1, 0-3 or 0/2/5"))),
+                    Some(v) => parse_cpus(v).ok_or_else(|| {
+                        bad(&format!(
+                            "cpus={v}: expected 1, 0-3 or 0/2/5 with CPU ids below {}",
+                            super::values::MAX_CPU
+                        ))
+                    }),
                 }
             };
         let known = |keys: &[&str]| -> Result<(), UsageError> {

@@ -84,11 +84,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
             None => crate::telemetry::power::Model::default(),
         },
         counters: req.counters,
-        antagonists: req
-            .antagonists
-            .iter()
-            .map(|a| Antagonist::parse(a))
-            .collect::<Result<_, _>>()?,
+        antagonists: Antagonist::parse_all(&req.antagonists)?,
         faults,
         timeline,
         io_dir: req.io_dir.clone(),

@@ -142,12 +142,16 @@ impl Props {
         self.0.contains_key(k)
     }
 
+    /// The complaint about property `k`, naming where it was set; a key that was never set
+    /// (a value derived from others) is named without a source rather than panicking.
     pub(super) fn bad(&self, k: &str, expected: &str) -> UsageError {
-        let p = &self.0[k];
-        UsageError::new(format!(
-            "{}: property '{k}'='{}': expected {expected}",
-            p.source, p.value
-        ))
+        match self.0.get(k) {
+            Some(p) => UsageError::new(format!(
+                "{}: property '{k}'='{}': expected {expected}",
+                p.source, p.value
+            )),
+            None => UsageError::new(format!("property '{k}' (not set): expected {expected}")),
+        }
     }
 
     /// Java `Long.parseLong`: optional sign and digits only.

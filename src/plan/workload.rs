@@ -67,11 +67,23 @@ fn counts(p: &Props) -> Result<Counts, UsageError> {
     if insertstart < 0 {
         return Err(p.bad("insertstart", "a whole number ≥ 0"));
     }
+    if !p.has("insertcount") && insertstart >= recordcount {
+        // insertcount defaults to recordcount - insertstart, which would be < 1.
+        return Err(p.bad(
+            "insertstart",
+            &format!(
+                "a whole number below recordcount ({recordcount}) when insertcount is not set"
+            ),
+        ));
+    }
     let insertcount = p.int("insertcount", recordcount - insertstart)?;
     if insertcount < 1 {
         return Err(p.bad("insertcount", "a whole number ≥ 1"));
     }
-    if recordcount < insertstart + insertcount {
+    if insertstart
+        .checked_add(insertcount)
+        .is_none_or(|end| recordcount < end)
+    {
         return Err(UsageError::new(format!(
             "recordcount ({recordcount}, {}) must be ≥ insertstart ({insertstart}) + insertcount ({insertcount}); raise recordcount or lower insertcount",
             p.get("recordcount").map(|v| v.source.as_str()).unwrap_or("default")
