@@ -269,16 +269,26 @@ fn idle_power(
         note(plan, format_args!("telemetry: {what}: {why}"));
     }
     let info = t.power_info()?;
-    note(
-        plan,
-        format_args!(
-            "power: {}{} ({}): {}",
-            if info.estimate { "ESTIMATE from " } else { "" },
-            info.source,
-            info.scope,
-            info.detail
-        ),
-    );
+    if info.estimate {
+        // One line: the model and its provenance are in the manifest; why there is no meter
+        // and how to give one is what 'kvmeter doctor' is for.
+        let model = match calibration.and_then(|c| c.model.as_ref()) {
+            Some(m) if !plan.power_model_given => m,
+            _ => &plan.power_model,
+        };
+        note(
+            plan,
+            format_args!(
+                "power: ESTIMATE ({:.0}-{:.0} W utilisation model, not a measurement): no meter found; 'kvmeter doctor' says why and how to give one",
+                model.idle_w, model.max_w
+            ),
+        );
+    } else {
+        note(
+            plan,
+            format_args!("power: {} ({}): {}", info.source, info.scope, info.detail),
+        );
+    }
     let mut idle = calibration
         .filter(|c| c.power_source.starts_with(&info.source))
         .and_then(|c| {
