@@ -9,6 +9,7 @@ use super::arrivals::Arrivals;
 use super::companion::Companion;
 use super::datadir::DataDir;
 use super::progress::Progress;
+use super::test_panic;
 use super::{
     antagonists, faults, metrics_for, now_rfc3339, open_loop, pressure, split_ops, worker,
 };
@@ -49,6 +50,9 @@ pub(super) struct PhaseCtx<'a> {
     pub phases: usize,
     /// A distributed run's agent: start on the coordinator's time, report each interval.
     pub sync: Option<&'a mut (dyn super::PhaseSync + 'static)>,
+    /// The run's summary and manifest so far, for `super::abandon` (workers that never stop).
+    pub summary: &'a report::Summary,
+    pub manifest: &'a crate::report::manifest::Manifest<'a>,
 }
 
 /// A phase that ended before it could run, with why.
@@ -109,13 +113,19 @@ pub(super) fn run(
         return Ok((ps, None));
     }
     // Start.
+    let panics0 = crate::panics::count();
+    let test = test_panic::from_env();
     let Opened {
         store,
         workload,
         collector,
-        sessions,
+        mut sessions,
         threads,
     } = Opened::open(ctx, phase, &mut ps)?;
+    if test.is_some() && !sessions.is_empty() {
+        let (s, rec) = sessions.remove(0);
+        sessions.insert(0, (test_panic::sabotage(test, s), rec));
+    }
     let load = phase.kind == PhaseKind::Load;
     let is_run = phase.kind == PhaseKind::Run;
     let timeline_start = ctx.clock.now();
@@ -164,9 +174,14 @@ pub(super) fn run(
     if let Some(r) = faults::Recovery::start(ctx, phase, timeline, timeline_start, shared.t0) {
         companions.push(Box::new(r));
     }
+    test_panic::companion(test);
     let wall_start = SystemTime::now();
     ps.started_at = humantime::format_rfc3339_millis(wall_start).to_string();
     let mut iv = Intervals::new(phase, &collector, shared.t0, wall_start, arrivals.as_ref());
+    iv.panics0 = panics0;
+    iv.test_panic_at = test
+        .filter(|t| t.at == test_panic::Where::Main)
+        .map(|t| shared.t0 + t.after);
     // The interval loop, while the workers run.
     let (samples, per_worker, sent) = run_workers(
         ctx,
@@ -255,18 +270,27 @@ fn run_workers(
                 };
                 std::thread::Builder::new()
                     .name(format!("kvm-worker-{i}"))
-                    .spawn_scoped(s, move || worker::run(shared, i, session, rec, my_ops))
+                    .spawn_scoped(s, move || {
+                        worker::run_guarded(shared, i, session, rec, my_ops)
+                    })
                     .expect("spawn worker")
             })
             .collect();
-        let supervised = iv.supervise(ctx, shared, collector, companions, threads);
-        if supervised.is_err() {
-            // An interval could not be written (a full disk): stop the workers, or the scope
-            // would wait for them forever.
-            shared.stop.store(true, Ordering::Relaxed);
+        // A panic on this thread must not unwind into the scope: the scope would wait for
+        // workers nobody told to stop (the run would hang at "running").
+        let supervised = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            iv.supervise(ctx, shared, collector, companions, threads)
+        }))
+        .unwrap_or_else(|p| Err(anyhow::anyhow!("{}", crate::panics::message_of(p.as_ref()))));
+        if let Err(e) = supervised {
+            // An interval could not be written (a full disk) or the loop panicked: stop the
+            // workers (or the scope would wait for them forever) and fail the phase, whose
+            // summary still holds what was measured.
+            shared.fail(format!("{e:#}"));
         }
         let mut end: WorkerEnd = (Vec::new(), Vec::new(), Vec::new());
         for h in handles {
+            // Workers catch their own panics (`worker::run_guarded`); this is a last resort.
             let (s, c, sent) = h
                 .join()
                 .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?;
@@ -279,7 +303,6 @@ fn run_workers(
                 }
             }
         }
-        supervised?;
         Ok(end)
     })
 }
@@ -344,6 +367,16 @@ fn energy(ps: &mut PhaseSummary, idle: Option<&(f64, String)>) {
             t.seconds,
             idle.cloned(),
         ));
+    }
+}
+
+/// How long workers may take to stop once told to: a store call in flight finishes well
+/// within this, a stuck one never does. Ctrl-C is answered sooner.
+fn stop_grace(interrupted: bool) -> Duration {
+    if interrupted {
+        Duration::from_secs(5)
+    } else {
+        Duration::from_secs(30)
     }
 }
 
@@ -457,6 +490,10 @@ struct Intervals<'a> {
     max_behind_ms: f64,
     /// Whether Ctrl-C stopped the workers.
     interrupted: bool,
+    /// `KVMETER_TEST_PANIC=main:MS`: when this loop panics on purpose.
+    test_panic_at: Option<Instant>,
+    /// `crate::panics::count()` when the phase began: a panic since then fails it.
+    panics0: u64,
     /// The process's CPU time when the measured window began (`kvmeter_cpu`).
     cpu_start: CpuTime,
 }
@@ -481,12 +518,15 @@ impl<'a> Intervals<'a> {
             total_done: 0,
             max_behind_ms: 0.0,
             interrupted: false,
+            test_panic_at: None,
+            panics0: crate::panics::count(),
             cpu_start: CpuTime::now(),
         }
     }
 
-    /// Until every worker has finished: stops them at the deadline or on Ctrl-C, and closes
-    /// an interval at every boundary.
+    /// Until every worker has finished: stops them at the deadline, on Ctrl-C or when any
+    /// thread panics, and closes an interval at every boundary. Workers that do not stop
+    /// within `stop_grace` of being told to end the run from here (`super::abandon`).
     fn supervise(
         &mut self,
         ctx: &mut PhaseCtx,
@@ -498,12 +538,25 @@ impl<'a> Intervals<'a> {
         let (t0, phase, interval) = (self.t0, self.phase, ctx.plan.interval);
         let warmup_end = (!phase.warmup.is_zero()).then(|| t0 + phase.warmup);
         let mut next_boundary = warmup_end.unwrap_or(t0 + interval);
-        let deadline = phase.duration.map(|d| t0 + d);
+        let deadline = phase.duration.and_then(|d| t0.checked_add(d));
         let grace = (interval / 10).clamp(Duration::from_millis(5), Duration::from_millis(100));
+        let panics0 = self.panics0;
+        let mut stopped_at: Option<Instant> = None;
         loop {
             let now = Instant::now();
             if shared.finished.load(Ordering::Acquire) == threads {
                 return Ok(());
+            }
+            if self.test_panic_at.is_some_and(|at| now >= at) {
+                panic!(
+                    "{}: a deliberate panic in the interval loop",
+                    test_panic::VAR
+                );
+            }
+            if crate::panics::count() != panics0 && shared.fatal_is_none() {
+                // A thread beside the workers panicked (a companion, telemetry, an agent's
+                // poster): the phase fails with its message. Workers report their own.
+                shared.fail(crate::panics::since(panics0).unwrap_or_default());
             }
             let asked = ctx.sync.as_ref().is_some_and(|s| s.stop_requested());
             if (asked || ctx.interrupted.load(Ordering::Relaxed))
@@ -514,6 +567,12 @@ impl<'a> Intervals<'a> {
             }
             if deadline.is_some_and(|d| now >= d) {
                 shared.stop.store(true, Ordering::Relaxed);
+            }
+            if shared.stop.load(Ordering::Relaxed) {
+                let since = *stopped_at.get_or_insert(now);
+                if now.duration_since(since) >= stop_grace(self.interrupted) {
+                    self.abandon(ctx, shared, threads);
+                }
             }
             if now >= next_boundary {
                 let ends_warmup = warmup_end == Some(next_boundary);
@@ -543,6 +602,43 @@ impl<'a> Intervals<'a> {
         }
     }
 
+    /// Some worker did not stop (a store call that never returns): the scope holding the
+    /// workers cannot be left, so the run's results so far are written from here and the
+    /// process exits (130 after Ctrl-C, else 1).
+    fn abandon(&mut self, ctx: &mut PhaseCtx, shared: &worker::Shared, threads: usize) -> ! {
+        let stuck = threads - shared.finished.load(Ordering::Acquire);
+        let mut ps = empty_summary(self.phase);
+        ps.started_at = humantime::format_rfc3339_millis(self.wall_start).to_string();
+        ps.wall_seconds = self.t0.elapsed().as_secs_f64();
+        ps.intervals = self.index;
+        ps.measured_seconds = self
+            .t0
+            .elapsed()
+            .saturating_sub(self.phase.warmup)
+            .as_secs_f64();
+        ps.fill(&self.measured);
+        let why = format!(
+            "{stuck} of {threads} workers did not stop within {:.0} s of being asked (a store call that does not return); the intervals so far are saved",
+            stop_grace(self.interrupted).as_secs_f64()
+        );
+        let fatal = shared
+            .fatal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        ps.error = Some(match fatal {
+            Some(f) => format!("{f}; {why}"),
+            None => why,
+        });
+        let code = if self.interrupted {
+            ps.outcome = Outcome::Interrupted;
+            crate::error::EXIT_INTERRUPTED
+        } else {
+            ps.outcome = Outcome::Failed;
+            crate::error::EXIT_FAILED
+        };
+        super::abandon(ctx.rundir, ctx.summary, ctx.manifest, ps, code)
+    }
     /// Writes the interval that ends `end` after the start (intervals.csv, HDR logs,
     /// progress), adds it to the measured window after warm-up, and starts the next one.
     fn write(

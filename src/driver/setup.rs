@@ -23,6 +23,8 @@ use std::time::Duration;
 impl<'p> Run<'p> {
     pub(super) fn prepare(plan: &'p Plan) -> anyhow::Result<Self> {
         let adapter = store::find(&plan.store).expect("validated store");
+        crate::panics::install();
+        let panics0 = crate::panics::count();
         let mut opts = plan.store_options.clone();
         for w in &plan.warnings {
             eprintln!("warning: {w}");
@@ -118,6 +120,8 @@ impl<'p> Run<'p> {
             progress: super::Progress::new(plan.status_interval),
             summary: Summary::running(plan),
             ycsb_texts: Vec::new(),
+            panics0,
+            finished: false,
         })
     }
 }
