@@ -11,6 +11,7 @@ pub mod arrivals;
 mod companion;
 pub mod datadir;
 mod faults;
+mod intervals;
 mod measured;
 mod open_loop;
 mod phase;
