@@ -189,6 +189,7 @@ impl<'a> Intervals<'a> {
         };
         super::abandon(ctx.rundir, ctx.summary, ctx.manifest, ps, code)
     }
+
     /// Writes the interval that ends `end` after the start (intervals.csv, HDR logs,
     /// progress), adds it to the measured window after warm-up, and starts the next one.
     fn write(

@@ -141,7 +141,7 @@ struct Run<'p> {
     finished: bool,
 }
 
-/// Workers that never stop (`phase::Intervals::abandon`): writes summary.json with the phase
+/// Workers that never stop (`intervals::Intervals::abandon`): writes summary.json with the phase
 /// so far and the manifest with its final status, then exits the process with `code`. Managed
 /// servers die with kvmeter (their parent-death signal) and the temporary data directory's
 /// guard removes it.

@@ -97,7 +97,14 @@ impl<'p> Run<'p> {
         let telemetry = match plan
             .telemetry_config(server.as_ref().map(|c| c.main().pid), calibration.as_ref())
         {
-            Some(cfg) => Some(Telemetry::start(cfg, Some(&device), rundir.root())?),
+            Some(cfg) => match Telemetry::start(cfg, Some(&device), rundir.root()) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    // The manifest exists: it must not stay at "running".
+                    super::write_final_manifest(&rundir, &manifest, RunStatus::Failed);
+                    return Err(e);
+                }
+            },
             None => None,
         };
         let idle = telemetry
