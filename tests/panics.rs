@@ -223,3 +223,41 @@ fn sigint_ends_a_run_whose_worker_is_stuck_with_results() {
     assert_eq!(json(&out.join("manifest.json"))["status"], "interrupted");
     assert!(interval_rows(&out, "run") >= 5);
 }
+
+/// Review F6: `--duration 1e19` passed parsing and then panicked on the main thread inside the
+/// worker scope (`Instant + Duration` overflow), which waited forever for the workers. It must
+/// end promptly: refused at parse time (exit 2, nothing created) or failed (exit 1, manifest
+/// final), whichever layer catches it first.
+#[test]
+fn a_duration_beyond_the_clock_ends_promptly_and_never_stays_running() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("huge");
+    let child = std::process::Command::new(bin())
+        .args([
+            "run",
+            "-P",
+            "workloadc",
+            "--phase",
+            "run",
+            "--store",
+            "null",
+        ])
+        .args(["--duration", "1e19", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (o, _) = wait_bounded(child, Duration::from_secs(15));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(1) | Some(2)), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    if out.join("manifest.json").exists() {
+        assert_eq!(json(&out.join("manifest.json"))["status"], "failed");
+        let s = json(&out.join("summary.json"));
+        assert!(phase(&s, "run")["error"]
+            .as_str()
+            .unwrap()
+            .contains("duration"));
+    }
+}

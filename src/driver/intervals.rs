@@ -86,9 +86,22 @@ impl<'a> Intervals<'a> {
         threads: usize,
     ) -> anyhow::Result<()> {
         let (t0, phase, interval) = (self.t0, self.phase, ctx.plan.interval);
-        let warmup_end = (!phase.warmup.is_zero()).then(|| t0 + phase.warmup);
-        let mut next_boundary = warmup_end.unwrap_or(t0 + interval);
-        let deadline = phase.duration.and_then(|d| t0.checked_add(d));
+        // A duration beyond the clock's range (1e19 s from an agent's plan) fails the phase
+        // here rather than panicking in `Instant + Duration`.
+        let at = |d: Duration, what: &str| {
+            t0.checked_add(d).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "the phase's {what} ({} s) is beyond this clock's range",
+                    d.as_secs_f64()
+                )
+            })
+        };
+        let warmup_end = match phase.warmup.is_zero() {
+            true => None,
+            false => Some(at(phase.warmup, "warm-up")?),
+        };
+        let mut next_boundary = warmup_end.unwrap_or(at(interval, "interval")?);
+        let deadline = phase.duration.map(|d| at(d, "duration")).transpose()?;
         let grace = (interval / 10).clamp(Duration::from_millis(5), Duration::from_millis(100));
         let panics0 = self.panics0;
         let mut stopped_at: Option<Instant> = None;
