@@ -200,6 +200,11 @@ impl<'a> Intervals<'a> {
             ps.outcome = Outcome::Failed;
             crate::error::EXIT_FAILED
         };
+        if let Some(io) = ctx.io {
+            // Its Drop will not run: the antagonists' files go now (the promise of
+            // docs/interference.md; open files are unlinked safely).
+            let _ = std::fs::remove_dir_all(&io.dir);
+        }
         super::abandon(ctx.rundir, ctx.summary, ctx.manifest, ps, code)
     }
 
