@@ -13,6 +13,7 @@ pub mod experiment;
 pub mod fault;
 pub mod machine;
 pub mod measure;
+pub mod panics;
 pub mod plan;
 pub mod report;
 pub mod store;

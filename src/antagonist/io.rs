@@ -178,8 +178,10 @@ impl IoAntagonists {
             }
             _ => {}
         }
+        // Mode 0700: the antagonist's files are nobody else's to read or replace.
         let guard = tempfile::Builder::new()
             .prefix("kvmeter-antagonist-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in(parent)
             .map_err(|e| bad(format!("cannot create a directory in it: {e}")))?;
         let dir = guard.path().to_path_buf();
@@ -361,6 +363,9 @@ mod tests {
             Err(e) => panic!("{e}"),
         };
         let dir = a.dir.clone();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "the antagonist directory is private");
         assert!(dir.join("antagonist-0.dat").is_file());
         assert_eq!(
             std::fs::metadata(dir.join("antagonist-1.dat"))

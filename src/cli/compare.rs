@@ -57,8 +57,7 @@ pub(super) fn compare(a: CompareArgs) -> anyhow::Result<i32> {
     let out = a
         .out
         .unwrap_or_else(|| crate::plan::default_out("compare", "runs"));
-    crate::report::rundir::claim(&out)?;
-    std::fs::create_dir_all(&out)?;
+    let out = crate::report::rundir::claim(&out)?;
     match c.mismatches.as_slice() {
         [] => {}
         [one] => eprintln!(

@@ -468,6 +468,7 @@ pub struct DurabilityArgs {
 
 /// Runs the command line; returns the process exit code.
 pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
+    crate::panics::install();
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {

@@ -3,9 +3,16 @@
 //! kvmeter only deletes what it created: a directory it makes (or adopts while empty) gets a
 //! marker file; store data lives in its `store/` subdirectory; "clear" removes only that
 //! subdirectory, and only under a marker. A directory holding anything else is refused.
+//!
+//! In a shared place (review F8, F11) the directory must be ours: a given `--data-dir` that
+//! exists must be owned by this user and writable by no one else, and its marker and `store`
+//! entry, when present, must be a real file and directory of ours, never symbolic links
+//! (another user could otherwise point the store's writes into a directory only we may write).
+//! A temporary data directory is mode 0700: benchmark data is nobody else's to read.
 
 use crate::error::UsageError;
 use std::fs;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub const MARKER: &str = ".kvmeter-data";
@@ -63,6 +70,7 @@ impl DataDir {
         let Some(path) = given else {
             let t = tempfile::Builder::new()
                 .prefix("kvmeter-data-")
+                .permissions(fs::Permissions::from_mode(0o700))
                 .tempdir()
                 .map_err(|e| {
                     UsageError::new(format!(
@@ -80,27 +88,38 @@ impl DataDir {
         };
         let bad = |why: String| UsageError::new(format!("--data-dir {}: {why}", path.display()));
         let mut reused = false;
-        if path.exists() {
-            if !path.is_dir() {
-                return Err(bad(
-                    "is not a directory; give a new or empty directory".into()
-                ));
-            }
-            if path.join(MARKER).is_file() {
-                reused = true;
-            } else {
-                let mut entries =
-                    fs::read_dir(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
-                if entries.next().is_some() {
+        match top_level(path) {
+            Ok(meta) => {
+                ours(path, &meta, "directory").map_err(bad)?;
+                if !meta.is_dir() {
                     return Err(bad(
-                        "holds files kvmeter did not create (no .kvmeter-data marker); kvmeter never writes over data it does not own: give a new or empty directory".into(),
+                        "is not a directory; give a new or empty directory".into()
                     ));
                 }
+                if meta.mode() & 0o022 != 0 {
+                    return Err(bad(format!(
+                        "is writable by other users (mode {:o}): they could redirect the store's writes; 'chmod go-w' it or give a new directory",
+                        meta.mode() & 0o7777
+                    )));
+                }
+                if owned_entry(path, MARKER, false).map_err(bad)? {
+                    owned_entry(path, "store", true).map_err(bad)?;
+                    reused = true;
+                } else {
+                    let mut entries =
+                        fs::read_dir(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+                    if entries.next().is_some() {
+                        return Err(bad(
+                            "holds files kvmeter did not create (no .kvmeter-data marker); kvmeter never writes over data it does not own: give a new or empty directory".into(),
+                        ));
+                    }
+                    write_marker(path)?;
+                }
+            }
+            Err(_) => {
+                fs::create_dir_all(path).map_err(|e| bad(format!("cannot create it: {e}")))?;
                 write_marker(path)?;
             }
-        } else {
-            fs::create_dir_all(path).map_err(|e| bad(format!("cannot create it: {e}")))?;
-            write_marker(path)?;
         }
         Ok(DataDir {
             root: path.to_path_buf(),
@@ -148,18 +167,83 @@ impl DataDir {
     }
 }
 
+/// The given directory's metadata. A symbolic link there is the user's own choice (a data
+/// disk mounted elsewhere) when the link is theirs or root's: it is followed then; another
+/// user's link is refused.
+fn top_level(path: &Path) -> std::io::Result<fs::Metadata> {
+    let meta = fs::symlink_metadata(path)?;
+    if !meta.file_type().is_symlink() {
+        return Ok(meta);
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me && meta.uid() != 0 {
+        return Ok(meta); // refused by `ours` as a link
+    }
+    fs::metadata(path)
+}
+
+/// Refuses an entry that is a symbolic link or belongs to another user.
+fn ours(path: &Path, meta: &fs::Metadata, what: &str) -> Result<(), String> {
+    if meta.file_type().is_symlink() {
+        return Err(format!(
+            "{} is a symbolic link; kvmeter does not follow links in its data directory: give a real {what}",
+            path.display()
+        ));
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(format!(
+            "{} is owned by uid {}, not by this user (uid {me}): another user could redirect or read the store's data; give a {what} of your own",
+            path.display(),
+            meta.uid()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `dir/name` exists; when it does, it must be ours, and a directory or a regular
+/// file as `dir_expected` says.
+fn owned_entry(dir: &Path, name: &str, dir_expected: bool) -> Result<bool, String> {
+    let p = dir.join(name);
+    let meta = match fs::symlink_metadata(&p) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(format!("cannot read {}: {e}", p.display())),
+    };
+    let what = if dir_expected { "directory" } else { "file" };
+    ours(&p, &meta, what)?;
+    let right = if dir_expected {
+        meta.is_dir()
+    } else {
+        meta.is_file()
+    };
+    if !right {
+        return Err(format!("{} is not a {what}", p.display()));
+    }
+    Ok(true)
+}
+
 fn write_marker(dir: &Path) -> Result<(), UsageError> {
     let text = format!(
         "Created by kvmeter {} on {}. kvmeter deletes only the store/ directory next to this file.\n",
         env!("CARGO_PKG_VERSION"),
         humantime::format_rfc3339_seconds(std::time::SystemTime::now())
     );
-    fs::write(dir.join(MARKER), text).map_err(|e| {
-        UsageError::new(format!(
-            "--data-dir {}: cannot write in it: {e}",
-            dir.display()
-        ))
-    })
+    // A new file, never through a link planted under the marker's name.
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dir.join(MARKER))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
+        .map_err(|e| {
+            UsageError::new(format!(
+                "--data-dir {}: cannot write in it: {e}",
+                dir.display()
+            ))
+        })
 }
 
 #[cfg(test)]
@@ -195,11 +279,50 @@ mod tests {
         assert!(DataDir::prepare(Some(&file)).is_err());
     }
 
+    /// Review F8: a planted marker or `store` link must not make kvmeter write elsewhere.
     #[test]
-    fn temporary_is_removed_on_drop() {
+    fn refuses_links_and_shared_modes_in_a_data_directory() {
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        fs::create_dir(&victim).unwrap();
+
+        let planted = t.path().join("planted");
+        fs::create_dir(&planted).unwrap();
+        fs::write(planted.join(MARKER), "forged").unwrap();
+        std::os::unix::fs::symlink(&victim, planted.join("store")).unwrap();
+        let e = DataDir::prepare(Some(&planted)).err().unwrap();
+        assert!(e.0.contains("store is a symbolic link"), "{e}");
+
+        let marker_link = t.path().join("marker-link");
+        fs::create_dir(&marker_link).unwrap();
+        std::os::unix::fs::symlink(victim.join("m"), marker_link.join(MARKER)).unwrap();
+        let e = DataDir::prepare(Some(&marker_link)).err().unwrap();
+        assert!(e.0.contains(".kvmeter-data is a symbolic link"), "{e}");
+
+        let open = t.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = DataDir::prepare(Some(&open)).err().unwrap();
+        assert!(e.0.contains("writable by other users"), "{e}");
+        assert_eq!(
+            fs::read_dir(&victim).unwrap().count(),
+            0,
+            "nothing written there"
+        );
+        assert_eq!(fs::read_dir(&open).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn temporary_is_private_and_removed_on_drop() {
         let d = DataDir::prepare(None).unwrap();
         let p = d.root().to_path_buf();
         assert!(p.join(MARKER).is_file());
+        let mode = fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(
+            mode & 0o777,
+            0o700,
+            "benchmark data is nobody else's to read"
+        );
         drop(d);
         assert!(!p.exists());
     }

@@ -63,11 +63,7 @@ impl Recovery {
         }
         let path = rundir.root().join(TIMELINE_CSV);
         let csv = timeline.as_ref().and_then(|_| {
-            let new = !path.exists();
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
+            let (mut f, new) = crate::report::rundir::append(&path)
                 .map_err(|e| eprintln!("warning: {}: {e}", path.display()))
                 .ok()?;
             if new {

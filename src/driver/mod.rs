@@ -11,12 +11,14 @@ pub mod arrivals;
 mod companion;
 pub mod datadir;
 mod faults;
+mod intervals;
 mod measured;
 mod open_loop;
 mod phase;
 mod pressure;
 mod progress;
 mod setup;
+mod test_panic;
 mod worker;
 
 pub use phase::empty_summary;
@@ -133,6 +135,68 @@ struct Run<'p> {
     progress: Progress,
     summary: Summary,
     ycsb_texts: Vec<(String, String)>,
+    /// `crate::panics::count()` when the run began: a panic since then fails the run.
+    panics0: u64,
+    /// `finish` wrote the final summary and manifest; otherwise `Drop` marks them failed.
+    finished: bool,
+}
+
+/// Workers that never stop (`intervals::Intervals::abandon`): writes summary.json with the phase
+/// so far and the manifest with its final status, then exits the process with `code`. Managed
+/// servers die with kvmeter (their parent-death signal) and the temporary data directory's
+/// guard removes it.
+fn abandon(
+    rundir: &RunDir,
+    summary: &Summary,
+    manifest: &Manifest,
+    ps: PhaseSummary,
+    code: i32,
+) -> ! {
+    let mut summary = summary.clone();
+    if let Some(e) = &ps.error {
+        eprintln!("error: phase {}: {e}", ps.name);
+        summary
+            .error
+            .get_or_insert_with(|| format!("phase {}: {e}", ps.name));
+    }
+    summary.phases.push(ps);
+    summary.status = match code {
+        EXIT_INTERRUPTED => RunStatus::Interrupted,
+        _ => RunStatus::Failed,
+    };
+    let _ = rundir.write_json("summary.json", &summary);
+    write_final_manifest(rundir, manifest, summary.status);
+    eprintln!("results: {}", rundir.root().display());
+    std::process::exit(code)
+}
+
+/// The manifest with its final status, written from a copy (the caller may be unwinding or
+/// about to exit, and must not fail here).
+fn write_final_manifest(rundir: &RunDir, manifest: &Manifest, status: RunStatus) {
+    if let Ok(mut v) = serde_json::to_value(manifest) {
+        v["status"] = serde_json::to_value(status).unwrap_or_default();
+        v["finished_at"] = serde_json::Value::String(now_rfc3339());
+        let _ = rundir.write_json("manifest.json", &v);
+    }
+}
+
+impl Drop for Run<'_> {
+    /// A run that did not reach the end of `finish` (an error returned early, or a panic on
+    /// the main thread) still leaves summary.json and manifest.json saying it failed, never
+    /// "running".
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        if self.summary.error.is_none() {
+            let why = crate::panics::since(self.panics0)
+                .unwrap_or_else(|| "the run ended before its results were complete".into());
+            self.summary.error = Some(why);
+        }
+        self.summary.status = RunStatus::Failed;
+        let _ = self.rundir.write_json("summary.json", &self.summary);
+        write_final_manifest(&self.rundir, &self.manifest, RunStatus::Failed);
+    }
 }
 
 impl Run<'_> {
@@ -142,6 +206,10 @@ impl Run<'_> {
         let n = self.plan.phases.len();
         for (i, phase) in self.plan.phases.iter().enumerate() {
             if self.interrupted.load(Ordering::Relaxed) {
+                break;
+            }
+            if crate::panics::count() != self.panics0 {
+                // A thread panicked between phases: `finish` fails the run with its message.
                 break;
             }
             let mut ctx = phase::PhaseCtx {
@@ -161,8 +229,16 @@ impl Run<'_> {
                 index: i,
                 phases: n,
                 sync: sync.as_deref_mut(),
+                summary: &self.summary,
+                manifest: &self.manifest,
             };
-            let (mut ps, ycsb) = match phase::run(&mut ctx, phase) {
+            // A panic on this thread (opening the store, closing the phase) fails the phase;
+            // the workers are joined by then (`phase::run_workers` catches its own).
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                phase::run(&mut ctx, phase)
+            }))
+            .unwrap_or_else(|p| Err(anyhow::anyhow!("{}", crate::panics::message_of(p.as_ref()))));
+            let (mut ps, ycsb) = match ran {
                 Ok(r) => r,
                 Err(e) => (phase::failed(phase, format!("{e:#}")), None),
             };
@@ -248,6 +324,7 @@ impl Run<'_> {
     /// report. Returns the exit code.
     fn finish(mut self, mut exit: i32) -> anyhow::Result<i32> {
         let plan = self.plan;
+        test_panic::here(test_panic::Where::Finish);
         if self.interrupted.load(Ordering::Relaxed) && exit == EXIT_OK {
             exit = EXIT_INTERRUPTED;
         }
@@ -267,6 +344,14 @@ impl Run<'_> {
                 note(plan, format_args!("server: {name} {member} {how}"));
             }
         }
+        if let Some(p) = crate::panics::since(self.panics0) {
+            // A thread panicked outside any phase's watch (between phases, while stopping
+            // telemetry): the run did not go as planned.
+            if exit == EXIT_OK {
+                exit = EXIT_FAILED;
+            }
+            self.summary.error.get_or_insert(p);
+        }
         self.summary.status = match exit {
             EXIT_OK => RunStatus::Completed,
             EXIT_INTERRUPTED => RunStatus::Interrupted,
@@ -276,6 +361,7 @@ impl Run<'_> {
         self.manifest.status = self.summary.status;
         self.manifest.finished_at = Some(now_rfc3339());
         self.rundir.write_json("manifest.json", &self.manifest)?;
+        self.finished = true;
         crate::store::plugin::crash::disarm();
         // The report is a view of the files just written; failing to make it fails nothing.
         if let Err(e) = crate::report::html::write(self.rundir.root()) {

@@ -1,14 +1,15 @@
 //! One phase: open the store and one session per worker, start the workers and the phase's
-//! companions (pressure scale, antagonists), then an interval loop on the calling thread that
-//! closes an interval every `--interval` (and exactly at the end of warm-up), writes it to the
-//! run directory at once and shows progress; at the end, the phase's summary.
+//! companions (pressure scale, antagonists), then the interval loop on the calling thread
+//! (`intervals.rs`); at the end, the phase's summary.
 //!
 //! `run` reads as start / interval loop / finish; the loop's state lives in `Intervals`.
 
 use super::arrivals::Arrivals;
 use super::companion::Companion;
 use super::datadir::DataDir;
+use super::intervals::Intervals;
 use super::progress::Progress;
+use super::test_panic;
 use super::{
     antagonists, faults, metrics_for, now_rfc3339, open_loop, pressure, split_ops, worker,
 };
@@ -16,7 +17,7 @@ use crate::antagonist::io::IoAntagonists;
 use crate::measure::clock::Clock;
 use crate::measure::cpu::CpuTime;
 use crate::measure::timeline::Timeline;
-use crate::measure::{Collector, Stats, WorkerRecorder};
+use crate::measure::{Collector, WorkerRecorder};
 use crate::plan::{PhaseKind, PhasePlan, Plan};
 use crate::report::rundir::RunDir;
 use crate::report::{self, ErrorSample, Outcome, PhaseSummary};
@@ -49,6 +50,9 @@ pub(super) struct PhaseCtx<'a> {
     pub phases: usize,
     /// A distributed run's agent: start on the coordinator's time, report each interval.
     pub sync: Option<&'a mut (dyn super::PhaseSync + 'static)>,
+    /// The run's summary and manifest so far, for `super::abandon` (workers that never stop).
+    pub summary: &'a report::Summary,
+    pub manifest: &'a crate::report::manifest::Manifest<'a>,
 }
 
 /// A phase that ended before it could run, with why.
@@ -109,13 +113,19 @@ pub(super) fn run(
         return Ok((ps, None));
     }
     // Start.
+    let panics0 = crate::panics::count();
+    let test = test_panic::from_env();
     let Opened {
         store,
         workload,
         collector,
-        sessions,
+        mut sessions,
         threads,
     } = Opened::open(ctx, phase, &mut ps)?;
+    if test.is_some() && !sessions.is_empty() {
+        let (s, rec) = sessions.remove(0);
+        sessions.insert(0, (test_panic::sabotage(test, s), rec));
+    }
     let load = phase.kind == PhaseKind::Load;
     let is_run = phase.kind == PhaseKind::Run;
     let timeline_start = ctx.clock.now();
@@ -164,9 +174,14 @@ pub(super) fn run(
     if let Some(r) = faults::Recovery::start(ctx, phase, timeline, timeline_start, shared.t0) {
         companions.push(Box::new(r));
     }
+    test_panic::companion(test);
     let wall_start = SystemTime::now();
     ps.started_at = humantime::format_rfc3339_millis(wall_start).to_string();
     let mut iv = Intervals::new(phase, &collector, shared.t0, wall_start, arrivals.as_ref());
+    iv.panics0 = panics0;
+    iv.test_panic_at = test
+        .filter(|t| t.at == test_panic::Where::Main)
+        .map(|t| shared.t0 + t.after);
     // The interval loop, while the workers run.
     let (samples, per_worker, sent) = run_workers(
         ctx,
@@ -255,18 +270,27 @@ fn run_workers(
                 };
                 std::thread::Builder::new()
                     .name(format!("kvm-worker-{i}"))
-                    .spawn_scoped(s, move || worker::run(shared, i, session, rec, my_ops))
+                    .spawn_scoped(s, move || {
+                        worker::run_guarded(shared, i, session, rec, my_ops)
+                    })
                     .expect("spawn worker")
             })
             .collect();
-        let supervised = iv.supervise(ctx, shared, collector, companions, threads);
-        if supervised.is_err() {
-            // An interval could not be written (a full disk): stop the workers, or the scope
-            // would wait for them forever.
-            shared.stop.store(true, Ordering::Relaxed);
+        // A panic on this thread must not unwind into the scope: the scope would wait for
+        // workers nobody told to stop (the run would hang at "running").
+        let supervised = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            iv.supervise(ctx, shared, collector, companions, threads)
+        }))
+        .unwrap_or_else(|p| Err(anyhow::anyhow!("{}", crate::panics::message_of(p.as_ref()))));
+        if let Err(e) = supervised {
+            // An interval could not be written (a full disk) or the loop panicked: stop the
+            // workers (or the scope would wait for them forever) and fail the phase, whose
+            // summary still holds what was measured.
+            shared.fail(format!("{e:#}"));
         }
         let mut end: WorkerEnd = (Vec::new(), Vec::new(), Vec::new());
         for h in handles {
+            // Workers catch their own panics (`worker::run_guarded`); this is a last resort.
             let (s, c, sent) = h
                 .join()
                 .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?;
@@ -279,7 +303,6 @@ fn run_workers(
                 }
             }
         }
-        supervised?;
         Ok(end)
     })
 }
@@ -439,214 +462,4 @@ fn start_companions<'a>(
         ctx.peak_gbps,
     )));
     out
-}
-
-/// The interval loop's state: the interval being filled, the measured window so far, and
-/// where the schedule stands.
-struct Intervals<'a> {
-    phase: &'a PhasePlan,
-    arrivals: Option<&'a Arrivals>,
-    t0: Instant,
-    wall_start: SystemTime,
-    measured: Stats,
-    interval: Stats,
-    /// Intervals written so far.
-    index: usize,
-    boundary_start: Instant,
-    total_done: u64,
-    max_behind_ms: f64,
-    /// Whether Ctrl-C stopped the workers.
-    interrupted: bool,
-    /// The process's CPU time when the measured window began (`kvmeter_cpu`).
-    cpu_start: CpuTime,
-}
-
-impl<'a> Intervals<'a> {
-    fn new(
-        phase: &'a PhasePlan,
-        collector: &Collector,
-        t0: Instant,
-        wall_start: SystemTime,
-        arrivals: Option<&'a Arrivals>,
-    ) -> Self {
-        Intervals {
-            phase,
-            arrivals,
-            t0,
-            wall_start,
-            measured: collector.empty_stats(),
-            interval: collector.empty_stats(),
-            index: 0,
-            boundary_start: t0,
-            total_done: 0,
-            max_behind_ms: 0.0,
-            interrupted: false,
-            cpu_start: CpuTime::now(),
-        }
-    }
-
-    /// Until every worker has finished: stops them at the deadline or on Ctrl-C, and closes
-    /// an interval at every boundary.
-    fn supervise(
-        &mut self,
-        ctx: &mut PhaseCtx,
-        shared: &worker::Shared,
-        collector: &Collector,
-        companions: &mut [Box<dyn Companion + '_>],
-        threads: usize,
-    ) -> anyhow::Result<()> {
-        let (t0, phase, interval) = (self.t0, self.phase, ctx.plan.interval);
-        let warmup_end = (!phase.warmup.is_zero()).then(|| t0 + phase.warmup);
-        let mut next_boundary = warmup_end.unwrap_or(t0 + interval);
-        let deadline = phase.duration.map(|d| t0 + d);
-        let grace = (interval / 10).clamp(Duration::from_millis(5), Duration::from_millis(100));
-        loop {
-            let now = Instant::now();
-            if shared.finished.load(Ordering::Acquire) == threads {
-                return Ok(());
-            }
-            let asked = ctx.sync.as_ref().is_some_and(|s| s.stop_requested());
-            if (asked || ctx.interrupted.load(Ordering::Relaxed))
-                && !shared.stop.load(Ordering::Relaxed)
-            {
-                self.interrupted = true;
-                shared.stop.store(true, Ordering::Relaxed);
-            }
-            if deadline.is_some_and(|d| now >= d) {
-                shared.stop.store(true, Ordering::Relaxed);
-            }
-            if now >= next_boundary {
-                let ends_warmup = warmup_end == Some(next_boundary);
-                let in_warmup = warmup_end.is_some_and(|w| next_boundary <= w);
-                for c in companions.iter_mut() {
-                    c.boundary(next_boundary - t0);
-                }
-                if ends_warmup {
-                    // Telemetry's measured window starts with the operations'.
-                    if let Some(t) = ctx.telemetry {
-                        t.restart_window();
-                    }
-                    self.cpu_start = CpuTime::now();
-                }
-                collector.close_interval(&mut self.interval, grace);
-                let sched = open_loop::schedule_figures(phase, self.arrivals, ctx.clock.now());
-                self.write(ctx, companions, next_boundary - t0, in_warmup, sched)?;
-                self.boundary_start = next_boundary;
-                next_boundary += interval;
-                continue;
-            }
-            let mut wake = next_boundary.min(now + Duration::from_millis(10));
-            if let Some(d) = deadline {
-                wake = wake.min(d.max(now));
-            }
-            std::thread::sleep(wake.saturating_duration_since(now));
-        }
-    }
-
-    /// Writes the interval that ends `end` after the start (intervals.csv, HDR logs,
-    /// progress), adds it to the measured window after warm-up, and starts the next one.
-    fn write(
-        &mut self,
-        ctx: &mut PhaseCtx,
-        companions: &mut [Box<dyn Companion + '_>],
-        end: Duration,
-        in_warmup: bool,
-        sched: Option<report::rundir::ScheduleFigures>,
-    ) -> anyhow::Result<()> {
-        let name = &self.phase.name;
-        let from = self.boundary_start - self.t0;
-        let (a, b) = (from.as_secs_f64(), end.as_secs_f64());
-        if let Some(behind) = sched.and_then(|f| f.behind_ms) {
-            self.max_behind_ms = self.max_behind_ms.max(behind);
-        }
-        ctx.rundir
-            .append_interval(name, self.index, a, b, in_warmup, &self.interval, sched)?;
-        ctx.rundir
-            .log_histograms(name, self.wall_start, a, b, &self.interval)?;
-        if let Some(s) = ctx.sync.as_deref_mut() {
-            s.interval(&super::IntervalRecord {
-                phase: name,
-                index: self.index,
-                start_s: a,
-                end_s: b,
-                warmup: in_warmup,
-                stats: &self.interval,
-            })?;
-        }
-        self.total_done += self.interval.total_ops();
-        ctx.progress.interval(
-            ctx.index,
-            ctx.phases,
-            self.phase,
-            &self.interval,
-            b - a,
-            self.total_done,
-            self.t0.elapsed(),
-        );
-        if !in_warmup {
-            self.measure(companions, from);
-        }
-        self.interval.reset();
-        self.index += 1;
-        Ok(())
-    }
-
-    fn measure(&mut self, companions: &mut [Box<dyn Companion + '_>], from: Duration) {
-        self.measured.add(&self.interval);
-        for c in companions.iter_mut() {
-            c.measured(from, &self.interval);
-        }
-    }
-
-    /// The last, partial interval (written when it holds operations, or when it is the only
-    /// one). Returns whether the phase ended inside its warm-up.
-    fn close_last(
-        &mut self,
-        ctx: &mut PhaseCtx,
-        collector: &Collector,
-        companions: &mut [Box<dyn Companion + '_>],
-        end: Duration,
-    ) -> anyhow::Result<bool> {
-        collector.drain(&mut self.interval);
-        let warmup = self.phase.warmup;
-        let in_warmup = !warmup.is_zero() && end <= warmup;
-        if self.interval.total_ops() > 0 || self.index == 0 {
-            let name = &self.phase.name;
-            let from = (self.boundary_start - self.t0).as_secs_f64();
-            // The backlog when the phase ended, not after the workers were joined.
-            let at = self
-                .arrivals
-                .map(|a| a.start() + end.as_nanos() as u64)
-                .unwrap_or(0);
-            let sched = open_loop::schedule_figures(self.phase, self.arrivals, at);
-            let to = end.as_secs_f64();
-            ctx.rundir.append_interval(
-                name,
-                self.index,
-                from,
-                to,
-                in_warmup,
-                &self.interval,
-                sched,
-            )?;
-            ctx.rundir
-                .log_histograms(name, self.wall_start, from, to, &self.interval)?;
-            if let Some(s) = ctx.sync.as_deref_mut() {
-                s.interval(&super::IntervalRecord {
-                    phase: name,
-                    index: self.index,
-                    start_s: from,
-                    end_s: to,
-                    warmup: in_warmup,
-                    stats: &self.interval,
-                })?;
-            }
-            self.index += 1;
-        }
-        if !in_warmup {
-            let from = self.boundary_start - self.t0;
-            self.measure(companions, from);
-        }
-        Ok(in_warmup)
-    }
 }

@@ -23,6 +23,8 @@ use std::time::Duration;
 impl<'p> Run<'p> {
     pub(super) fn prepare(plan: &'p Plan) -> anyhow::Result<Self> {
         let adapter = store::find(&plan.store).expect("validated store");
+        crate::panics::install();
+        let panics0 = crate::panics::count();
         let mut opts = plan.store_options.clone();
         for w in &plan.warnings {
             eprintln!("warning: {w}");
@@ -95,7 +97,14 @@ impl<'p> Run<'p> {
         let telemetry = match plan
             .telemetry_config(server.as_ref().map(|c| c.main().pid), calibration.as_ref())
         {
-            Some(cfg) => Some(Telemetry::start(cfg, Some(&device), rundir.root())?),
+            Some(cfg) => match Telemetry::start(cfg, Some(&device), rundir.root()) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    // The manifest exists: it must not stay at "running".
+                    super::write_final_manifest(&rundir, &manifest, RunStatus::Failed);
+                    return Err(e);
+                }
+            },
             None => None,
         };
         let idle = telemetry
@@ -118,6 +127,8 @@ impl<'p> Run<'p> {
             progress: super::Progress::new(plan.status_interval),
             summary: Summary::running(plan),
             ycsb_texts: Vec::new(),
+            panics0,
+            finished: false,
         })
     }
 }

@@ -54,6 +54,13 @@ impl Shared<'_> {
         }
         self.stop.store(true, Ordering::Relaxed);
     }
+
+    pub(super) fn fatal_is_none(&self) -> bool {
+        self.fatal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+    }
 }
 
 pub(super) struct Worker<'s, 'a> {
@@ -84,17 +91,44 @@ fn ns(d: Duration) -> u64 {
     d.as_nanos() as u64
 }
 
+/// What a worker hands back: error samples, its own counters, requests sent by address.
+type Handback = (
+    Vec<ErrorSample>,
+    Option<crate::telemetry::counters::CounterFigures>,
+    Vec<(std::net::SocketAddr, u64)>,
+);
+
+/// `run`, with a panic (a store client's bug, a hostile reply) turned into the phase's fatal
+/// error: the other workers stop, and the interval loop sees this one finished instead of
+/// waiting for it forever. What it recorded so far is handed over by the recorder's `Drop`.
+/// `catch_unwind` costs nothing on the operation path.
+pub fn run_guarded(
+    sh: &Shared,
+    index: usize,
+    session: Box<dyn Session>,
+    rec: WorkerRecorder,
+    ops: u64,
+) -> Handback {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run(sh, index, session, rec, ops)
+    }));
+    r.unwrap_or_else(|p| {
+        // The hook's text names the thread (kvm-worker-N), so the interval loop, which may
+        // see the panic first, records the same words.
+        sh.fail(crate::panics::message_of(p.as_ref()));
+        sh.end_ns.fetch_max(ns(sh.t0.elapsed()), Ordering::Relaxed);
+        sh.finished.fetch_add(1, Ordering::Release);
+        (Vec::new(), None, Vec::new())
+    })
+}
+
 pub fn run(
     sh: &Shared,
     index: usize,
     session: Box<dyn Session>,
     rec: WorkerRecorder,
     ops: u64,
-) -> (
-    Vec<ErrorSample>,
-    Option<crate::telemetry::counters::CounterFigures>,
-    Vec<(std::net::SocketAddr, u64)>,
-) {
+) -> Handback {
     // Pacing sleeps should wake on time, not up to 50 µs late (Linux's default timer slack).
     #[cfg(target_os = "linux")]
     unsafe {

@@ -45,8 +45,7 @@ pub fn experiment_dir_plain(
     let root = given
         .map(Path::to_path_buf)
         .unwrap_or_else(|| crate::plan::default_out(command, store));
-    crate::report::rundir::claim(&root)?;
-    Ok(root)
+    Ok(crate::report::rundir::claim(&root)?)
 }
 
 pub use crate::report::rundir::write_atomic;

@@ -185,12 +185,7 @@ impl Runner {
             e.pid.map(|p| p.to_string()).unwrap_or_default(),
             csv_field(&e.cluster)
         );
-        let new = !self.csv.exists();
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.csv)
-        {
+        if let Ok((mut f, new)) = crate::report::rundir::append(&self.csv) {
             if new {
                 let _ = f.write_all(EVENTS_HEADER.as_bytes());
             }

@@ -342,6 +342,16 @@ impl WorkerRecorder {
     }
 }
 
+impl Drop for WorkerRecorder {
+    /// A worker that panicked never called `finish`: what it recorded is still handed over,
+    /// and the collector stops waiting for it at each interval.
+    fn drop(&mut self) {
+        if self.seen != FINISHED {
+            self.publish(FINISHED);
+        }
+    }
+}
+
 /// The collector side, owned by the phase's main thread.
 pub struct Collector {
     slots: Vec<Arc<Slot>>,

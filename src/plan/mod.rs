@@ -30,7 +30,7 @@ pub use values::{parse_cpus, parse_duration, parse_size};
 
 use crate::error::UsageError;
 use crate::store::{StoreKind, StoreOptions};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Pressure defaults: the paper's steps last 2 minutes and it sweeps 4..512 KiB; kvmeter's
@@ -213,17 +213,36 @@ fn store_options(adapter: &StoreKind, given: &[String]) -> Result<StoreOptions, 
     Ok(opts)
 }
 
-/// Where results go without --out: kvmeter-runs/<time>-<command>-<store>.
+/// Names `default_out` chose in this process: `report::rundir::claim` creates them new and
+/// picks another name when one exists, where a given `--out` must be accepted as it is.
+static DEFAULT_OUTS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Where results go without --out: kvmeter-runs/<time>-<command>-<store> (with a suffix when
+/// that exists, see `report::rundir::claim`).
 pub fn default_out(command: &str, store: &str) -> PathBuf {
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
         .to_string()
         .replace(':', "")
         .trim_end_matches('Z')
         .to_string();
-    PathBuf::from("kvmeter-runs").join(format!(
+    let p = PathBuf::from("kvmeter-runs").join(format!(
         "{stamp}-{command}-{}",
         crate::store::plugin::short_name(store)
-    ))
+    ));
+    DEFAULT_OUTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(p.clone());
+    p
+}
+
+/// Whether kvmeter chose `p` itself (`default_out`), rather than the user.
+pub fn is_default_out(p: &Path) -> bool {
+    DEFAULT_OUTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|d| d == p)
 }
 
 /// The seed when none is given: from the clock, recorded in the manifest so the run replays.

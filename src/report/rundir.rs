@@ -2,6 +2,12 @@
 //! every completed interval readable: `intervals.csv` and the HDR logs are appended and flushed
 //! at every interval; `manifest.json` and `summary.json` are replaced atomically (write, fsync,
 //! rename), so they are always whole.
+//!
+//! Safe in a shared place (review F8): the directory is made by this process (`mkdir`, which
+//! fails on anything already there), or is an empty one this user owns and no one else may
+//! write; a default name that exists gets a suffix, never reused. Every file inside is created
+//! new (`O_CREAT|O_EXCL`) and opened with `O_NOFOLLOW`, and `write_atomic`'s temporary has a
+//! random name, so a symbolic link planted inside is never followed: the open fails instead.
 
 use crate::measure::{percentile, Stats};
 use anyhow::Context;
@@ -11,6 +17,7 @@ use hdrhistogram::Histogram;
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -41,33 +48,168 @@ fn epoch_secs(t: SystemTime) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Makes `root` a new, empty results directory (a run's, or an experiment's holding many runs):
-/// refuses one that exists with anything in it, since kvmeter never overwrites results.
-pub fn claim(root: &Path) -> Result<(), crate::error::UsageError> {
+/// Makes `root` a new, empty results directory (a run's, or an experiment's holding many runs)
+/// and returns it. A name kvmeter chose itself (`plan::default_out`) is always created new,
+/// with `-2`, `-3`, … (then a random suffix) when it exists. A given `--out` that exists is
+/// accepted only empty, owned by this user and writable by no one else, since kvmeter never
+/// overwrites results nor writes where another user can plant links.
+pub fn claim(root: &Path) -> Result<PathBuf, crate::error::UsageError> {
     let bad =
         |why: String| crate::error::UsageError::new(format!("--out {}: {why}", root.display()));
-    if root.exists() {
-        let mut entries = fs::read_dir(root)
-            .map_err(|e| bad(format!("cannot read it: {e}; choose another --out")))?;
-        if entries.next().is_some() {
-            return Err(bad(
-                "exists and is not empty; kvmeter never overwrites results: choose a new --out"
-                    .into(),
-            ));
+    if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent)
+            .map_err(|e| bad(format!("cannot create it: {e}; choose a writable --out")))?;
+        warn_if_shared(parent);
+    }
+    if crate::plan::is_default_out(root) {
+        return claim_new(root).map_err(bad);
+    }
+    match mkdir(root) {
+        Ok(()) => return Ok(root.to_path_buf()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(bad(format!(
+                "cannot create it: {e}; choose a writable --out"
+            )))
         }
     }
-    fs::create_dir_all(root)
-        .map_err(|e| bad(format!("cannot create it: {e}; choose a writable --out")))
+    let meta = fs::symlink_metadata(root).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    if meta.file_type().is_symlink() || !meta.is_dir() {
+        return Err(bad(
+            "exists and is not a directory (a symbolic link?); kvmeter creates its results directory itself: choose a new --out".into(),
+        ));
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(bad(format!(
+            "exists and is owned by uid {}, not by this user (uid {me}); its owner could redirect kvmeter's files: choose a new --out",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(bad(format!(
+            "exists and other users may write in it (mode {:o}); they could redirect kvmeter's files: choose a new --out or 'chmod go-w' it",
+            meta.mode() & 0o7777
+        )));
+    }
+    let mut entries = fs::read_dir(root)
+        .map_err(|e| bad(format!("cannot read it: {e}; choose another --out")))?;
+    if entries.next().is_some() {
+        return Err(bad(
+            "exists and is not empty; kvmeter never overwrites results: choose a new --out".into(),
+        ));
+    }
+    Ok(root.to_path_buf())
 }
 
-/// Replaces `path` with `bytes` atomically (write, fsync, rename), so it is always whole.
+/// `mkdir`, which fails when anything (a directory, a file, a link) has the name.
+fn mkdir(p: &Path) -> std::io::Result<()> {
+    fs::DirBuilder::new().mode(0o755).create(p)
+}
+
+/// A directory kvmeter names itself: created new, with a suffix if the name is taken.
+fn claim_new(root: &Path) -> Result<PathBuf, String> {
+    let name = root.as_os_str().to_string_lossy().into_owned();
+    let candidates = std::iter::once(name.clone())
+        .chain((2..100).map(|n| format!("{name}-{n}")))
+        .chain((0..16).map(|_| format!("{name}-{}", random_suffix())));
+    let mut last = None;
+    for c in candidates {
+        match mkdir(Path::new(&c)) {
+            Ok(()) => return Ok(PathBuf::from(c)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(format!("cannot create it: {e}; give --out")),
+        }
+    }
+    Err(format!(
+        "cannot create it or any name like it: {}; give --out",
+        last.map(|e| e.to_string()).unwrap_or_default()
+    ))
+}
+
+/// Eight hex digits nobody can predict (the kernel's random numbers).
+fn random_suffix() -> String {
+    let mut b = [0u8; 4];
+    // SAFETY: getrandom writes at most b.len() bytes into b.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != b.len() as isize {
+        // No getrandom: the clock and the process id still differ between attempts.
+        let t = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos();
+        b = (t ^ std::process::id().rotate_left(16)).to_le_bytes();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A parent directory another user may write in (and not sticky, as /tmp is) lets that user
+/// rename the run directory away and put their own in its place: said once, on stderr.
+fn warn_if_shared(parent: &Path) {
+    let Ok(m) = fs::metadata(parent) else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let sticky = m.mode() & 0o1000 != 0;
+    let others_write = m.mode() & 0o022 != 0 || (m.uid() != me && m.uid() != 0);
+    if others_write && !sticky {
+        eprintln!(
+            "warning: {} is writable by other users (mode {:o}, uid {}): they could replace the results directory inside it; prefer a directory only you can write",
+            parent.display(),
+            m.mode() & 0o7777,
+            m.uid()
+        );
+    }
+}
+
+/// Opens a new file in a run directory: created new (`O_EXCL`) and never through a link.
+pub fn create_new(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Opens a file of a run directory for appending (events.csv, timeline.csv, pressure.csv,
+/// which every phase extends), never through a link; returns whether it was just created (and
+/// needs its header).
+pub fn append(path: &Path) -> std::io::Result<(File, bool)> {
+    match create_new(path) {
+        Ok(f) => Ok((f, true)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => OpenOptions::new()
+            .append(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map(|f| (f, false)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Replaces `path` with `bytes` atomically (write, fsync, rename), so it is always whole. The
+/// temporary has a random name and is created new, so a link planted in its place is never
+/// written through; the rename replaces a link at `path` rather than following it.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let written = File::create(&tmp)
-        .and_then(|mut f| {
-            f.write_all(bytes)?;
-            f.sync_data()
-        })
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut attempt = 0;
+    let (tmp, file) = loop {
+        let tmp = path.with_file_name(format!(".{name}.{}.tmp", random_suffix()));
+        match create_new(&tmp) {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => attempt += 1,
+            Err(e) => return Err(e).with_context(|| format!("cannot write {}", path.display())),
+        }
+    };
+    let mut file = file;
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_data())
         .and_then(|()| fs::rename(&tmp, path));
     if let Err(e) = written {
         // A full disk must not leave a half-written temporary next to the last good file.
@@ -96,13 +238,10 @@ impl RunDir {
     fn create_with(root: &Path, merged: bool) -> Result<Self, crate::error::UsageError> {
         let bad =
             |why: String| crate::error::UsageError::new(format!("--out {}: {why}", root.display()));
-        claim(root)?;
-        fs::create_dir_all(root.join("latency"))
-            .map_err(|e| bad(format!("cannot create it: {e}; choose a writable --out")))?;
-        let f = OpenOptions::new()
-            .create_new(true)
-            .write(true)
-            .open(root.join("intervals.csv"))
+        let root = &claim(root)?;
+        mkdir(&root.join("latency"))
+            .map_err(|e| bad(format!("cannot create latency/ in it: {e}")))?;
+        let f = create_new(&root.join("intervals.csv"))
             .map_err(|e| bad(format!("cannot write intervals.csv: {e}")))?;
         let mut intervals = BufWriter::new(f);
         let extra = if merged { ",agents" } else { "" };
@@ -132,7 +271,15 @@ impl RunDir {
     pub fn write_file(&self, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
         let path = self.root.join(name);
         if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir)?;
+            // A subdirectory of ours (ycsb/): made new, or already a real directory.
+            match mkdir(dir) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    if !fs::symlink_metadata(dir)?.is_dir() {
+                        anyhow::bail!("{} is not a directory", dir.display());
+                    }
+                }
+                r => r?,
+            }
         }
         write_atomic(&path, bytes)
     }
@@ -261,7 +408,9 @@ impl RunDir {
         let key = format!("{phase}.{name}");
         if !self.hlogs.contains_key(&key) {
             let path = self.root.join("latency").join(format!("{key}.hlog"));
-            let mut w = BufWriter::new(File::create(&path)?);
+            let mut w = BufWriter::new(
+                create_new(&path).with_context(|| format!("cannot write {}", path.display()))?,
+            );
             let start = epoch_secs(phase_start);
             writeln!(
                 w,
@@ -303,9 +452,7 @@ impl RunDir {
         phase: &str,
         r: &super::PressureResult,
     ) -> anyhow::Result<()> {
-        let path = self.root.join("pressure.csv");
-        let new = !path.exists();
-        let mut f = OpenOptions::new().create(true).append(true).open(&path)?;
+        let (mut f, new) = append(&self.root.join("pressure.csv"))?;
         if new {
             writeln!(f, "phase,block_size_kib,step,start_s,seconds,write_ratios,ops_per_s,normalized_pressure,antagonist_read_iops,antagonist_write_iops,antagonist_mb_per_s,antagonist_avg_latency_us")?;
         }
@@ -333,5 +480,103 @@ impl RunDir {
         }
         f.sync_data()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{symlink, PermissionsExt};
+
+    /// Review F8: a link planted under a result's name is replaced, never written through.
+    #[test]
+    fn write_atomic_replaces_a_planted_link_without_following_it() {
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim.txt");
+        fs::write(&victim, "ORIGINAL").unwrap();
+        let dir = t.path().join("run");
+        fs::create_dir(&dir).unwrap();
+        for name in ["summary.json", "summary.tmp", "summary.json.tmp"] {
+            symlink(&victim, dir.join(name)).unwrap();
+        }
+        write_atomic(&dir.join("summary.json"), b"{}\n").unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "ORIGINAL");
+        let m = fs::symlink_metadata(dir.join("summary.json")).unwrap();
+        assert!(m.is_file(), "the link was replaced by the file");
+        assert_eq!(
+            fs::read_to_string(dir.join("summary.json")).unwrap(),
+            "{}\n"
+        );
+        // No temporary is left behind.
+        let left: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp") && n.starts_with('.'))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        // New files refuse a planted link outright.
+        symlink(&victim, dir.join("x.hlog")).unwrap();
+        assert!(create_new(&dir.join("x.hlog")).is_err());
+        assert!(append(&dir.join("summary.tmp")).is_err());
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "ORIGINAL");
+    }
+
+    #[test]
+    fn claim_accepts_only_a_new_or_private_empty_directory() {
+        let t = tempfile::tempdir().unwrap();
+        let fresh = t.path().join("a/b/run");
+        assert_eq!(claim(&fresh).unwrap(), fresh);
+        assert!(fresh.is_dir());
+        // An existing empty directory of ours, writable only by us: accepted.
+        let mine = t.path().join("mine");
+        fs::create_dir(&mine).unwrap();
+        fs::set_permissions(&mine, fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(claim(&mine).unwrap(), mine);
+        // Writable by others, a link, not empty: refused.
+        let open = t.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = claim(&open).unwrap_err().0;
+        assert!(e.contains("other users may write in it (mode 777)"), "{e}");
+        let link = t.path().join("link");
+        symlink(&mine, &link).unwrap();
+        let e = claim(&link).unwrap_err().0;
+        assert!(e.contains("not a directory (a symbolic link?)"), "{e}");
+        fs::write(mine.join("x"), "").unwrap();
+        assert!(claim(&mine).unwrap_err().0.contains("not empty"));
+        // Another user's empty directory (root can make one to test with).
+        if unsafe { libc::geteuid() } == 0 {
+            let theirs = t.path().join("theirs");
+            fs::create_dir(&theirs).unwrap();
+            fs::set_permissions(&theirs, fs::Permissions::from_mode(0o755)).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(12345), Some(12345)).unwrap();
+            let e = claim(&theirs).unwrap_err().0;
+            assert!(e.contains("owned by uid 12345"), "{e}");
+        } else {
+            eprintln!("note: not root; the test of another user's directory is skipped");
+        }
+    }
+
+    #[test]
+    fn a_name_kvmeter_chose_is_never_reused() {
+        let t = tempfile::tempdir().unwrap();
+        let name = t.path().join("2026-11-24T103615-run-null");
+        fs::create_dir(&name).unwrap(); // pre-created by someone else
+        let got = claim_new(&name).unwrap();
+        assert_eq!(got, t.path().join("2026-11-24T103615-run-null-2"));
+        let again = claim_new(&name).unwrap();
+        assert_eq!(again, t.path().join("2026-11-24T103615-run-null-3"));
+        for n in 4..100 {
+            fs::create_dir(t.path().join(format!("2026-11-24T103615-run-null-{n}"))).unwrap();
+        }
+        let random = claim_new(&name).unwrap();
+        let tail = random
+            .to_string_lossy()
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .to_string();
+        assert_eq!(tail.len(), 8, "{}", random.display());
     }
 }

@@ -137,6 +137,17 @@ impl PhaseWindow {
     }
 }
 
+/// A new file in the run directory, never opened through a link planted in its place (the
+/// run directory's rule, `report::rundir::create_new`, which telemetry does not import).
+fn create_new(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
 /// The running sampler.
 pub struct Telemetry {
     sources: Arc<Sources>,
@@ -158,10 +169,10 @@ impl Telemetry {
             peak_w: 0.0,
         }));
         let stop = Arc::new(AtomicBool::new(false));
-        let mut csv = BufWriter::new(File::create(dir.join("telemetry.csv"))?);
+        let mut csv = BufWriter::new(create_new(&dir.join("telemetry.csv"))?);
         writeln!(csv, "{}", header())?;
         csv.flush()?;
-        let mut threads_csv = BufWriter::new(File::create(dir.join("threads.csv"))?);
+        let mut threads_csv = BufWriter::new(create_new(&dir.join("threads.csv"))?);
         writeln!(threads_csv, "time_s,phase,thread_group,cpu_pct")?;
         threads_csv.flush()?;
         let (src, st, stp) = (sources.clone(), state.clone(), stop.clone());

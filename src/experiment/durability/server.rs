@@ -114,8 +114,8 @@ pub(super) fn run(
             let mut session = store.session()?;
             let (stop, dir) = (&stop, &dir);
             handles.push(sc.spawn(move || -> anyhow::Result<Vec<Write>> {
-                let mut log = std::io::BufWriter::new(std::fs::File::create(
-                    dir.join(format!("writes-{w}.csv")),
+                let mut log = std::io::BufWriter::new(crate::report::rundir::create_new(
+                    &dir.join(format!("writes-{w}.csv")),
                 )?);
                 writeln!(log, "seq,outcome,t_s")?;
                 let mut out = vec![];

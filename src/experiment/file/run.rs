@@ -244,7 +244,11 @@ pub fn main(a: ExperimentArgs) -> anyhow::Result<i32> {
             }
             let root =
                 crate::experiment::experiment_dir_plain(a.out.as_deref(), "experiment", &exp.name)?;
-            std::fs::write(root.join("experiment.toml"), &exp.text)?;
+            // A new file, never through a link (report::rundir's rule for results).
+            std::io::Write::write_all(
+                &mut crate::report::rundir::create_new(&root.join("experiment.toml"))?,
+                exp.text.as_bytes(),
+            )?;
             let st = state_of(&exp);
             save(&root, &st)?;
             (exp, root, st)
