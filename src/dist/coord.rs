@@ -356,3 +356,75 @@ impl Coord {
         Ok(int(&r["count"]).unwrap_or(0) as usize)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(f: CoordFlags, env: Option<&str>) -> Result<CoordSpec, String> {
+        CoordSpec::resolve(&f, |k| {
+            (k == auth::COORD_PASSWORD_ENV)
+                .then(|| env.map(str::to_string))
+                .flatten()
+        })
+        .map_err(|e| e.0)
+    }
+
+    fn url(u: &str) -> CoordFlags {
+        CoordFlags {
+            url: u.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn flags_that_do_not_fit_together_are_one_line() {
+        let e = |f: CoordFlags, env: Option<&str>| resolve(f, env).unwrap_err();
+        assert!(e(url("https://127.0.0.1:2379"), None).contains("needs --coord-ca"));
+        let ca_on_http = CoordFlags {
+            ca: Some("/x/ca.pem".into()),
+            ..url("http://127.0.0.1:2379")
+        };
+        assert!(e(ca_on_http, None).contains("write https://"));
+        let cert_alone = CoordFlags {
+            ca: Some("/x/ca.pem".into()),
+            cert: Some("/x/c.pem".into()),
+            ..url("https://127.0.0.1:2379")
+        };
+        assert!(e(cert_alone, None).contains("go together"));
+        let missing_ca = CoordFlags {
+            ca: Some("/nonexistent/ca.pem".into()),
+            ..url("https://127.0.0.1:2379")
+        };
+        assert!(e(missing_ca, None).starts_with("--coord-ca /nonexistent/ca.pem: "));
+        let file_no_user = CoordFlags {
+            password_file: Some("/x/pw".into()),
+            ..url("127.0.0.1:2379")
+        };
+        assert!(e(file_no_user, None).contains("needs --coord-user"));
+        let user = CoordFlags {
+            user: Some("root".into()),
+            ..url("http://127.0.0.1:2379")
+        };
+        assert!(e(user.clone(), None).contains("no password: set KVMETER_COORD_PASSWORD"));
+        assert!(resolve(user, Some("pw")).is_ok());
+        let two_users = CoordFlags {
+            user: Some("other".into()),
+            ..url("http://root:pw@127.0.0.1:2379")
+        };
+        assert!(e(two_users, None).contains("give the user once"));
+    }
+
+    #[test]
+    fn the_url_shown_hides_its_password() {
+        let s = resolve(url("http://root:hunter2@127.0.0.1:2379"), None).unwrap();
+        assert_eq!(s.to_string(), "http://root:***@127.0.0.1:2379");
+        assert_eq!(s.access.user(), Some("root"));
+        // No port: refused without a lookup (no DNS query leaves the host).
+        let e = resolve(url("http://root:hunter2@127.0.0.1"), None).unwrap_err();
+        assert!(e.contains("root:***@") && !e.contains("hunter2"), "{e}");
+        assert!(e.contains("'127.0.0.1'"), "{e}");
+        // The environment's password is not asked for without a user.
+        assert!(resolve(url("http://127.0.0.1:2379"), Some("pw")).is_ok());
+    }
+}

@@ -1,10 +1,7 @@
 //! Securing kvmeter's etcd clients — the `etcd` store and `dist`'s coordination channel
 //! (`--coord`): client URLs, TLS and etcd's own authentication.
 //!
-//! - **URLs**: `[http://|https://][user[:password]@]host:port`, comma-separated for a
-//!   cluster's members. The userinfo is split off (at the last `@`, percent-decoded) before
-//!   the host is resolved, so a password is never looked up as a host name; messages show a
-//!   URL with its password replaced ([`redact`]).
+//! - **URLs**: `url.rs` (the userinfo split off before the host is resolved).
 //! - **TLS**: rustls through `net::Tls` (the CA, an optional client certificate for etcd's
 //!   `--client-cert-auth`). The server name each certificate must carry is the host of that
 //!   member's URL (an IP address works: rustls checks IP SANs), unless one is given.
@@ -20,10 +17,12 @@
 //! is the measured path. Passwords and key files come from the user's own flags, options,
 //! files or environment, never from a reply.
 
+pub use super::url::{parse_urls, redact, Scheme, Target, Urls};
 use super::Http;
+use crate::error::UsageError;
 use crate::store::kv::RawError;
-use crate::store::net::{self, Conn, Tls};
-use crate::store::ErrorKind;
+use crate::store::net::{Conn, Tls};
+use crate::store::{ErrorKind, StoreOptions};
 use rustls::pki_types::ServerName;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -38,182 +37,6 @@ pub const COORD_PASSWORD_ENV: &str = "KVMETER_COORD_PASSWORD";
 const MAX_PASSWORD_FILE: u64 = 4096;
 /// Longest token accepted from etcd (simple tokens are ~20 bytes, JWTs a few hundred).
 const MAX_TOKEN: usize = 4096;
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Scheme {
-    /// `host:port`: plain http unless TLS is asked for otherwise (the store's `tls=true`).
-    Bare,
-    Http,
-    Https,
-}
-
-/// One member's client URL.
-#[derive(Clone, Debug)]
-pub struct Target {
-    pub addr: SocketAddr,
-    /// The host as written (brackets of an IPv6 address removed): the TLS server name.
-    pub host: String,
-}
-
-/// A parsed list of client URLs.
-#[derive(Debug)]
-pub struct Urls {
-    pub targets: Vec<Target>,
-    pub scheme: Scheme,
-    /// From `user[:password]@`, percent-decoded.
-    pub user: Option<String>,
-    pub password: Option<String>,
-}
-
-impl Urls {
-    pub fn addrs(&self) -> Vec<SocketAddr> {
-        self.targets.iter().map(|t| t.addr).collect()
-    }
-}
-
-/// Parses `[scheme://][user[:password]@]host:port[/][,…]`. Errors never contain the password.
-pub fn parse_urls(list: &str) -> Result<Urls, String> {
-    let mut out = Urls {
-        targets: vec![],
-        scheme: Scheme::Bare,
-        user: None,
-        password: None,
-    };
-    for (i, part) in list
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .enumerate()
-    {
-        let (scheme, creds, hostport) = split_url(part)?;
-        if i > 0 && scheme != out.scheme {
-            return Err(format!(
-                "'{}': every URL of the list must use the same scheme (http://, https:// or none)",
-                redact(list)
-            ));
-        }
-        out.scheme = scheme;
-        if let Some((user, password)) = creds {
-            if out.user.is_some() && (out.user.as_ref() != Some(&user) || out.password != password)
-            {
-                return Err(format!(
-                    "'{}': the URLs give different users or passwords; give them once",
-                    redact(list)
-                ));
-            }
-            out.user = Some(user);
-            out.password = password;
-        }
-        let addr = net::resolve(hostport)?;
-        let host = match hostport.strip_prefix('[') {
-            Some(v6) => v6.split(']').next().unwrap_or(v6),
-            None => hostport.rsplit_once(':').map_or(hostport, |(h, _)| h),
-        };
-        out.targets.push(Target {
-            addr,
-            host: host.to_string(),
-        });
-    }
-    if out.targets.is_empty() {
-        return Err(format!("'{list}': no URL in it"));
-    }
-    Ok(out)
-}
-
-type Creds = Option<(String, Option<String>)>;
-
-/// One URL: its scheme, its userinfo (decoded) and `host:port`.
-fn split_url(part: &str) -> Result<(Scheme, Creds, &str), String> {
-    let lower = part.get(..8).unwrap_or(part).to_ascii_lowercase();
-    let (scheme, rest) = if lower.starts_with("https://") {
-        (Scheme::Https, &part[8..])
-    } else if lower.starts_with("http://") {
-        (Scheme::Http, &part[7..])
-    } else if part.contains("://") {
-        return Err(format!(
-            "'{}': expected http:// or https://",
-            redact_one(part)
-        ));
-    } else {
-        (Scheme::Bare, part)
-    };
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
-    let (userinfo, hostport) = match rest.rfind('@') {
-        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
-        None => (None, rest),
-    };
-    if hostport.contains(['/', '?', '#']) {
-        return Err(format!(
-            "'{}': expected host:port with no path",
-            redact_one(part)
-        ));
-    }
-    let creds = match userinfo {
-        None => None,
-        Some(u) => {
-            let (user, pw) = match u.split_once(':') {
-                Some((user, pw)) => (user, Some(pw)),
-                None => (u, None),
-            };
-            let bad = || {
-                format!(
-                    "'{}': the user:password before '@' has a bad percent-encoding (%XX, as in %40 for '@')",
-                    redact_one(part)
-                )
-            };
-            let user = percent_decode(user).ok_or_else(bad)?;
-            if user.is_empty() {
-                return Err(format!("'{}': no user name before '@'", redact_one(part)));
-            }
-            let pw = match pw {
-                None => None,
-                Some(p) => Some(percent_decode(p).ok_or_else(bad)?),
-            };
-            Some((user, pw))
-        }
-    };
-    Ok((scheme, creds, hostport))
-}
-
-/// `%XX` decoded (UTF-8); `None` for a bad escape.
-fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
-/// The URL list with every password replaced by `***` (for messages and records).
-pub fn redact(list: &str) -> String {
-    list.split(',')
-        .map(redact_one)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-fn redact_one(part: &str) -> String {
-    let start = part.find("://").map_or(0, |i| i + 3);
-    let end = part[start..].find('/').map_or(part.len(), |i| start + i);
-    match part[start..end].rfind('@') {
-        Some(at) => {
-            let userinfo = &part[start..start + at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            let hidden = if userinfo.contains(':') { ":***" } else { "" };
-            format!("{}{user}{hidden}{}", &part[..start], &part[start + at..])
-        }
-        None => part.to_string(),
-    }
-}
 
 /// How the user names each setting, for messages (`--coord-ca`, `--store-opt tls_ca=`).
 pub struct Names {
@@ -273,6 +96,8 @@ pub struct Access {
     /// The latest token any connection got.
     token: Mutex<Vec<u8>>,
     pub(super) names: &'static Names,
+    /// Whether [`Access::explain`] adds hints (not for kvmeter's own etcd).
+    hints: bool,
 }
 
 impl Access {
@@ -283,6 +108,7 @@ impl Access {
             creds: None,
             token: Mutex::new(Vec::new()),
             names: &STORE_NAMES,
+            hints: false,
         })
     }
 
@@ -324,6 +150,7 @@ impl Access {
             creds,
             token: Mutex::new(Vec::new()),
             names,
+            hints: true,
         }))
     }
 
@@ -392,7 +219,9 @@ impl Access {
     #[cold]
     pub fn explain(&self, message: &str) -> String {
         let n = self.names;
-        let hint = if message.contains("user name is empty") {
+        let hint = if !self.hints {
+            return message.to_string();
+        } else if message.contains("user name is empty") {
             format!(
                 "etcd has authentication enabled: give {}USER and its password ({})",
                 n.user, n.password
@@ -428,10 +257,96 @@ impl Access {
         };
         format!("{hint} [{}]", message.trim())
     }
+}
 
-    fn shared_token(&self) -> Vec<u8> {
-        self.token.lock().unwrap_or_else(|p| p.into_inner()).clone()
+/// The members of addr= (`None`: managed).
+fn targets(o: &StoreOptions) -> Result<Option<Urls>, UsageError> {
+    if o.str("addr").is_empty() {
+        return Ok(None);
     }
+    let urls =
+        parse_urls(o.str("addr")).map_err(|e| UsageError::new(format!("--store-opt addr={e}")))?;
+    if urls.user.is_some() {
+        return Err(UsageError::new(format!(
+            "--store-opt addr={}: no user or password in addr (it is recorded in the manifest and the plan): give user=USER and password_file=FILE or {}",
+            redact(o.str("addr")),
+            STORE_PASSWORD_ENV
+        )));
+    }
+    Ok(Some(urls))
+}
+
+/// TLS (`tls=true` or https:// in addr) and etcd's authentication (`user=`), from the user's
+/// own options and environment; the files are read here, before anything is created.
+pub(super) fn store_access(o: &StoreOptions) -> Result<Arc<Access>, UsageError> {
+    let Some(urls) = targets(o)? else {
+        for k in ["tls_ca", "tls_cert", "tls_key", "user", "password_file"] {
+            if !o.str(k).is_empty() {
+                return Err(UsageError::new(format!(
+                    "--store-opt {k}= is for your own etcd (addr=https://HOST:PORT); the etcd kvmeter starts serves plain http on loopback"
+                )));
+            }
+        }
+        if o.bool("tls")? {
+            return Err(UsageError::new("--store-opt tls=true is for your own etcd (addr=https://HOST:PORT); the etcd kvmeter starts serves plain http on loopback"));
+        }
+        return Ok(Access::plain());
+    };
+    let tls = o.bool("tls")? || urls.scheme == Scheme::Https;
+    if tls && urls.scheme == Scheme::Http {
+        return Err(UsageError::new(format!(
+            "--store-opt tls=true and addr={}: an http:// URL is plain; write https://",
+            o.str("addr")
+        )));
+    }
+    let (ca, cert, key) = (o.str("tls_ca"), o.str("tls_cert"), o.str("tls_key"));
+    if tls && ca.is_empty() {
+        return Err(UsageError::new("--store-opt tls=true (or https:// in addr) needs tls_ca=FILE (PEM CA certificates that sign etcd's certificate)"));
+    }
+    let any_file = !(ca.is_empty() && cert.is_empty() && key.is_empty());
+    if !tls && any_file {
+        return Err(UsageError::new(
+            "--store-opt tls_ca, tls_cert and tls_key need TLS: write https:// in addr (or tls=true)",
+        ));
+    }
+    if cert.is_empty() != key.is_empty() {
+        return Err(UsageError::new(
+            "--store-opt tls_cert and tls_key go together: give both or neither",
+        ));
+    }
+    let files = tls.then(|| TlsFiles {
+        ca,
+        client: (!cert.is_empty()).then_some((cert, key)),
+        server_name: Some(o.str("tls_server_name")).filter(|n| !n.is_empty()),
+    });
+    let creds = match (o.str("user"), o.str("password_file")) {
+        ("", "") => None,
+        ("", _) => {
+            return Err(UsageError::new(
+                "--store-opt password_file= needs user=USER (etcd's user)",
+            ))
+        }
+        (user, "") => {
+            let password = std::env::var(STORE_PASSWORD_ENV).map_err(|_| {
+                UsageError::new(format!(
+                    "--store-opt user={user}: no password: set {} or give password_file=FILE",
+                    STORE_PASSWORD_ENV
+                ))
+            })?;
+            Some(Credentials {
+                user: user.to_string(),
+                password,
+                source: STORE_PASSWORD_ENV.to_string(),
+            })
+        }
+        (user, file) => Some(Credentials {
+            user: user.to_string(),
+            password: read_password_file(file, "--store-opt password_file=")
+                .map_err(UsageError::new)?,
+            source: format!("password_file={file}"),
+        }),
+    };
+    Access::new(files, creds, &urls.targets, &STORE_NAMES).map_err(UsageError::new)
 }
 
 /// `net::Tls`'s messages name Redis's options; say the setting the user gave.
@@ -501,21 +416,27 @@ impl Http {
     }
 
     /// Takes the shared token if another connection got a newer one than ours, else
-    /// authenticates.
+    /// authenticates. The lock is held while authenticating (bounded by the timeout), so the
+    /// workers that start together, or find the token refused together, authenticate once:
+    /// etcd hashes the password with bcrypt for each.
     #[cold]
     fn refresh(&mut self) -> Result<(), RawError> {
-        let shared = self.access.shared_token();
-        if !shared.is_empty() && shared != self.token {
-            self.token = shared;
+        let access = self.access.clone();
+        let mut shared = access.token.lock().unwrap_or_else(|p| p.into_inner());
+        if !shared.is_empty() && *shared != self.token {
+            self.token.clone_from(&shared);
             return Ok(());
         }
-        self.authenticate()
+        self.token = self.authenticate()?;
+        shared.clone_from(&self.token);
+        Ok(())
     }
 
+    /// A new token for the credentials.
     #[cold]
-    fn authenticate(&mut self) -> Result<(), RawError> {
+    fn authenticate(&mut self) -> Result<Vec<u8>, RawError> {
         let Some(c) = &self.access.creds else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let body = serde_json::json!({"name": c.user, "password": c.password}).to_string();
         let user = c.user.clone();
@@ -544,76 +465,13 @@ impl Http {
                     format!("etcd: authenticating as '{user}': no usable token in the reply (at most {MAX_TOKEN} printable characters expected)"),
                 )
             })?;
-        self.token = token.into_bytes();
-        *self.access.token.lock().unwrap_or_else(|p| p.into_inner()) = self.token.clone();
-        Ok(())
+        Ok(token.into_bytes())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn userinfo_is_split_off_and_decoded_never_resolved() {
-        let u = parse_urls("http://root:s3cr%3At%40x@127.0.0.1:2379").unwrap();
-        assert_eq!(u.scheme, Scheme::Http);
-        assert_eq!(u.user.as_deref(), Some("root"));
-        assert_eq!(u.password.as_deref(), Some("s3cr:t@x"));
-        assert_eq!(u.targets[0].addr, "127.0.0.1:2379".parse().unwrap());
-        assert_eq!(u.targets[0].host, "127.0.0.1");
-        // An unencoded '@' in the password: the last '@' ends the userinfo.
-        let u = parse_urls("https://root:a@b@127.0.0.1:2379/").unwrap();
-        assert_eq!(u.password.as_deref(), Some("a@b"));
-        assert_eq!(u.scheme, Scheme::Https);
-        let u = parse_urls("127.0.0.1:1,127.0.0.1:2").unwrap();
-        assert_eq!(u.scheme, Scheme::Bare);
-        assert_eq!(u.targets.len(), 2);
-        assert!(u.user.is_none());
-        let u = parse_urls("https://[::1]:2379").unwrap();
-        assert_eq!(u.targets[0].host, "::1");
-    }
-
-    #[test]
-    fn bad_urls_are_refused_without_showing_the_password() {
-        for (url, want) in [
-            (
-                "http://root:hunter2@127.0.0.1:2379,https://127.0.0.1:2",
-                "same scheme",
-            ),
-            ("ftp://root:hunter2@127.0.0.1:2379", "expected http://"),
-            ("http://root:hunter2%4@127.0.0.1:2379", "percent-encoding"),
-            ("http://:hunter2@127.0.0.1:2379", "no user name"),
-            ("http://root:hunter2@127.0.0.1:2379/v3", "no path"),
-            ("http://root:hunter2@nohost", "nohost"),
-            (
-                "http://root:hunter2@127.0.0.1:1,http://root:other@127.0.0.1:2",
-                "different",
-            ),
-        ] {
-            let e = parse_urls(url).unwrap_err();
-            assert!(e.contains(want), "{url}: {e}");
-            assert!(!e.contains("hunter2"), "{url}: {e}");
-        }
-    }
-
-    #[test]
-    fn redaction() {
-        assert_eq!(
-            redact("http://root:pw@h:1,https://u@h:2,h:3"),
-            "http://root:***@h:1,https://u@h:2,h:3"
-        );
-        assert_eq!(redact("a:b@h:1"), "a:***@h:1");
-        assert_eq!(redact("http://h:1/x@y"), "http://h:1/x@y");
-    }
-
-    #[test]
-    fn percent_decoding() {
-        assert_eq!(percent_decode("a%20b%2f").as_deref(), Some("a b/"));
-        assert_eq!(percent_decode("%zz"), None);
-        assert_eq!(percent_decode("%2"), None);
-        assert_eq!(percent_decode("%ff"), None); // not UTF-8
-    }
 
     #[test]
     fn password_files_are_bounded_and_one_line() {

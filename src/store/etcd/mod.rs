@@ -16,6 +16,7 @@ use super::*;
 
 pub mod auth;
 mod cluster;
+pub mod url;
 use crate::error::UsageError;
 use auth::Access;
 use base64::Engine;
@@ -88,98 +89,8 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
     Ok(Settings {
         connections: o.positive("connections")? as usize,
         timeout: Duration::from_millis(o.positive("timeout_ms")?),
-        access: access(o)?,
+        access: auth::store_access(o)?,
     })
-}
-
-/// The members of addr= (`None`: managed).
-fn targets(o: &StoreOptions) -> Result<Option<auth::Urls>, UsageError> {
-    if o.str("addr").is_empty() {
-        return Ok(None);
-    }
-    let urls = auth::parse_urls(o.str("addr"))
-        .map_err(|e| UsageError::new(format!("--store-opt addr={e}")))?;
-    if urls.user.is_some() {
-        return Err(UsageError::new(format!(
-            "--store-opt addr={}: no user or password in addr (it is recorded in the manifest and the plan): give user=USER and password_file=FILE or {}",
-            auth::redact(o.str("addr")),
-            auth::STORE_PASSWORD_ENV
-        )));
-    }
-    Ok(Some(urls))
-}
-
-/// TLS (`tls=true` or https:// in addr) and etcd's authentication (`user=`), from the user's
-/// own options and environment; the files are read here, before anything is created.
-fn access(o: &StoreOptions) -> Result<std::sync::Arc<Access>, UsageError> {
-    let Some(urls) = targets(o)? else {
-        for k in ["tls_ca", "tls_cert", "tls_key", "user", "password_file"] {
-            if !o.str(k).is_empty() {
-                return Err(UsageError::new(format!(
-                    "--store-opt {k}= is for your own etcd (addr=https://HOST:PORT); the etcd kvmeter starts serves plain http on loopback"
-                )));
-            }
-        }
-        if o.bool("tls")? {
-            return Err(UsageError::new("--store-opt tls=true is for your own etcd (addr=https://HOST:PORT); the etcd kvmeter starts serves plain http on loopback"));
-        }
-        return Ok(Access::plain());
-    };
-    let tls = o.bool("tls")? || urls.scheme == auth::Scheme::Https;
-    if tls && urls.scheme == auth::Scheme::Http {
-        return Err(UsageError::new(format!(
-            "--store-opt tls=true and addr={}: an http:// URL is plain; write https://",
-            o.str("addr")
-        )));
-    }
-    let (ca, cert, key) = (o.str("tls_ca"), o.str("tls_cert"), o.str("tls_key"));
-    if tls && ca.is_empty() {
-        return Err(UsageError::new("--store-opt tls=true (or https:// in addr) needs tls_ca=FILE (PEM CA certificates that sign etcd's certificate)"));
-    }
-    let any_file = !(ca.is_empty() && cert.is_empty() && key.is_empty());
-    if !tls && any_file {
-        return Err(UsageError::new(
-            "--store-opt tls_ca, tls_cert and tls_key need TLS: write https:// in addr (or tls=true)",
-        ));
-    }
-    if cert.is_empty() != key.is_empty() {
-        return Err(UsageError::new(
-            "--store-opt tls_cert and tls_key go together: give both or neither",
-        ));
-    }
-    let files = tls.then(|| auth::TlsFiles {
-        ca,
-        client: (!cert.is_empty()).then_some((cert, key)),
-        server_name: Some(o.str("tls_server_name")).filter(|n| !n.is_empty()),
-    });
-    let creds = match (o.str("user"), o.str("password_file")) {
-        ("", "") => None,
-        ("", _) => {
-            return Err(UsageError::new(
-                "--store-opt password_file= needs user=USER (etcd's user)",
-            ))
-        }
-        (user, "") => {
-            let password = std::env::var(auth::STORE_PASSWORD_ENV).map_err(|_| {
-                UsageError::new(format!(
-                    "--store-opt user={user}: no password: set {} or give password_file=FILE",
-                    auth::STORE_PASSWORD_ENV
-                ))
-            })?;
-            Some(auth::Credentials {
-                user: user.to_string(),
-                password,
-                source: auth::STORE_PASSWORD_ENV.to_string(),
-            })
-        }
-        (user, file) => Some(auth::Credentials {
-            user: user.to_string(),
-            password: auth::read_password_file(file, "--store-opt password_file=")
-                .map_err(UsageError::new)?,
-            source: format!("password_file={file}"),
-        }),
-    };
-    Access::new(files, creds, &urls.targets, &auth::STORE_NAMES).map_err(UsageError::new)
 }
 
 /// The arguments of a one-member group (`ports`: client, peer).
