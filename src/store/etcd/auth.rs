@@ -408,6 +408,9 @@ impl Http {
         match r {
             Ok(()) => Ok(&self.body),
             Err(e) if self.access.creds.is_some() && token_refused(&e.message) => {
+                // etcd's error replies end with a trailer (`Grpc-Trailer-Content-Type`) that
+                // `request` leaves unread: go on from a fresh connection (once per token).
+                self.conn.broken = true;
                 self.refresh()?;
                 self.request(method, path, body)
             }
@@ -440,19 +443,20 @@ impl Http {
         };
         let body = serde_json::json!({"name": c.user, "password": c.password}).to_string();
         let user = c.user.clone();
-        // etcd's error replies end with a trailer that `request` leaves unread: start on a
-        // fresh connection (this runs at most once per token lifetime).
-        self.conn.broken = true;
         self.token.clear();
-        let r = self.request(b"POST", b"/v3/auth/authenticate", body.as_bytes());
-        let reply = r.map_err(|e| {
-            RawError::new(
+        let r = self
+            .request(b"POST", b"/v3/auth/authenticate", body.as_bytes())
+            .map(|_| ());
+        if let Err(e) = r {
+            // A refusal's trailer stays unread (as above).
+            self.conn.broken = true;
+            return Err(RawError::new(
                 e.kind,
                 e.fatal,
                 format!("etcd: authenticating as '{user}': {}", e.message),
-            )
-        })?;
-        let token = serde_json::from_slice::<serde_json::Value>(reply)
+            ));
+        }
+        let token = serde_json::from_slice::<serde_json::Value>(&self.body)
             .ok()
             .and_then(|v| v["token"].as_str().map(str::to_string))
             .filter(|t| {
