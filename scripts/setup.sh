@@ -3,8 +3,9 @@
 # a C++ compiler and libclang (the bundled RocksDB is compiled from source and bindgen needs
 # libclang), the libraries of the embedded stores that link Debian's builds (WiredTiger,
 # LevelDB), the servers kvmeter starts itself (memcached, redis-server, etcd), and the
-# headless browser the report tests open report.html in and the LMDB library the example store
-# plug-in links (chromium and liblmdb-dev, with KVMETER_SETUP_TESTS=1).
+# headless browser the report tests open report.html in, the LMDB library the example store
+# plug-in links and the openssl command line the TLS tests make certificates with (chromium,
+# liblmdb-dev and openssl, with KVMETER_SETUP_TESTS=1).
 # Debian/Ubuntu only; runs apt-get as root, or through sudo.
 set -euo pipefail
 
@@ -25,6 +26,10 @@ done
 # The browser only the tests need (run-tests.sh sets it); the suite does not download it.
 if [ "${KVMETER_SETUP_TESTS:-0}" = 1 ] && [ ! -e /usr/bin/chromium ]; then
   need+=(chromium)
+fi
+# The tests make TLS certificates with the openssl command line (Redis and etcd over TLS).
+if [ "${KVMETER_SETUP_TESTS:-0}" = 1 ] && ! command -v openssl >/dev/null 2>&1; then
+  need+=(openssl)
 fi
 if [ "${KVMETER_SETUP_TESTS:-0}" = 1 ] && [ ! -e /usr/include/lmdb.h ]; then
   need+=(liblmdb-dev)

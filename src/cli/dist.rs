@@ -29,7 +29,8 @@ pub enum DistCommand {
 /// Where the coordination service is and which run: shared by `dist run` and `agent`.
 #[derive(Args, Debug)]
 pub struct CoordArgs {
-    /// etcd's client URL(s): http://HOST:2379[,http://HOST2:2379,...].
+    /// etcd's client URL(s): http[s]://[USER[:PASSWORD]@]HOST:2379[,http[s]://HOST2:2379,...]
+    /// (a password in the URL shows in ps: prefer --coord-user with KVMETER_COORD_PASSWORD).
     #[arg(long, value_name = "URL")]
     pub coord: String,
     /// The run's name: its keys live under /kvmeter/<job>/ (one run per job at a time).
@@ -40,6 +41,41 @@ pub struct CoordArgs {
     /// access to etcd does not steer agents. Else the environment variable KVMETER_PLAN_KEY.
     #[arg(long, value_name = "FILE")]
     pub plan_key_file: Option<PathBuf>,
+    /// PEM CA certificate(s) that sign etcd's server certificate (https:// URLs).
+    #[arg(long, value_name = "FILE")]
+    pub coord_ca: Option<PathBuf>,
+    /// PEM client certificate, for an etcd started with --client-cert-auth (with --coord-key).
+    #[arg(long, value_name = "FILE")]
+    pub coord_cert: Option<PathBuf>,
+    /// PEM private key of --coord-cert.
+    #[arg(long, value_name = "FILE")]
+    pub coord_key: Option<PathBuf>,
+    /// The name etcd's certificates must carry (default: the host of each --coord URL).
+    #[arg(long, value_name = "NAME")]
+    pub coord_server_name: Option<String>,
+    /// etcd user (etcd's own authentication); the password from KVMETER_COORD_PASSWORD or
+    /// --coord-password-file.
+    #[arg(long, value_name = "USER")]
+    pub coord_user: Option<String>,
+    /// File whose first line is --coord-user's password.
+    #[arg(long, value_name = "FILE")]
+    pub coord_password_file: Option<PathBuf>,
+}
+
+impl CoordArgs {
+    /// The flags checked and their files read (exit 2 on a bad one, before anything runs).
+    fn spec(&self) -> Result<crate::dist::coord::CoordSpec, crate::error::UsageError> {
+        let flags = crate::dist::coord::CoordFlags {
+            url: self.coord.clone(),
+            ca: self.coord_ca.clone(),
+            cert: self.coord_cert.clone(),
+            key: self.coord_key.clone(),
+            server_name: self.coord_server_name.clone(),
+            user: self.coord_user.clone(),
+            password_file: self.coord_password_file.clone(),
+        };
+        crate::dist::coord::CoordSpec::resolve(&flags, |k| std::env::var(k).ok())
+    }
 }
 
 #[derive(Args, Debug)]
@@ -143,7 +179,7 @@ impl AgentLocalArgs {
 
 pub(super) fn agent(a: AgentArgs) -> anyhow::Result<i32> {
     crate::dist::agent::run(crate::dist::agent::Settings {
-        coord: a.coord.coord,
+        coord: a.coord.spec()?,
         job: a.coord.job,
         index: a.index,
         count: a.count,
@@ -160,7 +196,7 @@ pub(super) fn run(command: DistCommand) -> anyhow::Result<i32> {
     match command {
         DistCommand::Merge { dirs, out, store } => crate::dist::merge::offline(&dirs, out, store),
         DistCommand::Run(a) => crate::dist::coordinator::run(crate::dist::coordinator::Settings {
-            coord: a.coord.coord,
+            coord: a.coord.spec()?,
             job: a.coord.job,
             agents: a.agents,
             register_timeout: a.register_timeout,

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 /// `kvmeter agent`'s settings (cli/dist.rs maps its flags here).
 pub struct Settings {
-    pub coord: String,
+    pub coord: super::coord::CoordSpec,
     pub job: String,
     pub index: Option<usize>,
     pub count: Option<usize>,

@@ -7,12 +7,19 @@
 //! its CPUs) took seconds here and let leases expire. A stale read only delays what the
 //! coordinator sees: a deleted interval seen again is ignored, a new key seen late is waited
 //! for, and a lease's expiry is etcd's own decision either way.
+//!
+//! How etcd is reached ([`CoordSpec`]: https://, a CA and client certificate, a user and
+//! password) comes only from the flags and environment of the process itself (`store::etcd::
+//! auth` does the work), resolved once before anything is created.
 
 use super::seal::{Seal, Unsealed};
 use crate::error::UsageError;
+use crate::store::etcd::auth::{self, Access};
 use crate::store::etcd::Gateway;
 use base64::Engine;
 use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
@@ -37,29 +44,133 @@ pub const MAX_VALUE: usize = 4 << 20;
 /// unbounded; what is left is listed at the next poll once merged keys are deleted.
 const MAX_LIST: u64 = 20_000;
 
-/// `--coord` endpoints: `http://host:port` or `host:port`, comma-separated (a cluster's members).
-pub fn endpoints(url: &str) -> Result<Vec<std::net::SocketAddr>, UsageError> {
-    let bad = |why: String| UsageError::new(format!("--coord {url}: {why}"));
-    let mut list = Vec::new();
-    for part in url.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        if part.starts_with("https://") {
-            return Err(bad(
-                "https is not supported; use etcd's plain http client URL (http://HOST:2379)"
-                    .into(),
-            ));
-        }
-        let hostport = part.trim_start_matches("http://").trim_end_matches('/');
-        let a = crate::store::net::resolve(hostport).map_err(|e| {
+/// The `--coord*` flags as given (cli/dist.rs).
+#[derive(Debug, Default, Clone)]
+pub struct CoordFlags {
+    pub url: String,
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub server_name: Option<String>,
+    pub user: Option<String>,
+    pub password_file: Option<PathBuf>,
+}
+
+/// Where etcd is and how to reach it: members, TLS, credentials — checked, with the
+/// certificate and password files read. Shown (`Display`) as the URL without its password.
+#[derive(Clone)]
+pub struct CoordSpec {
+    shown: String,
+    endpoints: Vec<std::net::SocketAddr>,
+    access: Arc<Access>,
+}
+
+impl std::fmt::Display for CoordSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl std::fmt::Debug for CoordSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CoordSpec({})", self.shown)
+    }
+}
+
+impl CoordSpec {
+    /// Checks the flags and reads their files; `env` gives the environment (the password).
+    pub fn resolve(
+        f: &CoordFlags,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<CoordSpec, UsageError> {
+        let shown = auth::redact(&f.url);
+        let bad = |why: String| UsageError::new(format!("--coord {shown}: {why}"));
+        let urls = auth::parse_urls(&f.url).map_err(|e| {
             bad(format!(
-                "expected http://HOST:PORT[,…] of etcd members: {e}"
+                "expected http[s]://[USER[:PASSWORD]@]HOST:PORT[,…] of etcd members: {e}"
             ))
         })?;
-        list.push(a);
+        let https = urls.scheme == auth::Scheme::Https;
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        let (ca, cert, key) = (path(&f.ca), path(&f.cert), path(&f.key));
+        if !https && (ca.is_some() || cert.is_some() || key.is_some() || f.server_name.is_some()) {
+            return Err(bad(
+                "--coord-ca, --coord-cert, --coord-key and --coord-server-name are for TLS: write https:// URLs".into(),
+            ));
+        }
+        if https && ca.is_none() {
+            return Err(bad(
+                "https:// needs --coord-ca FILE (the PEM CA certificate that signed etcd's)".into(),
+            ));
+        }
+        if cert.is_some() != key.is_some() {
+            return Err(UsageError::new(
+                "--coord-cert and --coord-key go together: give both or neither",
+            ));
+        }
+        let files = ca.as_deref().map(|ca| auth::TlsFiles {
+            ca,
+            client: cert.as_deref().zip(key.as_deref()),
+            server_name: f.server_name.as_deref(),
+        });
+        let creds = credentials(f, &urls, &env)?;
+        let access = Access::new(files, creds, &urls.targets, &auth::COORD_NAMES)
+            .map_err(UsageError::new)?;
+        Ok(CoordSpec {
+            shown,
+            endpoints: urls.addrs(),
+            access,
+        })
     }
-    if list.is_empty() {
-        return Err(bad("expected http://HOST:PORT[,…] of etcd members".into()));
+}
+
+/// The user (the URL's or --coord-user) and its password: the URL's, else
+/// --coord-password-file's, else the environment's.
+fn credentials(
+    f: &CoordFlags,
+    urls: &auth::Urls,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<auth::Credentials>, UsageError> {
+    let user = match (&urls.user, &f.user) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(UsageError::new(format!(
+                "--coord-user {b}: the --coord URL names user '{a}'; give the user once"
+            )))
+        }
+        (Some(u), _) | (None, Some(u)) => u.clone(),
+        (None, None) => {
+            if let Some(p) = &f.password_file {
+                return Err(UsageError::new(format!(
+                    "--coord-password-file {}: needs --coord-user USER",
+                    p.display()
+                )));
+            }
+            return Ok(None);
+        }
+    };
+    if user.is_empty() {
+        return Err(UsageError::new("--coord-user: expected a user name"));
     }
-    Ok(list)
+    let (password, source) = if let Some(p) = &urls.password {
+        (p.clone(), "the --coord URL".to_string())
+    } else if let Some(file) = &f.password_file {
+        let file = file.display().to_string();
+        let p =
+            auth::read_password_file(&file, "--coord-password-file ").map_err(UsageError::new)?;
+        (p, format!("--coord-password-file {file}"))
+    } else if let Some(p) = env(auth::COORD_PASSWORD_ENV).filter(|p| !p.is_empty()) {
+        (p, auth::COORD_PASSWORD_ENV.to_string())
+    } else {
+        return Err(UsageError::new(format!(
+            "--coord-user {user}: no password: set {} or give --coord-password-file FILE",
+            auth::COORD_PASSWORD_ENV
+        )));
+    };
+    Ok(Some(auth::Credentials {
+        user,
+        password,
+        source,
+    }))
 }
 
 /// `/kvmeter/<job>/`; a job name is letters, digits, `-`, `_`, `.`.
@@ -104,21 +215,35 @@ fn int(v: &Value) -> Option<i64> {
 
 impl Coord {
     /// Connects and checks that etcd answers (a range on the prefix).
-    pub fn connect(url: &str, job: &str) -> Result<Coord, UsageError> {
-        let eps = endpoints(url)?;
+    pub fn connect(spec: &CoordSpec, job: &str) -> Result<Coord, UsageError> {
         let prefix = prefix(job)?;
-        let gw = Gateway::connect(&eps, Duration::from_secs(3))
-            .map_err(|e| UsageError::new(format!("--coord {url}: cannot reach etcd: {e} (is etcd running there? give its client URL, e.g. http://HOST:2379)")))?;
+        let gw = Gateway::connect(&spec.endpoints, Duration::from_secs(3), &spec.access).map_err(
+            |e| {
+                let hint = if e.starts_with("cannot connect") {
+                    " (is etcd running there? give its client URL, e.g. http://HOST:2379)"
+                } else {
+                    ""
+                };
+                UsageError::new(format!(
+                    "--coord {spec}: cannot reach etcd: {}{hint}",
+                    spec.access.explain(&e)
+                ))
+            },
+        )?;
         let mut c = Coord {
             gw,
             prefix,
-            url: url.to_string(),
+            url: spec.shown.clone(),
             bytes_sent: 0,
             seal: None,
             rejected: Vec::new(),
         };
-        c.get("plan")
-            .map_err(|e| UsageError::new(format!("--coord {url}: etcd does not answer: {e}")))?;
+        c.get("plan").map_err(|e| {
+            UsageError::new(format!(
+                "--coord {spec}: etcd does not answer: {}",
+                spec.access.explain(&e)
+            ))
+        })?;
         Ok(c)
     }
 
@@ -304,5 +429,77 @@ impl Coord {
             json!({"key": b64(p), "range_end": b64(&range_end(p)), "count_only": true}),
         )?;
         Ok(int(&r["count"]).unwrap_or(0) as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(f: CoordFlags, env: Option<&str>) -> Result<CoordSpec, String> {
+        CoordSpec::resolve(&f, |k| {
+            (k == auth::COORD_PASSWORD_ENV)
+                .then(|| env.map(str::to_string))
+                .flatten()
+        })
+        .map_err(|e| e.0)
+    }
+
+    fn url(u: &str) -> CoordFlags {
+        CoordFlags {
+            url: u.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn flags_that_do_not_fit_together_are_one_line() {
+        let e = |f: CoordFlags, env: Option<&str>| resolve(f, env).unwrap_err();
+        assert!(e(url("https://127.0.0.1:2379"), None).contains("needs --coord-ca"));
+        let ca_on_http = CoordFlags {
+            ca: Some("/x/ca.pem".into()),
+            ..url("http://127.0.0.1:2379")
+        };
+        assert!(e(ca_on_http, None).contains("write https://"));
+        let cert_alone = CoordFlags {
+            ca: Some("/x/ca.pem".into()),
+            cert: Some("/x/c.pem".into()),
+            ..url("https://127.0.0.1:2379")
+        };
+        assert!(e(cert_alone, None).contains("go together"));
+        let missing_ca = CoordFlags {
+            ca: Some("/nonexistent/ca.pem".into()),
+            ..url("https://127.0.0.1:2379")
+        };
+        assert!(e(missing_ca, None).starts_with("--coord-ca /nonexistent/ca.pem: "));
+        let file_no_user = CoordFlags {
+            password_file: Some("/x/pw".into()),
+            ..url("127.0.0.1:2379")
+        };
+        assert!(e(file_no_user, None).contains("needs --coord-user"));
+        let user = CoordFlags {
+            user: Some("root".into()),
+            ..url("http://127.0.0.1:2379")
+        };
+        assert!(e(user.clone(), None).contains("no password: set KVMETER_COORD_PASSWORD"));
+        assert!(resolve(user, Some("pw")).is_ok());
+        let two_users = CoordFlags {
+            user: Some("other".into()),
+            ..url("http://root:pw@127.0.0.1:2379")
+        };
+        assert!(e(two_users, None).contains("give the user once"));
+    }
+
+    #[test]
+    fn the_url_shown_hides_its_password() {
+        let s = resolve(url("http://root:hunter2@127.0.0.1:2379"), None).unwrap();
+        assert_eq!(s.to_string(), "http://root:***@127.0.0.1:2379");
+        assert_eq!(s.access.user(), Some("root"));
+        // No port: refused without a lookup (no DNS query leaves the host).
+        let e = resolve(url("http://root:hunter2@127.0.0.1"), None).unwrap_err();
+        assert!(e.contains("root:***@") && !e.contains("hunter2"), "{e}");
+        assert!(e.contains("'127.0.0.1'"), "{e}");
+        // The environment's password is not asked for without a user.
+        assert!(resolve(url("http://127.0.0.1:2379"), Some("pw")).is_ok());
     }
 }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub struct Settings {
-    pub coord: String,
+    pub coord: super::coord::CoordSpec,
     pub job: String,
     pub agents: usize,
     pub register_timeout: String,

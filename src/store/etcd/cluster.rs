@@ -4,13 +4,14 @@
 //! `leader` it follows). papers/002 measures crash recovery of a replicated store; etcd is the
 //! Raft store Debian has.
 
-use super::Http;
+use super::{Access, Http};
 use crate::error::UsageError;
 use crate::store::cluster::{Cluster, Member, Role, Shape, StartCtx, Topology};
 use crate::store::managed::{free_ports, Managed};
 use crate::store::{net, StoreOptions};
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub(super) static ETCD: Etcd = Etcd;
@@ -103,8 +104,13 @@ pub(super) fn member_args(
 }
 
 /// A member's own id, the leader it knows of and the Raft term (`None`: it did not answer).
-fn status(addr: SocketAddr, timeout: Duration) -> Option<(String, String, u64)> {
-    let mut h = Http::connect(addr, timeout).ok()?;
+/// (Maintenance status needs no authentication: no token is sent.)
+fn status(
+    addr: SocketAddr,
+    timeout: Duration,
+    access: &Arc<Access>,
+) -> Option<(String, String, u64)> {
+    let mut h = Http::connect(addr, timeout, access).ok()?;
     let body = h.request(b"POST", b"/v3/maintenance/status", b"{}").ok()?;
     let v: serde_json::Value = serde_json::from_slice(body).ok()?;
     let text = |x: &serde_json::Value| x.as_str().map(str::to_string);
@@ -118,9 +124,13 @@ fn status(addr: SocketAddr, timeout: Duration) -> Option<(String, String, u64)> 
 }
 
 /// Which of `endpoints` leads (for the client's first connection).
-pub(super) fn leader_endpoint(endpoints: &[SocketAddr], timeout: Duration) -> Option<usize> {
+pub(super) fn leader_endpoint(
+    endpoints: &[SocketAddr],
+    timeout: Duration,
+    access: &Arc<Access>,
+) -> Option<usize> {
     let t = timeout.min(Duration::from_millis(300));
-    let all: Vec<_> = endpoints.iter().map(|a| status(*a, t)).collect();
+    let all: Vec<_> = endpoints.iter().map(|a| status(*a, t, access)).collect();
     all.iter().position(|s| {
         s.as_ref()
             .is_some_and(|(id, leader, _)| !leader.is_empty() && id == leader)
@@ -145,7 +155,7 @@ impl Etcd {
                 if m.server.paused {
                     None
                 } else {
-                    a.and_then(|a| status(a, timeout))
+                    a.and_then(|a| status(a, timeout, &Access::plain()))
                 }
             })
             .collect();
@@ -249,7 +259,7 @@ impl Topology for Etcd {
                 continue;
             }
             let (_, l, _) = a
-                .and_then(|a| status(a, timeout))
+                .and_then(|a| status(a, timeout, &Access::plain()))
                 .ok_or_else(|| format!("member:{} does not answer", m.index))?;
             leaders.push(l);
         }

@@ -14,8 +14,11 @@ use super::net::{self, parse_usize, push_num, Conn};
 
 use super::*;
 
+pub mod auth;
 mod cluster;
+pub mod url;
 use crate::error::UsageError;
+use auth::Access;
 use base64::Engine;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -23,7 +26,14 @@ use std::time::Duration;
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 const OPTIONS: &[OptSpec] = &[
-    OptSpec { name: "addr", default: "", help: "host:port[,host:port…] of etcd client URLs you run (http; the client starts at the leader and moves to the next member when one fails); empty: kvmeter starts the cluster on loopback (managed)" },
+    OptSpec { name: "addr", default: "", help: "[http://|https://]host:port[,…] of etcd client URLs you run (the client starts at the leader and moves to the next member when one fails); empty: kvmeter starts the cluster on loopback (managed, plain http)" },
+    OptSpec { name: "tls", default: "false", help: "TLS (rustls) to your etcd (addr=); https:// in addr turns it on too; needs tls_ca" },
+    OptSpec { name: "tls_ca", default: "", help: "PEM file of the CA certificates that sign etcd's certificate" },
+    OptSpec { name: "tls_cert", default: "", help: "PEM client certificate, for an etcd started with --client-cert-auth (with tls_key)" },
+    OptSpec { name: "tls_key", default: "", help: "PEM private key of tls_cert" },
+    OptSpec { name: "tls_server_name", default: "", help: "name (or IP) every member's certificate must carry; empty: the host of each URL in addr" },
+    OptSpec { name: "user", default: "", help: "etcd user (etcd's own authentication; addr= only); its password from password_file= or the KVMETER_ETCD_PASSWORD environment variable" },
+    OptSpec { name: "password_file", default: "", help: "file whose first line is user='s password (else KVMETER_ETCD_PASSWORD; a password is never an option's value)" },
     OptSpec { name: "cpus", default: "", help: "managed: CPUs the server (every member of a cluster) is pinned to, e.g. 1, 0-1 or 0/2; recorded in the manifest" },
     OptSpec { name: "members", default: "1", help: "managed: members of the Raft group, 1, 3, 5 or 7 (each its own process, ports and data directory)" },
     OptSpec { name: "heartbeat_ms", default: "100", help: "managed: Raft heartbeat interval (--heartbeat-interval)" },
@@ -68,19 +78,18 @@ pub static KIND: StoreKind = StoreKind {
 struct Settings {
     connections: usize,
     timeout: Duration,
+    /// TLS and credentials for addr= (plain for a managed etcd).
+    access: std::sync::Arc<Access>,
 }
 
 fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
     o.positive("quota_backend_mb")?;
     o.positive("snapshot_count")?;
     cluster::check(o)?;
-    if !o.str("addr").is_empty() {
-        net::resolve_list(o.str("addr"))
-            .map_err(|e| UsageError::new(format!("--store-opt addr={e}")))?;
-    }
     Ok(Settings {
         connections: o.positive("connections")? as usize,
         timeout: Duration::from_millis(o.positive("timeout_ms")?),
+        access: auth::store_access(o)?,
     })
 }
 
@@ -98,18 +107,18 @@ fn server_args(o: &StoreOptions, ports: &[u16], dir: &Path) -> Vec<String> {
 
 /// Every address of the list must answer (and have a leader); returns the version.
 fn ping(o: &StoreOptions, list: &str) -> Result<String, String> {
+    let s = settings(o).map_err(|e| e.to_string())?;
     let mut version = String::new();
-    for addr in net::resolve_list(list)? {
-        version = ping_one(o, addr)?;
+    for addr in auth::parse_urls(list)?.addrs() {
+        version = ping_one(&s, addr).map_err(|e| s.access.explain(&e))?;
     }
     Ok(version)
 }
 
-fn ping_one(o: &StoreOptions, addr: SocketAddr) -> Result<String, String> {
-    let s = settings(o).map_err(|e| e.to_string())?;
-    let mut h = Http::connect(addr, s.timeout).map_err(|e| e.message)?;
+fn ping_one(s: &Settings, addr: SocketAddr) -> Result<String, String> {
+    let mut h = Http::connect(addr, s.timeout, &s.access).map_err(|e| e.message)?;
     let body = h
-        .request(b"GET", b"/version", b"")
+        .call(b"GET", b"/version", b"")
         .map_err(|e| e.message)?
         .to_vec();
     let text = String::from_utf8_lossy(&body);
@@ -117,17 +126,21 @@ fn ping_one(o: &StoreOptions, addr: SocketAddr) -> Result<String, String> {
         .map(|r| String::from_utf8_lossy(&body[r]).into_owned())
         .ok_or_else(|| format!("unexpected answer to GET /version: {text}"))?;
     // A range answers only once the member has a leader.
-    h.request(b"POST", b"/v3/kv/range", b"{\"key\":\"AA==\",\"limit\":1}")
+    h.call(b"POST", b"/v3/kv/range", b"{\"key\":\"AA==\",\"limit\":1}")
         .map_err(|e| e.message)?;
     Ok(version)
 }
 
 fn clear(o: &StoreOptions) -> anyhow::Result<()> {
     let s = settings(o)?;
-    let addr = net::resolve_list(o.str("addr")).map_err(|e| anyhow::anyhow!(e))?[0];
-    let mut h = Http::connect(addr, s.timeout).map_err(|e| anyhow::anyhow!(e.message))?;
+    let addr = auth::parse_urls(o.str("addr"))
+        .map_err(|e| anyhow::anyhow!(e))?
+        .targets[0]
+        .addr;
+    let mut h =
+        Http::connect(addr, s.timeout, &s.access).map_err(|e| anyhow::anyhow!(e.message))?;
     // key "\0", range_end "\0": every key.
-    h.request(
+    h.call(
         b"POST",
         b"/v3/kv/deleterange",
         b"{\"key\":\"AA==\",\"range_end\":\"AA==\"}",
@@ -153,6 +166,10 @@ struct Http {
     body: Vec<u8>,
     json: Vec<u8>,
     timeout: Duration,
+    /// TLS and credentials (shared by the client's connections).
+    access: std::sync::Arc<Access>,
+    /// The authentication token sent with each request (empty: none yet, or no auth).
+    token: Vec<u8>,
     /// Every member's client address: a broken connection moves to the next one that accepts
     /// (a killed leader's clients go on with the rest of the group).
     endpoints: std::sync::Arc<[SocketAddr]>,
@@ -163,19 +180,21 @@ struct Http {
 }
 
 impl Http {
-    fn connect(addr: SocketAddr, timeout: Duration) -> Result<Http, RawError> {
-        let conn = Conn::connect(addr, timeout).map_err(|e| {
-            RawError::new(
-                ErrorKind::Io,
-                true,
-                format!("cannot connect to etcd at {addr}: {e}"),
-            )
-        })?;
+    fn connect(
+        addr: SocketAddr,
+        timeout: Duration,
+        access: &std::sync::Arc<Access>,
+    ) -> Result<Http, RawError> {
+        let conn = access
+            .connect(addr, timeout)
+            .map_err(|e| RawError::new(ErrorKind::Io, true, e))?;
         Ok(Http {
             conn,
             body: Vec::with_capacity(4096),
             json: Vec::with_capacity(4096),
             timeout,
+            access: access.clone(),
+            token: Vec::new(),
             endpoints: std::sync::Arc::from([addr]),
             find_leader_at: None,
         })
@@ -185,10 +204,10 @@ impl Http {
     #[cold]
     fn follow_leader(&mut self) {
         self.find_leader_at = None;
-        match cluster::leader_endpoint(&self.endpoints, self.timeout) {
+        match cluster::leader_endpoint(&self.endpoints, self.timeout, &self.access) {
             Some(l) if self.endpoints[l] == self.conn.addr => {}
             Some(l) => {
-                if let Ok(c) = Conn::connect(self.endpoints[l], self.timeout) {
+                if let Ok(c) = self.access.connect(self.endpoints[l], self.timeout) {
                     self.conn = c;
                 }
             }
@@ -204,8 +223,8 @@ impl Http {
     #[cold]
     fn reconnect(&mut self) -> Result<(), RawError> {
         if self.endpoints.len() > 1 {
-            if let Some(l) = cluster::leader_endpoint(&self.endpoints, self.timeout) {
-                if let Ok(c) = Conn::connect(self.endpoints[l], self.timeout) {
+            if let Some(l) = cluster::leader_endpoint(&self.endpoints, self.timeout, &self.access) {
+                if let Ok(c) = self.access.connect(self.endpoints[l], self.timeout) {
                     self.conn = c;
                     return Ok(());
                 }
@@ -222,12 +241,12 @@ impl Http {
         let mut last = String::new();
         for k in 0..n {
             let addr = self.endpoints[(at + k) % n];
-            match Conn::connect(addr, self.timeout) {
+            match self.access.connect(addr, self.timeout) {
                 Ok(c) => {
                     self.conn = c;
                     return Ok(());
                 }
-                Err(e) => last = format!("cannot reconnect to etcd at {addr}: {e}"),
+                Err(e) => last = format!("reconnecting: {e}"),
             }
         }
         Err(RawError::new(ErrorKind::Io, true, last))
@@ -249,9 +268,13 @@ impl Http {
         w.extend_from_slice(method);
         w.push(b' ');
         w.extend_from_slice(path);
-        w.extend_from_slice(
-            b" HTTP/1.1\r\nHost: etcd\r\nContent-Type: application/json\r\nContent-Length: ",
-        );
+        w.extend_from_slice(b" HTTP/1.1\r\nHost: etcd\r\nContent-Type: application/json\r\n");
+        if !self.token.is_empty() {
+            w.extend_from_slice(b"Authorization: ");
+            w.extend_from_slice(&self.token);
+            w.extend_from_slice(b"\r\n");
+        }
+        w.extend_from_slice(b"Content-Length: ");
         push_num(w, body.len());
         w.extend_from_slice(b"\r\n\r\n");
         w.extend_from_slice(body);
@@ -356,10 +379,11 @@ struct EtcdStore {
 
 fn open(_dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
     let s = settings(o)?;
-    let mut endpoints =
-        net::resolve_list(o.str("addr")).map_err(|e| anyhow::anyhow!("--store-opt addr={e}"))?;
+    let mut endpoints = auth::parse_urls(o.str("addr"))
+        .map_err(|e| anyhow::anyhow!("--store-opt addr={e}"))?
+        .addrs();
     if endpoints.len() > 1 {
-        if let Some(l) = cluster::leader_endpoint(&endpoints, s.timeout) {
+        if let Some(l) = cluster::leader_endpoint(&endpoints, s.timeout, &s.access) {
             endpoints.swap(0, l);
         }
     }
@@ -373,7 +397,7 @@ impl Store for EtcdStore {
     fn session(&self) -> anyhow::Result<Box<dyn Session>> {
         let mut conns = Vec::with_capacity(self.s.connections);
         for _ in 0..self.s.connections {
-            let mut h = Http::connect(self.endpoints[0], self.s.timeout)
+            let mut h = Http::connect(self.endpoints[0], self.s.timeout, &self.s.access)
                 .map_err(|e| anyhow::anyhow!(e.message))?;
             h.endpoints = self.endpoints.clone();
             conns.push(h);
@@ -446,7 +470,7 @@ impl EtcdRaw {
         json.push(b'{');
         fields(&mut json);
         json.push(b'}');
-        let r = h.request(b"POST", path, &json).map(|_| i);
+        let r = h.call(b"POST", path, &json).map(|_| i);
         h.json = json;
         // The member the request went to (after any reconnect the request made); one member
         // needs no count.
@@ -528,16 +552,20 @@ pub struct Gateway(Http);
 
 impl Gateway {
     /// Connects to the leader where one answers, else to the first member that accepts.
-    pub fn connect(endpoints: &[SocketAddr], timeout: Duration) -> Result<Gateway, String> {
+    pub fn connect(
+        endpoints: &[SocketAddr],
+        timeout: Duration,
+        access: &std::sync::Arc<Access>,
+    ) -> Result<Gateway, String> {
         let mut order: Vec<SocketAddr> = endpoints.to_vec();
         if order.len() > 1 {
-            if let Some(l) = cluster::leader_endpoint(&order, timeout) {
+            if let Some(l) = cluster::leader_endpoint(&order, timeout, access) {
                 order.swap(0, l);
             }
         }
         let mut last = String::from("no endpoint");
         for a in &order {
-            match Http::connect(*a, timeout) {
+            match Http::connect(*a, timeout, access) {
                 Ok(mut h) => {
                     h.endpoints = order.clone().into();
                     return Ok(Gateway(h));
@@ -560,7 +588,7 @@ impl Gateway {
         loop {
             let r = self
                 .0
-                .request(b"POST", path.as_bytes(), text.as_bytes())
+                .call(b"POST", path.as_bytes(), text.as_bytes())
                 .map(serde_json::from_slice::<serde_json::Value>);
             match r {
                 Ok(parsed) => {
