@@ -467,7 +467,7 @@ impl PhaseSync for AgentSync {
         let d = rundir.join("dist");
         let open = |name: &str| {
             std::fs::create_dir_all(&d)
-                .and_then(|_| File::create(d.join(name)))
+                .and_then(|_| crate::report::rundir::create_new(&d.join(name)))
                 .map(BufWriter::new)
                 .ok()
         };
