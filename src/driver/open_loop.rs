@@ -61,18 +61,31 @@ pub(super) fn summary(
     let short = ratio < 0.99 - slack;
     let behind = max_behind_ms > 100.0;
     let warning = (short || behind).then(|| {
-        let cpu = telemetry
-            .and_then(|t| t.process.as_ref())
-            .map(|p| format!("; kvmeter itself used {:.0} % of a CPU", p.cpu_pct))
+        let cpu_pct = telemetry.and_then(|t| t.process.as_ref()).map(|p| p.cpu_pct);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpu = cpu_pct
+            .map(|c| format!("; kvmeter itself used {c:.0} % of a CPU"))
             .unwrap_or_default();
+        let head = if short {
+            format!(
+                "the open-loop schedule was not served: achieved {:.0} of {:.0} offered ops/s ({:.1} %)",
+                achieved,
+                o.rate,
+                ratio * 100.0
+            )
+        } else {
+            format!(
+                "the open-loop schedule fell behind but was served: {:.1} % of the {:.0} offered ops/s were delivered",
+                ratio * 100.0,
+                o.rate
+            )
+        };
         format!(
-            "the open-loop schedule was not served: achieved {:.0} of {:.0} offered ops/s ({:.1} %), the schedule fell up to {:.1} ms behind and sends were up to {:.1} ms late (p99 {:.3} ms); all {workers} workers were busy{cpu}. Latency from intended start includes this queueing, but the offered load was not delivered: lower --rate, or raise --threads if kvmeter (not the store) is the limit",
-            achieved,
-            o.rate,
-            ratio * 100.0,
+            "{head}; the schedule fell up to {:.1} ms behind and sends were up to {:.1} ms late (p99 {:.3} ms); all {workers} workers were busy{cpu}. Latency from intended start includes this queueing. {}",
             max_behind_ms,
             lag.max / 1000.0,
             lag.p99 / 1000.0,
+            advice(short, cpu_pct, workers, cpus),
         )
     });
     OpenLoopSummary {
@@ -85,5 +98,42 @@ pub(super) fn summary(
         max_behind_ms,
         kept_up: !(short || behind),
         warning,
+    }
+}
+
+/// What to do about a schedule that was not kept, by its cause (issue 28 item 9: "lower
+/// --rate" was printed when the whole load was delivered and the store had stalled).
+fn advice(short: bool, kvmeter_cpu_pct: Option<f64>, workers: usize, cpus: usize) -> &'static str {
+    // kvmeter is the limit when its process used (nearly) every CPU its workers could use.
+    let saturated = kvmeter_cpu_pct.is_some_and(|c| c >= 90.0 * workers.min(cpus) as f64);
+    match (short, saturated) {
+        (false, _) => {
+            "The whole offered load was delivered: every worker waited at once (a stall of the store or of this host) and the schedule caught up after; nothing to lower. Raise --threads to keep sending through such stalls."
+        }
+        (true, true) => {
+            "kvmeter used its CPUs fully, so it (not the store) was the limit: raise --threads if CPUs are free, or spread the load over more client hosts ('kvmeter dist run')."
+        }
+        (true, false) => {
+            "The store did not answer fast enough for this rate with these workers in flight: the rate is above what it sustains ('kvmeter capacity' finds that rate); lower --rate to measure below it, or raise --threads to keep more requests in flight."
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::advice;
+
+    #[test]
+    fn the_advice_matches_the_cause() {
+        // Delivered in full after a stall: never "lower --rate".
+        let a = advice(false, Some(20.0), 16, 2);
+        assert!(a.contains("whole offered load was delivered") && !a.contains("lower --rate"));
+        // Short, kvmeter at both CPUs with 16 workers on 2 CPUs: kvmeter is the limit.
+        assert!(advice(true, Some(195.0), 16, 2).contains("kvmeter used its CPUs fully"));
+        // Short, kvmeter mostly idle: the store is the limit.
+        let a = advice(true, Some(30.0), 16, 2);
+        assert!(a.contains("lower --rate") && a.contains("kvmeter capacity"));
+        // No telemetry: the store's side is the one said.
+        assert!(advice(true, None, 1, 2).contains("The store did not answer"));
     }
 }
