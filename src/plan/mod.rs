@@ -45,7 +45,7 @@ pub const SUITE_WARMUP: Duration = Duration::from_secs(2);
 pub fn build(req: &Request) -> Result<Plan, UsageError> {
     let mut warnings = Vec::new();
     let adapter = find_store(&req.store)?;
-    let store_options = store_options(adapter, &req.store_opts)?;
+    let mut store_options = store_options(adapter, &req.store_opts)?;
     let flags = flags::Flags::parse(req, &mut warnings)?;
     let slots = layout::layout(req)?;
     let mut resolver = phase::Resolver {
@@ -59,6 +59,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         .map(|slot| resolver.resolve(slot))
         .collect::<Result<Vec<_>, _>>()?;
     let ycsb_percentiles = resolver.ycsb_percentiles;
+    fill_max_reply(&mut store_options, &phases);
     let faults = faults(req, adapter, &store_options, &phases)?;
     let timeline = timeline(req, &faults, flags.interval)?;
     Ok(Plan {
@@ -214,6 +215,32 @@ fn store_options(adapter: &StoreKind, given: &[String]) -> Result<StoreOptions, 
     let opts = StoreOptions::parse(adapter.name, adapter.options, given)?;
     (adapter.check)(&opts)?;
     Ok(opts)
+}
+
+/// `max_reply=auto` of a network store becomes twice the most bytes one request of any phase
+/// reads (a record, a scan's longest run of records, or a pipelined batch) plus 64 KiB, at
+/// least 1 MiB; written into the plan, so the manifest shows the bound the run used. A
+/// store without the option, or a plan without a workload (pressure), keeps what it has.
+fn fill_max_reply(opts: &mut StoreOptions, phases: &[PhasePlan]) {
+    if opts.str("max_reply") != "auto" {
+        return;
+    }
+    let pipeline = opts.u64("pipeline").unwrap_or(1).max(1);
+    let most = phases
+        .iter()
+        .filter_map(|p| p.workload.as_ref())
+        .map(|w| {
+            w.largest_record()
+                .saturating_mul(w.records_per_read().max(pipeline))
+        })
+        .max();
+    if let Some(most) = most {
+        let bytes = most
+            .saturating_mul(2)
+            .saturating_add(64 << 10)
+            .clamp(1 << 20, crate::store::net::MAX_MAX_REPLY as u64);
+        opts.set("max_reply", &bytes.to_string());
+    }
 }
 
 /// Where results go without --out: kvmeter-runs/<time>-<command>-<store>.

@@ -11,17 +11,14 @@ pub(super) fn unexpected(what: &str, l: &[u8]) -> RawError {
 
 #[cold]
 pub(super) fn desync(c: &mut Conn, what: &str) -> RawError {
-    c.broken = true;
-    RawError::new(
-        ErrorKind::Other,
-        false,
-        format!("memcached {what}: malformed reply (connection reset)"),
-    )
+    c.protocol(format!(
+        "memcached {what}: malformed reply (connection reset)"
+    ))
 }
 
 #[cold]
 pub(super) fn server_error(what: &str, l: &[u8]) -> RawError {
-    let text = String::from_utf8_lossy(l);
+    let text = super::super::net::excerpt(l);
     let kind = if text.contains("out of memory") {
         ErrorKind::Busy
     } else {

@@ -98,16 +98,29 @@ pub(super) fn shard_of(slot: usize, m: usize) -> u16 {
     (((slot + 1) * m - 1) / SLOTS).min(m - 1) as u16
 }
 
-/// The slot → address map, from CLUSTER SLOTS.
-pub(super) fn slot_map(c: &mut net::Conn) -> Result<Vec<SocketAddr>, String> {
+/// The most distinct nodes one CLUSTER SLOTS reply may name (a real cluster has at most a
+/// few hundred masters): more is refused before any is resolved or connected to, so a
+/// reply cannot turn kvmeter into a port scanner.
+pub(super) const MAX_NODES: usize = 1000;
+
+/// The slot → owner map, from CLUSTER SLOTS (None: no master serves the slot). An owner with
+/// an empty host is the node asked (the specification's "unknown endpoint").
+pub(super) fn slot_map(c: &mut net::Conn) -> Result<Vec<Option<SocketAddr>>, String> {
     c.begin();
     command(&mut c.wbuf, &[b"CLUSTER", b"SLOTS"]);
     c.send().map_err(|e| e.message)?;
     let Reply::Array(Some(n)) = reply(c).map_err(|e| e.message)? else {
         return Err("CLUSTER SLOTS: unexpected reply".into());
     };
-    let unset: SocketAddr = "0.0.0.0:0".parse().expect("an address");
-    let mut map = vec![unset; SLOTS];
+    if n > SLOTS {
+        c.broken = true;
+        return Err(format!(
+            "CLUSTER SLOTS: {n} slot ranges, more than the {SLOTS} slots"
+        ));
+    }
+    let mut map = vec![None; SLOTS];
+    // Each owner as the reply names it, resolved once.
+    let mut owners: Vec<(String, u16, Option<SocketAddr>)> = Vec::new();
     for _ in 0..n {
         let Reply::Array(Some(parts)) = reply(c).map_err(|e| e.message)? else {
             return Err("CLUSTER SLOTS: unexpected entry".into());
@@ -120,38 +133,63 @@ pub(super) fn slot_map(c: &mut net::Conn) -> Result<Vec<SocketAddr>, String> {
         };
         let mut owner = None;
         for p in 2..parts {
-            let Reply::Array(Some(fields)) = reply(c).map_err(|e| e.message)? else {
-                return Err("CLUSTER SLOTS: unexpected node".into());
-            };
-            let mut ip = String::new();
-            let mut port = 0i64;
-            for f in 0..fields {
-                match reply(c).map_err(|e| e.message)? {
-                    Reply::Bulk(Some(r)) if f == 0 => {
-                        ip = String::from_utf8_lossy(c.bytes(r)).into_owned()
-                    }
-                    Reply::Int(x) if f == 1 => port = x,
-                    Reply::Array(Some(k)) => {
-                        // Redis 7's metadata map: skip its entries.
-                        for _ in 0..k {
-                            reply(c).map_err(|e| e.message)?;
-                        }
-                    }
-                    _ => {}
-                }
-            }
+            let node = node(c).map_err(|e| e.message)?;
             if p == 2 {
-                owner = net::resolve(&format!("{ip}:{port}")).ok();
+                owner = node;
             }
         }
-        if let Some(a) = owner {
+        let Some((host, port)) = owner else { continue };
+        let a = match owners.iter().find(|(h, p, _)| *h == host && *p == port) {
+            Some(o) => o.2,
+            None => {
+                if owners.len() == MAX_NODES {
+                    c.broken = true;
+                    return Err(format!(
+                        "CLUSTER SLOTS names more than {MAX_NODES} nodes; kvmeter connects to no more"
+                    ));
+                }
+                let a = match host.as_str() {
+                    "" => Some(SocketAddr::new(c.addr.ip(), port)),
+                    h => match h.parse::<std::net::IpAddr>() {
+                        Ok(ip) => Some(SocketAddr::new(ip, port)),
+                        Err(_) => net::resolve(&format!("{h}:{port}")).ok(),
+                    },
+                };
+                owners.push((host, port, a));
+                a
+            }
+        };
+        if let Some(a) = a {
             let (lo, hi) = (lo.max(0) as usize, (hi.max(0) as usize).min(SLOTS - 1));
             if lo <= hi {
-                map[lo..=hi].fill(a);
+                map[lo..=hi].fill(Some(a));
             }
         }
     }
     Ok(map)
+}
+
+/// One node of a CLUSTER SLOTS entry: `[host, port, id, {metadata}]` → (host, port), None when
+/// the port is not one.
+fn node(c: &mut net::Conn) -> Result<Option<(String, u16)>, RawError> {
+    let Reply::Array(Some(fields)) = reply(c)? else {
+        return Err(c.protocol("CLUSTER SLOTS: unexpected node"));
+    };
+    let mut host = String::new();
+    let mut port = 0i64;
+    for f in 0..fields {
+        match reply(c)? {
+            Reply::Bulk(Some(r)) if f == 0 => host = net::excerpt(c.bytes(r)),
+            Reply::Int(x) if f == 1 => port = x,
+            // Redis 7's metadata map (and anything nested): skipped, depth bounded.
+            Reply::Array(Some(k)) => skip(c, k)?,
+            _ => {}
+        }
+    }
+    Ok(u16::try_from(port)
+        .ok()
+        .filter(|&p| p > 0)
+        .map(|p| (host, p)))
 }
 
 fn cluster_info(s: &Settings, addr: &str) -> Result<String, String> {
@@ -396,32 +434,28 @@ impl Routes {
                 Ok(map) => {
                     let mut nodes: Vec<std::net::SocketAddr> = vec![];
                     let mut slots = Vec::with_capacity(map.len());
-                    for addr in map {
+                    for owner in map {
+                        // A slot no master serves goes to the node asked: it answers with
+                        // CLUSTERDOWN (or MOVED) itself, never a connection to 0.0.0.0.
+                        let addr = owner.unwrap_or(a);
                         let i = match nodes.iter().position(|n| *n == addr) {
                             Some(i) => i,
                             None => {
+                                super::server::warn_foreign(s, "CLUSTER SLOTS", addr);
                                 nodes.push(addr);
                                 nodes.len() - 1
                             }
                         };
                         slots.push(i as u16);
                     }
+                    // Connections follow the node list; a node without one gets it when a
+                    // key is first routed there (one reply cannot open a connection per node).
                     let mut fresh = Vec::with_capacity(nodes.len());
                     for n in &nodes {
                         let old = conns.iter().position(|c| c.addr == *n && !c.broken);
                         fresh.push(match old {
                             Some(i) => conns.swap_remove(i),
-                            None => match connect(s, *n) {
-                                Ok(c) => c,
-                                Err(_) => {
-                                    // Dead but still in the map: a broken placeholder that
-                                    // reconnects (and fails fast) until the map changes.
-                                    let mut c = connect(s, a).map_err(|e| e.message)?;
-                                    c.addr = *n;
-                                    c.broken = true;
-                                    c
-                                }
-                            },
+                            None => net::Conn::unconnected(*n, s.timeout),
                         });
                     }
                     *conns = fresh;
@@ -450,6 +484,16 @@ impl super::RedisSession {
         let i = match self.conns.iter().position(|c| c.addr == addr && !c.broken) {
             Some(i) => i,
             None => {
+                // The slot map's next refresh drops connections it does not name; until then
+                // redirects to ever new nodes are bounded like the map's nodes.
+                if self.conns.len() > MAX_NODES {
+                    return Err(RawError::new(
+                        crate::store::ErrorKind::Protocol,
+                        false,
+                        format!("Redis Cluster: a redirect to {addr} would open more than {MAX_NODES} connections"),
+                    ));
+                }
+                super::server::warn_foreign(&self.s, "a MOVED or ASK redirect", addr);
                 self.conns.push(connect(&self.s, addr)?);
                 self.conns.len() - 1
             }
