@@ -587,3 +587,77 @@ fn ping_etcd_drip() {
     let o = run("etcd", tcp_server(answer), &[]);
     ping_refused(&o, "no complete reply within 1000 ms");
 }
+
+// ---- Redis Cluster: where a server sends kvmeter (F9) ----
+
+/// The hostile node's own port, for its CLUSTER SLOTS reply (answers are plain functions).
+static NODE_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+
+#[test]
+fn redis_cluster_redirect_to_another_host_is_warned_about_once() {
+    // The node owns every slot, then answers each read with MOVED to a host the options did
+    // not name (nothing listens there: the run ends on that connection's error).
+    fn answer(req: &[u8]) -> Act {
+        if has(req, b"INFO") {
+            say(INFO)
+        } else if has(req, b"AUTH") {
+            say(b"+OK\r\n")
+        } else if has(req, b"SLOTS") {
+            let port = NODE_PORT.load(std::sync::atomic::Ordering::Relaxed);
+            Act::Say(
+                format!("*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:{port}\r\n")
+                    .into_bytes(),
+            )
+        } else {
+            say(b"-MOVED 3999 127.0.0.3:1\r\n")
+        }
+    }
+    let port = tcp_server(answer);
+    NODE_PORT.store(port, std::sync::atomic::Ordering::Relaxed);
+    let o = run("redis", port, &["cluster=3", "password=S3cret"]);
+    sane(&o);
+    let warnings: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: Redis:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", o.stderr);
+    assert!(
+        warnings[0].contains("a MOVED or ASK redirect sends kvmeter to 127.0.0.3:1")
+            && warnings[0].contains("sends AUTH there"),
+        "{}",
+        warnings[0]
+    );
+    assert!(o.code == 0 || o.code == 1, "exit {}: {}", o.code, o.stderr);
+    validate("summary.schema.json", &json(&o.out.join("summary.json")));
+}
+
+#[test]
+fn redis_cluster_slots_naming_2000_nodes_is_refused() {
+    fn answer(req: &[u8]) -> Act {
+        if has(req, b"INFO") {
+            return say(INFO);
+        }
+        let mut r = b"*2000\r\n".to_vec();
+        for i in 0..2000u32 {
+            r.extend(
+                format!(
+                    "*3\r\n:{i}\r\n:{i}\r\n*2\r\n$9\r\n127.0.0.2\r\n:{}\r\n",
+                    20000 + i
+                )
+                .into_bytes(),
+            );
+        }
+        Act::Say(r)
+    }
+    let o = run("redis", tcp_server(answer), &["cluster=3"]);
+    sane(&o);
+    assert!(o.code == 1 || o.code == 2, "exit {}: {}", o.code, o.stderr);
+    assert!(
+        o.stderr
+            .contains("CLUSTER SLOTS names more than 1000 nodes"),
+        "{}",
+        o.stderr
+    );
+    assert!(!o.stderr.contains("warning: Redis:"), "{}", o.stderr);
+}

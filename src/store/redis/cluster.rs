@@ -565,4 +565,73 @@ mod tests {
         assert_eq!(r("Redis: ERR wrong number of arguments"), None);
         assert_eq!(r("Redis: CLUSTERDOWN The cluster is down"), None);
     }
+
+    /// A CLUSTER SLOTS reply: each entry (first slot, last slot, host, port), with a node id
+    /// and Redis 7's metadata map after host and port.
+    fn slots_reply(entries: &[(usize, usize, &str, u16)]) -> Vec<u8> {
+        let mut r = format!("*{}\r\n", entries.len()).into_bytes();
+        for (lo, hi, host, port) in entries {
+            r.extend(
+                format!(
+                    "*3\r\n:{lo}\r\n:{hi}\r\n*4\r\n${}\r\n{host}\r\n:{port}\r\n$2\r\nid\r\n*2\r\n$8\r\nhostname\r\n$1\r\nx\r\n",
+                    host.len()
+                )
+                .into_bytes(),
+            );
+        }
+        r
+    }
+
+    fn asking(reply: Vec<u8>) -> net::Conn {
+        let addr = net::tests::serve(vec![reply], Duration::ZERO);
+        net::Conn::connect(addr, Duration::from_secs(5)).unwrap()
+    }
+
+    #[test]
+    fn a_slot_map_names_at_most_1000_nodes() {
+        let node = |i: usize| (i, i, "127.0.0.2", 20000 + i as u16);
+        let e = slot_map(&mut asking(slots_reply(
+            &(0..1001).map(node).collect::<Vec<_>>(),
+        )))
+        .unwrap_err();
+        assert!(e.contains("more than 1000 nodes"), "{e}");
+        let map = slot_map(&mut asking(slots_reply(
+            &(0..1000).map(node).collect::<Vec<_>>(),
+        )))
+        .unwrap();
+        assert_eq!(map[999], Some("127.0.0.2:20999".parse().unwrap()));
+        assert_eq!(map[1000], None);
+        let e = slot_map(&mut asking(b"*16385\r\n".to_vec())).unwrap_err();
+        assert!(e.contains("more than the 16384 slots"), "{e}");
+        // A port that is not one names no owner.
+        let map = slot_map(&mut asking(slots_reply(&[(0, 5, "127.0.0.2", 0)]))).unwrap();
+        assert!(map.iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn unmapped_slots_go_to_the_node_asked_and_nodes_connect_lazily() {
+        // Slots 0-99 at another host, 100-199 at an empty host (the node asked, another
+        // port), the rest unmapped.
+        let reply = slots_reply(&[(0, 99, "127.0.0.2", 7001), (100, 199, "", 7002)]);
+        let asked = net::tests::serve(vec![reply], Duration::ZERO);
+        let o = StoreOptions::parse(
+            "redis",
+            super::super::OPTIONS,
+            &[format!("addr={asked}"), "cluster=3".into()],
+        )
+        .unwrap();
+        let s = settings(&o).unwrap();
+        let mut conns = vec![net::Conn::unconnected(asked, s.timeout)];
+        let mut r = Routes::default();
+        r.refresh(&s, &mut conns).unwrap();
+        let other: SocketAddr = "127.0.0.2:7001".parse().unwrap();
+        let same_host = SocketAddr::new(asked.ip(), 7002);
+        assert_eq!(r.nodes, vec![other, same_host, asked]);
+        assert_eq!(r.nodes[r.slots[0] as usize], other);
+        assert_eq!(r.nodes[r.slots[150] as usize], same_host);
+        assert_eq!(r.nodes[r.slots[16383] as usize], asked);
+        // No node was connected to: each opens when a key is first routed there.
+        assert_eq!(conns.len(), 3);
+        assert!(conns.iter().all(|c| c.broken && c.buffer().is_empty()));
+    }
 }
