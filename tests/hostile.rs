@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::servers::s;
+use common::servers::{s, wait_exit};
 use common::*;
 
 /// What a hostile server does with one request.
@@ -660,4 +660,111 @@ fn redis_cluster_slots_naming_2000_nodes_is_refused() {
         o.stderr
     );
     assert!(!o.stderr.contains("warning: Redis:"), "{}", o.stderr);
+}
+
+#[test]
+fn redis_sentinel_naming_another_host_is_warned_about_once() {
+    // The primary answers a read with garbage (a protocol error; the connection is reopened
+    // through the Sentinels), and the Sentinel names a primary on a host the options did not
+    // name (nothing listens there: the run ends on that connection's error).
+    fn primary(req: &[u8]) -> Act {
+        if has(req, b"INFO") {
+            say(INFO)
+        } else if has(req, b"AUTH") {
+            say(b"+OK\r\n")
+        } else {
+            say(b"?garbage\r\n")
+        }
+    }
+    fn sentinel(_: &[u8]) -> Act {
+        say(b"*2\r\n$9\r\n127.0.0.4\r\n$1\r\n1\r\n")
+    }
+    let port = tcp_server(primary);
+    let sentinel = format!("sentinel_addr=127.0.0.1:{}", tcp_server(sentinel));
+    let o = run("redis", port, &[&sentinel, "password=S3cret"]);
+    sane(&o);
+    let warnings: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: Redis:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", o.stderr);
+    assert!(
+        warnings[0].contains("a Sentinel sends kvmeter to 127.0.0.4:1"),
+        "{}",
+        warnings[0]
+    );
+    let summary = json(&o.out.join("summary.json"));
+    let read = &phase(&summary, "run")["ops"]["READ"];
+    assert!(
+        read["errors"]["protocol"].as_u64().unwrap_or(0) > 0,
+        "{read}"
+    );
+}
+
+// ---- the coordination channel (`kvmeter agent --coord`), the same HTTP client ----
+
+/// `kvmeter agent` against a hostile etcd: one line and exit 2, in time, no panic.
+fn agent_refused(answer: fn(&[u8]) -> Act, why: &str, within: Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let mut child = Command::new(bin())
+        .args(s(&[
+            "agent",
+            "--coord",
+            &format!("http://127.0.0.1:{}", tcp_server(answer)),
+            "--index",
+            "0",
+            "--count",
+            "1",
+            "--wait",
+            "5s",
+            "--out",
+            dir.path().join("agent").to_str().unwrap(),
+        ]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let code = wait_exit(&mut child, within);
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains(why), "{stderr}");
+    assert!(t.elapsed() < within);
+}
+
+#[test]
+fn agent_etcd_content_length_past_u63() {
+    fn answer(_: &[u8]) -> Act {
+        say(b"HTTP/1.1 200 OK\r\nContent-Length: 9999999999999999999\r\n\r\n{")
+    }
+    agent_refused(answer, "max_reply", Duration::from_secs(10));
+}
+
+#[test]
+fn agent_etcd_chunk_of_16_exabytes() {
+    fn answer(_: &[u8]) -> Act {
+        say(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n{")
+    }
+    agent_refused(answer, "max_reply", Duration::from_secs(10));
+}
+
+#[test]
+fn agent_etcd_drip() {
+    // Three tries of the coordination channel's 3 s deadline, not a hang.
+    fn answer(_: &[u8]) -> Act {
+        drip(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+    }
+    agent_refused(
+        answer,
+        "no complete reply within 3000 ms",
+        Duration::from_secs(20),
+    );
 }
