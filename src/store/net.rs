@@ -60,11 +60,14 @@ impl Stream {
         }
     }
 
-    /// Sets both socket timeouts; a failure leaves the earlier ones, which still bound a wait.
-    fn set_timeouts(&self, t: Duration) {
+    /// Sets the socket's receive (or send) timeout; a failure leaves the earlier one, which
+    /// still bounds a wait.
+    fn set_timeout(&self, receive: bool, t: Duration) {
         if let Some(tcp) = self.tcp() {
-            let _ = tcp.set_read_timeout(Some(t));
-            let _ = tcp.set_write_timeout(Some(t));
+            let _ = match receive {
+                true => tcp.set_read_timeout(Some(t)),
+                false => tcp.set_write_timeout(Some(t)),
+            };
         }
     }
 }
@@ -170,9 +173,9 @@ pub struct Conn {
     /// The current request has already waited once (a partial write, or a read): later waits
     /// get only what is left until the deadline.
     waited: bool,
-    /// The socket's timeouts were shortened to what was left of a deadline (restored by the
-    /// next `begin`).
-    short: bool,
+    /// The socket's receive and send timeouts were shortened to what was left of a deadline
+    /// (restored by the next `begin`).
+    short: [bool; 2],
 }
 
 /// The `max_reply` option every network store declares, with its help text.
@@ -293,7 +296,7 @@ impl Conn {
             timeout: timeout.min(Duration::from_millis(MAX_TIMEOUT_MS)),
             deadline: None,
             waited: false,
-            short: false,
+            short: [false; 2],
         }
     }
 
@@ -320,7 +323,7 @@ impl Conn {
         self.wbuf.clear();
         self.deadline = None;
         self.waited = false;
-        if self.short {
+        if self.short != [false; 2] {
             self.restore_timeouts();
         }
     }
@@ -336,7 +339,7 @@ impl Conn {
             if at > 0 {
                 // A partial write: the rest within what is left of the deadline.
                 self.waited = true;
-                self.shorten("send")?;
+                self.shorten(false)?;
             }
             match self.stream.write(&self.wbuf[at..]) {
                 Ok(0) => return Err(self.io_error("send", IoKind::WriteZero.into())),
@@ -365,7 +368,7 @@ impl Conn {
             self.buf.resize(n, 0);
         }
         if self.waited {
-            self.shorten("receive")?;
+            self.shorten(true)?;
         }
         self.waited = true;
         match self.stream.read(&mut self.buf[self.end..]) {
@@ -389,22 +392,27 @@ impl Conn {
     /// Before a second wait in one request: the socket waits only what is left until the
     /// deadline, and a request past it ends with `timeout`.
     #[cold]
-    fn shorten(&mut self, what: &str) -> Result<(), RawError> {
+    fn shorten(&mut self, receive: bool) -> Result<(), RawError> {
         let now = Instant::now();
         let deadline = *self.deadline.get_or_insert(now + self.timeout);
         let left = deadline.saturating_duration_since(now);
+        let what = if receive { "receive" } else { "send" };
         if left.is_zero() {
             return Err(self.io_error(what, IoKind::TimedOut.into()));
         }
-        self.stream.set_timeouts(left);
-        self.short = true;
+        // One system call per extra wait: only the direction that waits.
+        self.stream.set_timeout(receive, left);
+        self.short[receive as usize] = true;
         Ok(())
     }
 
     #[cold]
     fn restore_timeouts(&mut self) {
-        self.short = false;
-        self.stream.set_timeouts(self.timeout);
+        for receive in [false, true] {
+            if std::mem::take(&mut self.short[receive as usize]) {
+                self.stream.set_timeout(receive, self.timeout);
+            }
+        }
     }
 
     #[cold]
