@@ -13,6 +13,7 @@ mod antagonist;
 mod flags;
 mod javaprops;
 mod layout;
+mod max_reply;
 mod model;
 mod phase;
 pub mod props;
@@ -59,7 +60,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         .map(|slot| resolver.resolve(slot))
         .collect::<Result<Vec<_>, _>>()?;
     let ycsb_percentiles = resolver.ycsb_percentiles;
-    fill_max_reply(&mut store_options, &phases);
+    max_reply::fill(&mut store_options, &phases);
     let faults = faults(req, adapter, &store_options, &phases)?;
     let timeline = timeline(req, &faults, flags.interval)?;
     Ok(Plan {
@@ -215,32 +216,6 @@ fn store_options(adapter: &StoreKind, given: &[String]) -> Result<StoreOptions, 
     let opts = StoreOptions::parse(adapter.name, adapter.options, given)?;
     (adapter.check)(&opts)?;
     Ok(opts)
-}
-
-/// `max_reply=auto` of a network store becomes twice the most bytes one request of any phase
-/// reads (a record, a scan's longest run of records, or a pipelined batch) plus 64 KiB, at
-/// least 1 MiB; written into the plan, so the manifest shows the bound the run used. A
-/// store without the option, or a plan without a workload (pressure), keeps what it has.
-fn fill_max_reply(opts: &mut StoreOptions, phases: &[PhasePlan]) {
-    if opts.str("max_reply") != "auto" {
-        return;
-    }
-    let pipeline = opts.u64("pipeline").unwrap_or(1).max(1);
-    let most = phases
-        .iter()
-        .filter_map(|p| p.workload.as_ref())
-        .map(|w| {
-            w.largest_record()
-                .saturating_mul(w.records_per_read().max(pipeline))
-        })
-        .max();
-    if let Some(most) = most {
-        let bytes = most
-            .saturating_mul(2)
-            .saturating_add(64 << 10)
-            .clamp(1 << 20, crate::store::net::MAX_MAX_REPLY as u64);
-        opts.set("max_reply", &bytes.to_string());
-    }
 }
 
 /// Where results go without --out: kvmeter-runs/<time>-<command>-<store>.
