@@ -142,3 +142,11 @@ fn memcached_udp_wrong_request_ids_forever() {
     let o = run("memcached", port, &["udp=true"]);
     reads_failed(&o, "timeout");
 }
+
+#[test]
+fn memcached_garbage_is_protocol_and_its_own_errors_are_not() {
+    let port = memcached!(say(b"HELLO THERE\r\n"));
+    reads_failed(&run("memcached", port, &[]), "protocol");
+    let port = memcached!(say(b"SERVER_ERROR out of memory storing object\r\n"));
+    reads_failed(&run("memcached", port, &[]), "busy");
+}

@@ -313,7 +313,9 @@ impl McSession {
                 if l == b"END" {
                     return Ok(Got::Missing);
                 }
-                let n = value_length(l).ok_or_else(|| unexpected("get", l))?;
+                let Some(n) = value_length(l) else {
+                    return Err(unexpected(c, "get", line));
+                };
                 let v = c.take(n)?;
                 let end = c.line()?;
                 if !c.bytes(end).is_empty() {
@@ -586,6 +588,41 @@ mod tests {
         let r = u.get(b"k").unwrap().expect("found");
         assert_eq!(&u.buf[r], &value[..]);
         assert!(u.get(b"k").unwrap().is_none());
+        t.join().unwrap();
+    }
+
+    /// A reply whose datagrams keep coming (65,535 announced) ends at max_reply, and a VALUE
+    /// line whose length would wrap around is malformed, not a panic.
+    #[test]
+    fn udp_reassembly_is_bounded() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = server.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let (_, peer) = server.recv_from(&mut buf).unwrap();
+            let id = [buf[0], buf[1]];
+            for seq in 0..200u16 {
+                let mut d = id.to_vec();
+                d.extend_from_slice(&seq.to_be_bytes());
+                d.extend_from_slice(&u16::MAX.to_be_bytes());
+                d.extend_from_slice(&[0, 0]);
+                d.extend_from_slice(&[b'x'; 1400]);
+                if server.send_to(&d, peer).is_err() {
+                    return;
+                }
+            }
+            let (_, peer) = server.recv_from(&mut buf).unwrap();
+            let mut d = vec![buf[0], buf[1], 0, 0, 0, 1, 0, 0];
+            d.extend_from_slice(b"VALUE k 0 18446744073709551615\r\nEND\r\n");
+            server.send_to(&d, peer).unwrap();
+        });
+        let mut u = Udp::new(addr, Duration::from_secs(5), net::MIN_MAX_REPLY).unwrap();
+        let e = u.get(b"k").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Protocol, "{}", e.message);
+        assert!(e.message.contains("max_reply"), "{}", e.message);
+        assert!(u.parts.len() <= net::MIN_MAX_REPLY);
+        let e = u.get(b"k").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Protocol, "{}", e.message);
         t.join().unwrap();
     }
 

@@ -4,9 +4,20 @@ use super::super::kv::RawError;
 use super::super::net::{parse_usize, Conn};
 use super::super::ErrorKind;
 
+/// Whether a reply line is the server's own error report (kept as it says; the connection
+/// stays in step) rather than garbage.
+pub(super) fn is_error_line(l: &[u8]) -> bool {
+    l.starts_with(b"SERVER_ERROR") || l.starts_with(b"CLIENT_ERROR") || l.starts_with(b"ERROR")
+}
+
+/// A line where VALUE or END was expected: the server's error, or garbage (a `protocol`
+/// error; the connection is reset).
 #[cold]
-pub(super) fn unexpected(what: &str, l: &[u8]) -> RawError {
-    server_error(what, l)
+pub(super) fn unexpected(c: &mut Conn, what: &str, l: std::ops::Range<usize>) -> RawError {
+    match is_error_line(c.bytes(l.clone())) {
+        true => server_error(what, c.bytes(l)),
+        false => desync(c, what),
+    }
 }
 
 #[cold]

@@ -8,7 +8,7 @@
 use super::super::kv::RawError;
 use super::super::net::{self};
 use super::super::ErrorKind;
-use super::text::{server_error, value_length};
+use super::text::{is_error_line, server_error, value_length};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
@@ -127,7 +127,12 @@ impl Udp {
         if line == b"END" {
             return Ok(None);
         }
-        let n = value_length(line).ok_or_else(|| server_error("get (UDP)", line))?;
+        let Some(n) = value_length(line) else {
+            return Err(match is_error_line(line) {
+                true => server_error("get (UDP)", line),
+                false => udp_malformed(b),
+            });
+        };
         let start = nl + 1;
         // `n` is the server's: the value and its trailer must be in what arrived.
         match start.checked_add(n) {
