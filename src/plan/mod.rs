@@ -13,6 +13,7 @@ mod antagonist;
 mod flags;
 mod javaprops;
 mod layout;
+mod max_reply;
 mod model;
 mod phase;
 pub mod props;
@@ -46,7 +47,7 @@ pub const SUITE_WARMUP: Duration = Duration::from_secs(2);
 pub fn build(req: &Request) -> Result<Plan, UsageError> {
     let mut warnings = Vec::new();
     let adapter = find_store(&req.store)?;
-    let store_options = store_options(adapter, &req.store_opts)?;
+    let mut store_options = store_options(adapter, &req.store_opts)?;
     let flags = flags::Flags::parse(req, &mut warnings)?;
     let slots = layout::layout(req)?;
     let mut resolver = phase::Resolver {
@@ -60,6 +61,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         .map(|slot| resolver.resolve(slot))
         .collect::<Result<Vec<_>, _>>()?;
     let ycsb_percentiles = resolver.ycsb_percentiles;
+    max_reply::fill(&mut store_options, &phases);
     let faults = faults(req, adapter, &store_options, &phases)?;
     let timeline = timeline(req, &faults, flags.interval)?;
     Ok(Plan {

@@ -59,7 +59,7 @@ fn returns(o: &OpStats) -> Vec<(&'static str, u64)> {
         ("SERVICE_UNAVAILABLE", e(K::Busy)),
         (
             "ERROR",
-            e(K::Io) + e(K::Timeout) + e(K::Corruption) + e(K::Other),
+            e(K::Io) + e(K::Timeout) + e(K::Corruption) + e(K::Other) + e(K::Protocol),
         ),
     ];
     v.retain(|(_, n)| *n > 0);

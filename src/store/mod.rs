@@ -89,10 +89,13 @@ pub enum ErrorKind {
     /// A write the primary applied but fewer replicas than `wait_replicas` confirmed in time:
     /// not acknowledged as durable, so the durability check counts it as indeterminate.
     Unconfirmed,
+    /// The server's reply broke its protocol: garbage, a negative or oversized length, a
+    /// reply larger than `max_reply` (the connection is dropped and opened again).
+    Protocol,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 8] = [
+    pub const ALL: [ErrorKind; 9] = [
         ErrorKind::Io,
         ErrorKind::Timeout,
         ErrorKind::Busy,
@@ -101,6 +104,7 @@ impl ErrorKind {
         ErrorKind::UnexpectedState,
         ErrorKind::Other,
         ErrorKind::Unconfirmed,
+        ErrorKind::Protocol,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -112,6 +116,7 @@ impl ErrorKind {
             ErrorKind::UnexpectedState => "unexpected_state",
             ErrorKind::Other => "error",
             ErrorKind::Unconfirmed => "unconfirmed",
+            ErrorKind::Protocol => "protocol",
         }
     }
 }

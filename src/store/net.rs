@@ -6,17 +6,37 @@
 //! Written by hand rather than taken from the client crates: those allocate a value per reply
 //! and hide when a request is written and when its reply has arrived, and both are what the
 //! latency measurement is about.
+//!
+//! Nothing a server sends is trusted (docs/stores.md, "Hostile servers"): the replies to one
+//! request may hold at most `limit` bytes (`max_reply`), a line at most `MAX_LINE`; a length
+//! above that is a `protocol` error before anything is allocated for it. Each request and its
+//! replies have one deadline, `timeout` after the request is sent: a server that drips one
+//! byte a second ends the operation with `timeout` at the deadline, not after each read.
 
 use super::kv::RawError;
 use super::ErrorKind;
 use std::io::{ErrorKind as IoKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The most bytes one request's replies may hold where nothing narrower is known (no workload
+/// behind the options: readiness checks outside a run, `max_reply=auto` not filled in).
+pub const DEFAULT_MAX_REPLY: usize = 64 << 20;
+/// The least `max_reply` accepted: a server's version or INFO reply must fit.
+pub const MIN_MAX_REPLY: usize = 64 << 10;
+/// The most `max_reply` accepted (bounds every sum of lengths below `usize::MAX`).
+pub const MAX_MAX_REPLY: usize = 1 << 40;
+/// The longest line (RESP header, memcached reply line, HTTP header) a reply may hold.
+pub const MAX_LINE: usize = 64 << 10;
+/// The longest `timeout_ms` accepted: an hour (a deadline is an `Instant` plus it).
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
 
 /// Plain TCP, or TLS over it (rustls; Redis's `tls=true`).
 enum Stream {
     Plain(TcpStream),
     Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+    /// No socket yet (`Conn::unconnected`): connected on first use.
+    None,
 }
 
 impl Read for Stream {
@@ -25,6 +45,29 @@ impl Read for Stream {
         match self {
             Stream::Plain(s) => s.read(b),
             Stream::Tls(s) => s.read(b),
+            Stream::None => Err(IoKind::NotConnected.into()),
+        }
+    }
+}
+
+impl Stream {
+    /// The socket under the stream (none before `Conn::unconnected` is connected).
+    fn tcp(&self) -> Option<&TcpStream> {
+        match self {
+            Stream::Plain(s) => Some(s),
+            Stream::Tls(s) => Some(&s.sock),
+            Stream::None => None,
+        }
+    }
+
+    /// Sets the socket's receive (or send) timeout; a failure leaves the earlier one, which
+    /// still bounds a wait.
+    fn set_timeout(&self, receive: bool, t: Duration) {
+        if let Some(tcp) = self.tcp() {
+            let _ = match receive {
+                true => tcp.set_read_timeout(Some(t)),
+                false => tcp.set_write_timeout(Some(t)),
+            };
         }
     }
 }
@@ -35,6 +78,7 @@ impl Write for Stream {
         match self {
             Stream::Plain(s) => s.write(b),
             Stream::Tls(s) => s.write(b),
+            Stream::None => Err(IoKind::NotConnected.into()),
         }
     }
     #[inline]
@@ -45,12 +89,14 @@ impl Write for Stream {
                 s.write_all(b)?;
                 s.flush()
             }
+            Stream::None => Err(IoKind::NotConnected.into()),
         }
     }
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
             Stream::Plain(s) => s.flush(),
             Stream::Tls(s) => s.flush(),
+            Stream::None => Ok(()),
         }
     }
 }
@@ -111,12 +157,60 @@ pub struct Conn {
     stream: Stream,
     pub wbuf: Vec<u8>,
     buf: Vec<u8>,
-    /// Bytes of `buf` holding data, and the first not yet consumed.
+    /// Bytes of `buf` holding data, and the first not yet consumed. `begin` moves what is left
+    /// to the start, so `pos` and `end` also count the bytes of the current request's replies.
     end: usize,
     pos: usize,
     /// Set when the stream can no longer be trusted (a timeout left a reply in flight).
     pub broken: bool,
     pub addr: SocketAddr,
+    /// The most bytes one request's replies may hold (`max_reply`).
+    limit: usize,
+    /// How long a request and its replies may take, and when the current one must be done
+    /// (None: not started, or no request was sent since `begin`).
+    timeout: Duration,
+    deadline: Option<Instant>,
+    /// The current request has already waited once (a partial write, or a read): later waits
+    /// get only what is left until the deadline.
+    waited: bool,
+    /// The socket's receive and send timeouts were shortened to what was left of a deadline
+    /// (restored by the next `begin`).
+    short: [bool; 2],
+}
+
+/// The `max_reply` option every network store declares, with its help text.
+pub const MAX_REPLY_OPT: super::OptSpec = super::OptSpec {
+    name: "max_reply",
+    default: "auto",
+    help: "most bytes the replies to one request may hold (e.g. 4MiB); a longer reply, or a length above it, is a 'protocol' error. auto: twice the largest records the workload reads in one request, at least 1 MiB",
+};
+
+/// `--store-opt timeout_ms`: 1 ms to an hour.
+pub fn timeout(o: &super::StoreOptions) -> Result<Duration, crate::error::UsageError> {
+    let ms = o.positive("timeout_ms")?;
+    if ms > MAX_TIMEOUT_MS {
+        return Err(crate::error::UsageError::new(format!(
+            "--store-opt timeout_ms={ms}: expected 1 to {MAX_TIMEOUT_MS} (an hour)"
+        )));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+/// `--store-opt max_reply`: a size (4MiB, 1g), or `auto`, which the plan replaces by what the
+/// workload needs (`plan::fill_max_reply`); `auto` left as it is (no workload behind the
+/// options) is `DEFAULT_MAX_REPLY`.
+pub fn max_reply(o: &super::StoreOptions) -> Result<usize, crate::error::UsageError> {
+    let v = o.str("max_reply");
+    if v.is_empty() || v == "auto" {
+        return Ok(DEFAULT_MAX_REPLY);
+    }
+    let n = crate::plan::parse_size("--store-opt max_reply", v)?;
+    if n < MIN_MAX_REPLY as u64 || n > MAX_MAX_REPLY as u64 {
+        return Err(crate::error::UsageError::new(format!(
+            "--store-opt max_reply={v}: expected auto or a size from 64KiB to 1TiB"
+        )));
+    }
+    Ok(n as usize)
 }
 
 /// Resolves `host:port`, with a clear error.
@@ -147,7 +241,8 @@ impl Conn {
     }
 
     /// Connects, with TLS when `tls` is given (the handshake completes here, so a certificate
-    /// problem shows at connect time, not as the first operation's error).
+    /// problem shows at connect time, not as the first operation's error). The handshake has
+    /// the same deadline as a request.
     pub fn connect_with(
         addr: SocketAddr,
         timeout: Duration,
@@ -164,7 +259,14 @@ impl Conn {
                     rustls::ClientConnection::new(t.config.clone(), t.server_name.clone())
                         .map_err(std::io::Error::other)?;
                 let mut tcp = tcp;
+                let deadline = Instant::now() + timeout;
                 while conn.is_handshaking() {
+                    if Instant::now() >= deadline {
+                        return Err(std::io::Error::new(
+                            IoKind::TimedOut,
+                            "the TLS handshake did not finish within the timeout",
+                        ));
+                    }
                     conn.complete_io(&mut tcp)?;
                 }
                 Stream::Tls(Box::new(rustls::StreamOwned::new(conn, tcp)))
@@ -174,11 +276,37 @@ impl Conn {
             stream,
             wbuf: Vec::with_capacity(4096),
             buf: vec![0; 16 * 1024],
+            broken: false,
+            ..Self::unconnected(addr, timeout)
+        })
+    }
+
+    /// A connection to `addr` not opened yet: `broken`, so the client opens it the first time
+    /// it is used (a Redis Cluster node no key has been routed to costs no socket).
+    pub fn unconnected(addr: SocketAddr, timeout: Duration) -> Conn {
+        Conn {
+            stream: Stream::None,
+            wbuf: Vec::new(),
+            buf: Vec::new(),
             end: 0,
             pos: 0,
-            broken: false,
+            broken: true,
             addr,
-        })
+            limit: DEFAULT_MAX_REPLY,
+            timeout: timeout.min(Duration::from_millis(MAX_TIMEOUT_MS)),
+            deadline: None,
+            waited: false,
+            short: [false; 2],
+        }
+    }
+
+    /// Sets the most bytes one request's replies may hold (clamped to the accepted range).
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit.clamp(MIN_MAX_REPLY, MAX_MAX_REPLY);
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
     }
 
     /// Starts a request: earlier replies' bytes are dropped (views into them end here).
@@ -193,21 +321,56 @@ impl Conn {
             self.pos = 0;
         }
         self.wbuf.clear();
+        self.deadline = None;
+        self.waited = false;
+        if self.short != [false; 2] {
+            self.restore_timeouts();
+        }
     }
 
-    /// Writes the request in `wbuf`.
+    /// Writes the request in `wbuf`; the request's deadline starts here. One clock read per
+    /// request (vDSO, not a system call); the socket's timeouts change only when a request
+    /// has to wait more than once.
     #[inline]
     pub fn send(&mut self) -> Result<(), RawError> {
-        let r = self.stream.write_all(&self.wbuf);
-        r.map_err(|e| self.io_error("send", e))
+        self.deadline = Some(Instant::now() + self.timeout);
+        let mut at = 0;
+        while at < self.wbuf.len() {
+            if at > 0 {
+                // A partial write: the rest within what is left of the deadline.
+                self.waited = true;
+                self.shorten(false)?;
+            }
+            match self.stream.write(&self.wbuf[at..]) {
+                Ok(0) => return Err(self.io_error("send", IoKind::WriteZero.into())),
+                Ok(n) => at += n,
+                Err(e) if e.kind() == IoKind::Interrupted => {}
+                Err(e) => return Err(self.io_error("send", e)),
+            }
+        }
+        if let Stream::Tls(_) = self.stream {
+            let r = self.stream.flush();
+            r.map_err(|e| self.io_error("send", e))?;
+        }
+        Ok(())
     }
 
-    /// Reads more bytes; the buffer grows when full.
+    /// Reads more bytes; the buffer grows when full, up to the limit.
     fn fill(&mut self) -> Result<(), RawError> {
         if self.end == self.buf.len() {
-            let n = self.buf.len() * 2;
+            if self.end >= self.limit {
+                let limit = self.limit;
+                return Err(self.protocol(format!(
+                    "the replies to one request pass {limit} bytes (max_reply)"
+                )));
+            }
+            let n = (self.buf.len() * 2).clamp(4096, self.limit);
             self.buf.resize(n, 0);
         }
+        if self.waited {
+            self.shorten(true)?;
+        }
+        self.waited = true;
         match self.stream.read(&mut self.buf[self.end..]) {
             Ok(0) => {
                 self.broken = true;
@@ -226,6 +389,32 @@ impl Conn {
         }
     }
 
+    /// Before a second wait in one request: the socket waits only what is left until the
+    /// deadline, and a request past it ends with `timeout`.
+    #[cold]
+    fn shorten(&mut self, receive: bool) -> Result<(), RawError> {
+        let now = Instant::now();
+        let deadline = *self.deadline.get_or_insert(now + self.timeout);
+        let left = deadline.saturating_duration_since(now);
+        let what = if receive { "receive" } else { "send" };
+        if left.is_zero() {
+            return Err(self.io_error(what, IoKind::TimedOut.into()));
+        }
+        // One system call per extra wait: only the direction that waits.
+        self.stream.set_timeout(receive, left);
+        self.short[receive as usize] = true;
+        Ok(())
+    }
+
+    #[cold]
+    fn restore_timeouts(&mut self) {
+        for receive in [false, true] {
+            if std::mem::take(&mut self.short[receive as usize]) {
+                self.stream.set_timeout(receive, self.timeout);
+            }
+        }
+    }
+
     #[cold]
     fn io_error(&mut self, what: &str, e: std::io::Error) -> RawError {
         self.broken = true;
@@ -233,10 +422,22 @@ impl Conn {
             IoKind::WouldBlock | IoKind::TimedOut => RawError::new(
                 ErrorKind::Timeout,
                 false,
-                format!("{}: no reply within the timeout ({what})", self.addr),
+                format!(
+                    "{}: no complete reply within {} ms ({what})",
+                    self.addr,
+                    self.timeout.as_millis()
+                ),
             ),
             _ => RawError::new(ErrorKind::Io, true, format!("{}: {what}: {e}", self.addr)),
         }
+    }
+
+    /// A reply that breaks its protocol: the connection is dropped (opened again by the next
+    /// request), and the error is of kind `protocol`.
+    #[cold]
+    pub fn protocol(&mut self, what: impl std::fmt::Display) -> RawError {
+        self.broken = true;
+        RawError::new(ErrorKind::Protocol, false, format!("{}: {what}", self.addr))
     }
 
     /// The next line (without CRLF) as a range into the buffer; consumed.
@@ -255,19 +456,29 @@ impl Conn {
                 };
                 return Ok(start..stop);
             }
+            if self.end - self.pos > MAX_LINE {
+                return Err(self.protocol(format!("a reply line longer than {MAX_LINE} bytes")));
+            }
             from = self.end;
             self.fill()?;
         }
     }
 
-    /// The next `n` bytes as a range into the buffer; consumed.
+    /// The next `n` bytes as a range into the buffer; consumed. `n` comes from the server: more
+    /// than the limit allows is a `protocol` error, and nothing is allocated for it.
     #[inline]
     pub fn take(&mut self, n: usize) -> Result<std::ops::Range<usize>, RawError> {
+        if n > self.limit.saturating_sub(self.pos) {
+            let limit = self.limit;
+            return Err(self.protocol(format!(
+                "a reply declares {n} bytes, more than the {limit} one request's replies may hold (max_reply)"
+            )));
+        }
         while self.end - self.pos < n {
             if self.buf.len() - self.pos < n {
-                // Make room: a value larger than the buffer.
+                // Make room: a value larger than the buffer (`pos + n` is within the limit).
                 let need = self.pos + n;
-                self.buf.resize(need.next_power_of_two(), 0);
+                self.buf.resize(need.next_power_of_two().min(self.limit), 0);
             }
             self.fill()?;
         }
@@ -284,6 +495,16 @@ impl Conn {
     pub fn buffer(&self) -> &[u8] {
         &self.buf
     }
+}
+
+/// A server's text for an error message: at most 200 bytes, lossy UTF-8.
+pub fn excerpt(b: &[u8]) -> String {
+    let cut = b.len().min(200);
+    let mut s = String::from_utf8_lossy(&b[..cut]).into_owned();
+    if cut < b.len() {
+        s.push('…');
+    }
+    s
 }
 
 #[inline]
@@ -315,7 +536,7 @@ pub fn push_num(out: &mut Vec<u8>, n: usize) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::net::TcpListener;
 
@@ -354,6 +575,116 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::Io);
         assert!(e.fatal);
         assert!(e.message.contains("closed the connection"), "{}", e.message);
+    }
+
+    /// A server on loopback that writes `script` (pausing `gap` between its pieces) to the
+    /// first client, then keeps the connection open until the client closes it.
+    pub(crate) fn serve(script: Vec<Vec<u8>>, gap: Duration) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            for piece in script {
+                if s.write_all(&piece).is_err() {
+                    return;
+                }
+                std::thread::sleep(gap);
+            }
+            let mut sink = [0u8; 4096];
+            while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+        });
+        addr
+    }
+
+    #[test]
+    fn declared_lengths_above_the_limit_are_protocol_errors_not_allocations() {
+        let addr = serve(vec![b"abc".to_vec()], Duration::ZERO);
+        let mut c = Conn::connect(addr, Duration::from_secs(5)).unwrap();
+        c.set_limit(1 << 20);
+        for n in [usize::MAX, usize::MAX - 1, 1 << 63, (1 << 20) + 1] {
+            c.begin();
+            let e = c.take(n).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::Protocol, "{n}: {}", e.message);
+            assert!(e.message.contains("max_reply"), "{}", e.message);
+            assert!(c.broken);
+            assert!(c.buffer().len() <= 16 * 1024, "nothing allocated for {n}");
+        }
+        // Within the limit, but past it with what the request already read.
+        c.begin();
+        let r = c.take(3).unwrap();
+        assert_eq!(c.bytes(r), b"abc");
+        let e = c.take((1 << 20) - 2).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Protocol);
+        // The limit is clamped to the accepted range.
+        c.set_limit(0);
+        assert_eq!(c.limit(), MIN_MAX_REPLY);
+        c.set_limit(usize::MAX);
+        assert_eq!(c.limit(), MAX_MAX_REPLY);
+    }
+
+    #[test]
+    fn endless_lines_and_replies_end_at_the_limit() {
+        // A line with no newline: an error once it passes MAX_LINE, not a growing buffer.
+        let addr = serve(vec![vec![b'a'; 200 << 10]], Duration::ZERO);
+        let mut c = Conn::connect(addr, Duration::from_secs(5)).unwrap();
+        c.begin();
+        let e = c.line().unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Protocol, "{}", e.message);
+        assert!(e.message.contains("line longer"), "{}", e.message);
+        assert!(c.buffer().len() <= 4 * MAX_LINE);
+        // Short lines that never end: the request's replies pass the limit.
+        let addr = serve(vec![b"x\r\n".repeat(100 << 10)], Duration::ZERO);
+        let mut c = Conn::connect(addr, Duration::from_secs(5)).unwrap();
+        c.set_limit(MIN_MAX_REPLY);
+        c.begin();
+        let e = loop {
+            if let Err(e) = c.line() {
+                break e;
+            }
+        };
+        assert_eq!(e.kind, ErrorKind::Protocol, "{}", e.message);
+        assert!(e.message.contains("pass"), "{}", e.message);
+        assert!(c.buffer().len() <= MIN_MAX_REPLY);
+    }
+
+    #[test]
+    fn a_drip_ends_at_the_deadline_not_after_each_read() {
+        // One byte every 100 ms: each read returns well within the 600 ms timeout, the
+        // whole line never does.
+        let script = (0..100).map(|_| b"a".to_vec()).collect();
+        let addr = serve(script, Duration::from_millis(100));
+        let mut c = Conn::connect(addr, Duration::from_millis(600)).unwrap();
+        c.begin();
+        c.wbuf.extend_from_slice(b"GET\r\n");
+        let t = Instant::now();
+        c.send().unwrap();
+        let e = c.line().unwrap_err();
+        let took = t.elapsed();
+        assert_eq!(e.kind, ErrorKind::Timeout, "{}", e.message);
+        assert!(c.broken);
+        assert!(
+            took >= Duration::from_millis(550) && took < Duration::from_millis(1200),
+            "{took:?}"
+        );
+        // The next request gets the whole timeout again on a fresh connection.
+        let addr = serve(vec![b"ok\r\n".to_vec()], Duration::ZERO);
+        let mut c = Conn::connect(addr, Duration::from_millis(600)).unwrap();
+        c.begin();
+        c.send().unwrap();
+        let r = c.line().unwrap();
+        assert_eq!(c.bytes(r), b"ok");
+    }
+
+    #[test]
+    fn an_unconnected_conn_is_broken_until_replaced() {
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let mut c = Conn::unconnected(addr, Duration::from_secs(1));
+        assert!(c.broken);
+        assert!(c.buffer().is_empty());
+        c.begin();
+        c.wbuf.extend_from_slice(b"PING\r\n");
+        assert_eq!(c.send().unwrap_err().kind, ErrorKind::Io);
+        assert_eq!(c.line().unwrap_err().kind, ErrorKind::Io);
     }
 
     #[test]

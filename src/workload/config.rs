@@ -98,4 +98,37 @@ impl WorkloadConfig {
     pub fn ordered(&self) -> bool {
         self.insertorder != "hashed"
     }
+
+    /// An upper bound on the bytes one record of this workload takes on the wire: its key, and
+    /// every field at the longest length the distribution draws, with 32 bytes of framing
+    /// per field (an encoding's or a protocol's lengths and separators) and 256 per record.
+    /// It sizes what a network store may accept in one reply (`max_reply=auto`).
+    pub fn largest_record(&self) -> u64 {
+        let longest = match self.fieldlengthdistribution {
+            FieldLengthDistribution::Histogram => self
+                .fieldlength_histogram
+                .as_ref()
+                .map(|h| h.max())
+                .unwrap_or(0),
+            _ => self.fieldlength as i64,
+        }
+        .max(self.minfieldlength as i64)
+        .max(0) as u64;
+        let fields = self.fieldcount.max(0) as u64;
+        let name = self.fieldnameprefix.len() as u64 + 20;
+        let key = 4 + (self.zeropadding.max(0) as u64).max(20);
+        fields
+            .saturating_mul(longest.saturating_add(name).saturating_add(32))
+            .saturating_add(key)
+            .saturating_add(256)
+    }
+
+    /// The most records one operation reads: a scan's longest, else one.
+    pub fn records_per_read(&self) -> u64 {
+        if self.scanproportion > 0.0 {
+            self.maxscanlength.max(1) as u64
+        } else {
+            1
+        }
+    }
 }

@@ -39,7 +39,8 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "heartbeat_ms", default: "100", help: "managed: Raft heartbeat interval (--heartbeat-interval)" },
     OptSpec { name: "election_ms", default: "1000", help: "managed: Raft election timeout (--election-timeout), at least 5 heartbeats" },
     OptSpec { name: "connections", default: "1", help: "connections per worker, used in turn" },
-    OptSpec { name: "timeout_ms", default: "10000", help: "how long to wait for a reply before the operation counts as a timeout" },
+    OptSpec { name: "timeout_ms", default: "10000", help: "deadline of one request: its whole reply within this, or the operation counts as a timeout (a server that drips bytes too)" },
+    net::MAX_REPLY_OPT,
     OptSpec { name: "quota_backend_mb", default: "8192", help: "managed server: backend size quota (--quota-backend-bytes)" },
     OptSpec { name: "snapshot_count", default: "100000", help: "managed server: committed entries between snapshots (--snapshot-count)" },
 ];
@@ -80,6 +81,8 @@ struct Settings {
     timeout: Duration,
     /// TLS and credentials for addr= (plain for a managed etcd).
     access: std::sync::Arc<Access>,
+    /// The most bytes one request's reply may hold (`max_reply`).
+    max_reply: usize,
 }
 
 fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
@@ -88,8 +91,9 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
     cluster::check(o)?;
     Ok(Settings {
         connections: o.positive("connections")? as usize,
-        timeout: Duration::from_millis(o.positive("timeout_ms")?),
+        timeout: net::timeout(o)?,
         access: auth::store_access(o)?,
+        max_reply: net::max_reply(o)?,
     })
 }
 
@@ -117,6 +121,7 @@ fn ping(o: &StoreOptions, list: &str) -> Result<String, String> {
 
 fn ping_one(s: &Settings, addr: SocketAddr) -> Result<String, String> {
     let mut h = Http::connect(addr, s.timeout, &s.access).map_err(|e| e.message)?;
+    h.max_reply = s.max_reply;
     let body = h
         .call(b"GET", b"/version", b"")
         .map_err(|e| e.message)?
@@ -139,6 +144,7 @@ fn clear(o: &StoreOptions) -> anyhow::Result<()> {
         .addr;
     let mut h =
         Http::connect(addr, s.timeout, &s.access).map_err(|e| anyhow::anyhow!(e.message))?;
+    h.max_reply = s.max_reply;
     // key "\0", range_end "\0": every key.
     h.call(
         b"POST",
@@ -165,6 +171,8 @@ struct Http {
     conn: Conn,
     body: Vec<u8>,
     json: Vec<u8>,
+    /// The most bytes one reply may hold (`max_reply`; the coordination channel's own).
+    max_reply: usize,
     timeout: Duration,
     /// TLS and credentials (shared by the client's connections).
     access: std::sync::Arc<Access>,
@@ -192,6 +200,7 @@ impl Http {
             conn,
             body: Vec::with_capacity(4096),
             json: Vec::with_capacity(4096),
+            max_reply: net::DEFAULT_MAX_REPLY,
             timeout,
             access: access.clone(),
             token: Vec::new(),
@@ -263,6 +272,8 @@ impl Http {
             self.follow_leader();
         }
         let c = &mut self.conn;
+        // Every connection the client opened (reconnects included) gets the bound.
+        c.set_limit(self.max_reply);
         c.begin();
         let w = &mut c.wbuf;
         w.extend_from_slice(method);
@@ -306,6 +317,8 @@ impl Http {
                 let l = c.line()?;
                 let hex = c.bytes(l);
                 let hex = &hex[..net::memchr(b';', hex).unwrap_or(hex.len())];
+                // The size is the server's: `take` refuses one above the limit, and the
+                // chunks together stay within it (they all sit in the buffer).
                 let n = usize::from_str_radix(std::str::from_utf8(trim(hex)).unwrap_or("x"), 16)
                     .map_err(|_| bad(c))?;
                 if n == 0 {
@@ -314,7 +327,10 @@ impl Http {
                 }
                 let r = c.take(n)?;
                 self.body.extend_from_slice(c.bytes(r));
-                c.line()?;
+                let end = c.line()?;
+                if !c.bytes(end).is_empty() {
+                    return Err(bad(c));
+                }
             }
         } else {
             let n = length.ok_or_else(|| bad(c))?;
@@ -346,17 +362,12 @@ fn trim(b: &[u8]) -> &[u8] {
 
 #[cold]
 fn bad(c: &mut Conn) -> RawError {
-    c.broken = true;
-    RawError::new(
-        ErrorKind::Other,
-        false,
-        "etcd: malformed HTTP reply (connection reset)",
-    )
+    c.protocol("etcd: malformed HTTP reply (connection reset)")
 }
 
 #[cold]
 fn http_error(status: usize, body: &[u8]) -> RawError {
-    let text = String::from_utf8_lossy(body).into_owned();
+    let text = net::excerpt(body);
     let kind = if text.contains("too many requests") || status == 503 {
         ErrorKind::Busy
     } else if text.contains("space quota") {
@@ -400,6 +411,7 @@ impl Store for EtcdStore {
             let mut h = Http::connect(self.endpoints[0], self.s.timeout, &self.s.access)
                 .map_err(|e| anyhow::anyhow!(e.message))?;
             h.endpoints = self.endpoints.clone();
+            h.max_reply = self.s.max_reply;
             conns.push(h);
         }
         Ok(Box::new(KvSession::new(EtcdRaw {
@@ -546,6 +558,10 @@ impl RawKv for EtcdRaw {
     }
 }
 
+/// The most bytes one reply on the coordination channel may hold: a range over a distributed
+/// run's keys (every agent's interval posts) is far above a store's `max_reply`.
+const GATEWAY_MAX_REPLY: usize = 256 << 20;
+
 /// etcd's v3 JSON gateway for kvmeter's own coordination (`dist`): any request, JSON in and
 /// out, over the same keep-alive HTTP client the store uses, failing over across members.
 pub struct Gateway(Http);
@@ -568,6 +584,7 @@ impl Gateway {
             match Http::connect(*a, timeout, access) {
                 Ok(mut h) => {
                     h.endpoints = order.clone().into();
+                    h.max_reply = GATEWAY_MAX_REPLY;
                     return Ok(Gateway(h));
                 }
                 Err(e) => last = e.message,

@@ -53,7 +53,7 @@ pub(super) fn bin_status(what: &str, status: u16, body: &[u8]) -> RawError {
         false,
         format!(
             "memcached {what}: status 0x{status:04x} {}",
-            String::from_utf8_lossy(body)
+            super::super::net::excerpt(body)
         ),
     )
 }

@@ -30,7 +30,8 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "udp", default: "false", help: "GETs over UDP (papers/003); sets and deletes over TCP. Managed servers listen on UDP at the TCP port number" },
     OptSpec { name: "connections", default: "1", help: "TCP connections per worker, used in turn" },
     OptSpec { name: "pipeline", default: "1", help: "operations per round trip (text protocol over TCP): queued reads become one multi-get ('get k1 k2 ...'), inserts are pipelined sets; updates (read-merge-set) and deletes go alone" },
-    OptSpec { name: "timeout_ms", default: "5000", help: "how long to wait for a reply before the operation counts as a timeout" },
+    OptSpec { name: "timeout_ms", default: "5000", help: "deadline of one request: its whole reply within this, or the operation counts as a timeout (a server that drips bytes, or UDP datagrams of other requests, too)" },
+    net::MAX_REPLY_OPT,
     OptSpec { name: "memory_mb", default: "1024", help: "managed server: item memory (-m)" },
     OptSpec { name: "threads", default: "4", help: "managed server: worker threads (-t)" },
     OptSpec { name: "cpus", default: "", help: "managed: CPUs the server is pinned to, e.g. 1, 0-1 or 0/2; recorded in the manifest" },
@@ -78,6 +79,8 @@ struct Settings {
     connections: usize,
     timeout: Duration,
     pipeline: usize,
+    /// The most bytes one request's replies may hold (`max_reply`).
+    max_reply: usize,
 }
 
 fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
@@ -89,7 +92,7 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         },
         udp: o.bool("udp")?,
         connections: o.positive("connections")? as usize,
-        timeout: Duration::from_millis(o.positive("timeout_ms")?),
+        timeout: net::timeout(o)?,
         pipeline: match o.positive("pipeline")? {
             n @ 1..=10_000 => n as usize,
             n => {
@@ -98,6 +101,7 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
                 )))
             }
         },
+        max_reply: net::max_reply(o)?,
     };
     o.positive("memory_mb")?;
     o.positive("threads")?;
@@ -138,8 +142,9 @@ fn server_args(o: &StoreOptions, ports: &[u16], _dir: &Path) -> Vec<String> {
 fn connect(o: &StoreOptions) -> Result<(Conn, Settings), String> {
     let s = settings(o).map_err(|e| e.to_string())?;
     let addr = net::resolve(o.str("addr"))?;
-    let c = Conn::connect(addr, s.timeout)
+    let mut c = Conn::connect(addr, s.timeout)
         .map_err(|e| format!("cannot connect to memcached at {addr}: {e}"))?;
+    c.set_limit(s.max_reply);
     Ok((c, s))
 }
 
@@ -161,7 +166,8 @@ fn ping(o: &StoreOptions, _addr: &str) -> Result<String, String> {
         .to_string();
     if s.udp {
         // The UDP port must answer too.
-        let mut u = Udp::new(c.addr, s.timeout).map_err(|e| format!("UDP socket: {e}"))?;
+        let mut u =
+            Udp::new(c.addr, s.timeout, s.max_reply).map_err(|e| format!("UDP socket: {e}"))?;
         u.get(b"kvmeter-ping").map_err(|e| {
             format!(
                 "no UDP answer from {}: {} (is memcached listening on UDP, -U?)",
@@ -194,12 +200,14 @@ impl Store for McStore {
     fn session(&self) -> anyhow::Result<Box<dyn Session>> {
         let mut conns = Vec::with_capacity(self.s.connections);
         for _ in 0..self.s.connections {
-            conns.push(Conn::connect(self.addr, self.s.timeout).map_err(|e| {
+            let mut c = Conn::connect(self.addr, self.s.timeout).map_err(|e| {
                 anyhow::anyhow!("cannot connect to memcached at {}: {e}", self.addr)
-            })?);
+            })?;
+            c.set_limit(self.s.max_reply);
+            conns.push(c);
         }
         let udp = if self.s.udp {
-            Some(Udp::new(self.addr, self.s.timeout)?)
+            Some(Udp::new(self.addr, self.s.timeout, self.s.max_reply)?)
         } else {
             None
         };
@@ -209,6 +217,7 @@ impl Store for McStore {
             protocol: self.s.protocol,
             udp,
             timeout: self.s.timeout,
+            max_reply: self.s.max_reply,
             encoded: Vec::new(),
             spans: Vec::new(),
             last_error: None,
@@ -232,6 +241,7 @@ struct McSession {
     protocol: Protocol,
     udp: Option<Udp>,
     timeout: Duration,
+    max_reply: usize,
     /// Inserts' encoding, and the fields of each multi-get value, in a pipelined batch.
     encoded: Vec<u8>,
     spans: Vec<record::Span>,
@@ -277,6 +287,7 @@ impl McSession {
                     format!("cannot reconnect to memcached at {addr}: {e}"),
                 )
             })?;
+            self.conns[i].set_limit(self.max_reply);
         }
         self.conns[i].begin();
         Ok(i)
@@ -302,7 +313,9 @@ impl McSession {
                 if l == b"END" {
                     return Ok(Got::Missing);
                 }
-                let n = value_length(l).ok_or_else(|| unexpected("get", l))?;
+                let Some(n) = value_length(l) else {
+                    return Err(unexpected(c, "get", line));
+                };
                 let v = c.take(n)?;
                 let end = c.line()?;
                 if !c.bytes(end).is_empty() {
@@ -571,10 +584,45 @@ mod tests {
             d.extend_from_slice(b"END\r\n");
             server.send_to(&d, peer).unwrap();
         });
-        let mut u = Udp::new(addr, Duration::from_secs(5)).unwrap();
+        let mut u = Udp::new(addr, Duration::from_secs(5), net::DEFAULT_MAX_REPLY).unwrap();
         let r = u.get(b"k").unwrap().expect("found");
         assert_eq!(&u.buf[r], &value[..]);
         assert!(u.get(b"k").unwrap().is_none());
+        t.join().unwrap();
+    }
+
+    /// A reply whose datagrams keep coming (65,535 announced) ends at max_reply, and a VALUE
+    /// line whose length would wrap around is malformed, not a panic.
+    #[test]
+    fn udp_reassembly_is_bounded() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = server.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let (_, peer) = server.recv_from(&mut buf).unwrap();
+            let id = [buf[0], buf[1]];
+            for seq in 0..200u16 {
+                let mut d = id.to_vec();
+                d.extend_from_slice(&seq.to_be_bytes());
+                d.extend_from_slice(&u16::MAX.to_be_bytes());
+                d.extend_from_slice(&[0, 0]);
+                d.extend_from_slice(&[b'x'; 1400]);
+                if server.send_to(&d, peer).is_err() {
+                    return;
+                }
+            }
+            let (_, peer) = server.recv_from(&mut buf).unwrap();
+            let mut d = vec![buf[0], buf[1], 0, 0, 0, 1, 0, 0];
+            d.extend_from_slice(b"VALUE k 0 18446744073709551615\r\nEND\r\n");
+            server.send_to(&d, peer).unwrap();
+        });
+        let mut u = Udp::new(addr, Duration::from_secs(5), net::MIN_MAX_REPLY).unwrap();
+        let e = u.get(b"k").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Protocol, "{}", e.message);
+        assert!(e.message.contains("max_reply"), "{}", e.message);
+        assert!(u.parts.len() <= net::MIN_MAX_REPLY);
+        let e = u.get(b"k").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Protocol, "{}", e.message);
         t.join().unwrap();
     }
 

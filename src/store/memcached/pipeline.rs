@@ -66,7 +66,9 @@ impl McSession {
                         if line == b"END" {
                             break;
                         }
-                        let n = value_length(line).ok_or_else(|| unexpected("get", line))?;
+                        let Some(n) = value_length(line) else {
+                            return Err(unexpected(c, "get", l));
+                        };
                         let key_end = line[6..].iter().position(|&b| b == b' ').map(|p| 6 + p);
                         let key = key_end.map(|e| l.start + 6..l.start + e);
                         let v = c.take(n)?;

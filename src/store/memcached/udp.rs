@@ -1,12 +1,16 @@
 //! GETs over UDP as papers/003 measures them: the 8-byte frame header, and replies that span
 //! several datagrams put back in order.
+//!
+//! A get has a deadline (`timeout_ms` from its request): datagrams of other requests, or a
+//! reply's datagrams that keep coming, do not extend it; a reply's datagrams together hold at
+//! most `max_reply` bytes.
 
 use super::super::kv::RawError;
 use super::super::net::{self};
 use super::super::ErrorKind;
-use super::text::{server_error, value_length};
+use super::text::{is_error_line, server_error, value_length};
 use std::net::{SocketAddr, UdpSocket};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// GETs over UDP: each request carries an 8-byte frame header (request id, sequence 0,
 /// 1 datagram, reserved); the reply's datagrams carry the same request id, their sequence
@@ -20,10 +24,14 @@ pub(super) struct Udp {
     /// Payload of each sequence number (start, length in `parts`), reused.
     pub(super) parts: Vec<u8>,
     pub(super) seen: Vec<(usize, usize)>,
+    timeout: Duration,
+    limit: usize,
+    /// The socket's timeout was shortened to what was left of a deadline.
+    short: bool,
 }
 
 impl Udp {
-    pub(super) fn new(addr: SocketAddr, timeout: Duration) -> std::io::Result<Udp> {
+    pub(super) fn new(addr: SocketAddr, timeout: Duration, limit: usize) -> std::io::Result<Udp> {
         let sock = UdpSocket::bind(if addr.is_ipv4() {
             "0.0.0.0:0"
         } else {
@@ -38,6 +46,9 @@ impl Udp {
             datagram: vec![0; 65536],
             parts: Vec::new(),
             seen: Vec::new(),
+            timeout,
+            limit: limit.clamp(net::MIN_MAX_REPLY, net::MAX_MAX_REPLY),
+            short: false,
         })
     }
 
@@ -51,6 +62,13 @@ impl Udp {
         self.buf.extend_from_slice(b"get ");
         self.buf.extend_from_slice(key);
         self.buf.extend_from_slice(b"\r\n");
+        if self.short {
+            self.short = false;
+            let _ = self.sock.set_read_timeout(Some(self.timeout));
+        }
+        // One clock read per get (vDSO); the socket's timeout changes only when a get waits
+        // for more than one datagram.
+        let deadline = Instant::now() + self.timeout;
         self.sock
             .send(&self.buf)
             .map_err(|e| udp_error("send", e))?;
@@ -58,7 +76,12 @@ impl Udp {
         self.seen.clear();
         let mut total = usize::MAX;
         let mut got = 0;
+        let mut waited = false;
         while got < total {
+            if waited {
+                self.shorten(deadline)?;
+            }
+            waited = true;
             let n = self
                 .sock
                 .recv(&mut self.datagram)
@@ -79,6 +102,16 @@ impl Udp {
             if seq >= total || self.seen[seq].1 != usize::MAX {
                 continue;
             }
+            if self.parts.len() + (n - 8) > self.limit {
+                return Err(RawError::new(
+                    ErrorKind::Protocol,
+                    false,
+                    format!(
+                        "memcached UDP get: the reply's datagrams pass {} bytes (max_reply)",
+                        self.limit
+                    ),
+                ));
+            }
             self.seen[seq] = (self.parts.len(), n - 8);
             self.parts.extend_from_slice(&d[8..]);
             got += 1;
@@ -94,12 +127,32 @@ impl Udp {
         if line == b"END" {
             return Ok(None);
         }
-        let n = value_length(line).ok_or_else(|| server_error("get (UDP)", line))?;
+        let Some(n) = value_length(line) else {
+            return Err(match is_error_line(line) {
+                true => server_error("get (UDP)", line),
+                false => udp_malformed(b),
+            });
+        };
         let start = nl + 1;
-        if b.len() < start + n + 7 || &b[start + n..start + n + 7] != b"\r\nEND\r\n" {
-            return Err(udp_malformed(b));
+        // `n` is the server's: the value and its trailer must be in what arrived.
+        match start.checked_add(n) {
+            Some(end) if b.len() >= end + 7 && &b[end..end + 7] == b"\r\nEND\r\n" => {
+                Ok(Some(start..end))
+            }
+            _ => Err(udp_malformed(b)),
         }
-        Ok(Some(start..start + n))
+    }
+
+    /// Before waiting for another datagram: only what is left until the deadline.
+    #[cold]
+    fn shorten(&mut self, deadline: Instant) -> Result<(), RawError> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(udp_error("receive", std::io::ErrorKind::TimedOut.into()));
+        }
+        let _ = self.sock.set_read_timeout(Some(left));
+        self.short = true;
+        Ok(())
     }
 }
 
@@ -122,7 +175,7 @@ pub(super) fn udp_error(what: &str, e: std::io::Error) -> RawError {
 pub(super) fn udp_malformed(b: &[u8]) -> RawError {
     let head = String::from_utf8_lossy(&b[..b.len().min(60)]).into_owned();
     RawError::new(
-        ErrorKind::Other,
+        ErrorKind::Protocol,
         false,
         format!("memcached UDP get: malformed reply '{head}'"),
     )

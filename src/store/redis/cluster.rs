@@ -98,16 +98,29 @@ pub(super) fn shard_of(slot: usize, m: usize) -> u16 {
     (((slot + 1) * m - 1) / SLOTS).min(m - 1) as u16
 }
 
-/// The slot → address map, from CLUSTER SLOTS.
-pub(super) fn slot_map(c: &mut net::Conn) -> Result<Vec<SocketAddr>, String> {
+/// The most distinct nodes one CLUSTER SLOTS reply may name (a real cluster has at most a
+/// few hundred masters): more is refused before any is resolved or connected to, so a
+/// reply cannot turn kvmeter into a port scanner.
+pub(super) const MAX_NODES: usize = 1000;
+
+/// The slot → owner map, from CLUSTER SLOTS (None: no master serves the slot). An owner with
+/// an empty host is the node asked (the specification's "unknown endpoint").
+pub(super) fn slot_map(c: &mut net::Conn) -> Result<Vec<Option<SocketAddr>>, String> {
     c.begin();
     command(&mut c.wbuf, &[b"CLUSTER", b"SLOTS"]);
     c.send().map_err(|e| e.message)?;
     let Reply::Array(Some(n)) = reply(c).map_err(|e| e.message)? else {
         return Err("CLUSTER SLOTS: unexpected reply".into());
     };
-    let unset: SocketAddr = "0.0.0.0:0".parse().expect("an address");
-    let mut map = vec![unset; SLOTS];
+    if n > SLOTS {
+        c.broken = true;
+        return Err(format!(
+            "CLUSTER SLOTS: {n} slot ranges, more than the {SLOTS} slots"
+        ));
+    }
+    let mut map = vec![None; SLOTS];
+    // Each owner as the reply names it, resolved once.
+    let mut owners: Vec<(String, u16, Option<SocketAddr>)> = Vec::new();
     for _ in 0..n {
         let Reply::Array(Some(parts)) = reply(c).map_err(|e| e.message)? else {
             return Err("CLUSTER SLOTS: unexpected entry".into());
@@ -120,38 +133,63 @@ pub(super) fn slot_map(c: &mut net::Conn) -> Result<Vec<SocketAddr>, String> {
         };
         let mut owner = None;
         for p in 2..parts {
-            let Reply::Array(Some(fields)) = reply(c).map_err(|e| e.message)? else {
-                return Err("CLUSTER SLOTS: unexpected node".into());
-            };
-            let mut ip = String::new();
-            let mut port = 0i64;
-            for f in 0..fields {
-                match reply(c).map_err(|e| e.message)? {
-                    Reply::Bulk(Some(r)) if f == 0 => {
-                        ip = String::from_utf8_lossy(c.bytes(r)).into_owned()
-                    }
-                    Reply::Int(x) if f == 1 => port = x,
-                    Reply::Array(Some(k)) => {
-                        // Redis 7's metadata map: skip its entries.
-                        for _ in 0..k {
-                            reply(c).map_err(|e| e.message)?;
-                        }
-                    }
-                    _ => {}
-                }
-            }
+            let node = node(c).map_err(|e| e.message)?;
             if p == 2 {
-                owner = net::resolve(&format!("{ip}:{port}")).ok();
+                owner = node;
             }
         }
-        if let Some(a) = owner {
+        let Some((host, port)) = owner else { continue };
+        let a = match owners.iter().find(|(h, p, _)| *h == host && *p == port) {
+            Some(o) => o.2,
+            None => {
+                if owners.len() == MAX_NODES {
+                    c.broken = true;
+                    return Err(format!(
+                        "CLUSTER SLOTS names more than {MAX_NODES} nodes; kvmeter connects to no more"
+                    ));
+                }
+                let a = match host.as_str() {
+                    "" => Some(SocketAddr::new(c.addr.ip(), port)),
+                    h => match h.parse::<std::net::IpAddr>() {
+                        Ok(ip) => Some(SocketAddr::new(ip, port)),
+                        Err(_) => net::resolve(&format!("{h}:{port}")).ok(),
+                    },
+                };
+                owners.push((host, port, a));
+                a
+            }
+        };
+        if let Some(a) = a {
             let (lo, hi) = (lo.max(0) as usize, (hi.max(0) as usize).min(SLOTS - 1));
             if lo <= hi {
-                map[lo..=hi].fill(a);
+                map[lo..=hi].fill(Some(a));
             }
         }
     }
     Ok(map)
+}
+
+/// One node of a CLUSTER SLOTS entry: `[host, port, id, {metadata}]` → (host, port), None when
+/// the port is not one.
+fn node(c: &mut net::Conn) -> Result<Option<(String, u16)>, RawError> {
+    let Reply::Array(Some(fields)) = reply(c)? else {
+        return Err(c.protocol("CLUSTER SLOTS: unexpected node"));
+    };
+    let mut host = String::new();
+    let mut port = 0i64;
+    for f in 0..fields {
+        match reply(c)? {
+            Reply::Bulk(Some(r)) if f == 0 => host = net::excerpt(c.bytes(r)),
+            Reply::Int(x) if f == 1 => port = x,
+            // Redis 7's metadata map (and anything nested): skipped, depth bounded.
+            Reply::Array(Some(k)) => skip(c, k)?,
+            _ => {}
+        }
+    }
+    Ok(u16::try_from(port)
+        .ok()
+        .filter(|&p| p > 0)
+        .map(|p| (host, p)))
 }
 
 fn cluster_info(s: &Settings, addr: &str) -> Result<String, String> {
@@ -396,32 +434,28 @@ impl Routes {
                 Ok(map) => {
                     let mut nodes: Vec<std::net::SocketAddr> = vec![];
                     let mut slots = Vec::with_capacity(map.len());
-                    for addr in map {
+                    for owner in map {
+                        // A slot no master serves goes to the node asked: it answers with
+                        // CLUSTERDOWN (or MOVED) itself, never a connection to 0.0.0.0.
+                        let addr = owner.unwrap_or(a);
                         let i = match nodes.iter().position(|n| *n == addr) {
                             Some(i) => i,
                             None => {
+                                super::server::warn_foreign(s, "CLUSTER SLOTS", addr);
                                 nodes.push(addr);
                                 nodes.len() - 1
                             }
                         };
                         slots.push(i as u16);
                     }
+                    // Connections follow the node list; a node without one gets it when a
+                    // key is first routed there (one reply cannot open a connection per node).
                     let mut fresh = Vec::with_capacity(nodes.len());
                     for n in &nodes {
                         let old = conns.iter().position(|c| c.addr == *n && !c.broken);
                         fresh.push(match old {
                             Some(i) => conns.swap_remove(i),
-                            None => match connect(s, *n) {
-                                Ok(c) => c,
-                                Err(_) => {
-                                    // Dead but still in the map: a broken placeholder that
-                                    // reconnects (and fails fast) until the map changes.
-                                    let mut c = connect(s, a).map_err(|e| e.message)?;
-                                    c.addr = *n;
-                                    c.broken = true;
-                                    c
-                                }
-                            },
+                            None => net::Conn::unconnected(*n, s.timeout),
                         });
                     }
                     *conns = fresh;
@@ -450,6 +484,16 @@ impl super::RedisSession {
         let i = match self.conns.iter().position(|c| c.addr == addr && !c.broken) {
             Some(i) => i,
             None => {
+                // The slot map's next refresh drops connections it does not name; until then
+                // redirects to ever new nodes are bounded like the map's nodes.
+                if self.conns.len() > MAX_NODES {
+                    return Err(RawError::new(
+                        crate::store::ErrorKind::Protocol,
+                        false,
+                        format!("Redis Cluster: a redirect to {addr} would open more than {MAX_NODES} connections"),
+                    ));
+                }
+                super::server::warn_foreign(&self.s, "a MOVED or ASK redirect", addr);
                 self.conns.push(connect(&self.s, addr)?);
                 self.conns.len() - 1
             }
@@ -520,5 +564,74 @@ mod tests {
         assert_eq!(r("Redis: ASK 3999 127.0.0.1:6381"), Some((a, true)));
         assert_eq!(r("Redis: ERR wrong number of arguments"), None);
         assert_eq!(r("Redis: CLUSTERDOWN The cluster is down"), None);
+    }
+
+    /// A CLUSTER SLOTS reply: each entry (first slot, last slot, host, port), with a node id
+    /// and Redis 7's metadata map after host and port.
+    fn slots_reply(entries: &[(usize, usize, &str, u16)]) -> Vec<u8> {
+        let mut r = format!("*{}\r\n", entries.len()).into_bytes();
+        for (lo, hi, host, port) in entries {
+            r.extend(
+                format!(
+                    "*3\r\n:{lo}\r\n:{hi}\r\n*4\r\n${}\r\n{host}\r\n:{port}\r\n$2\r\nid\r\n*2\r\n$8\r\nhostname\r\n$1\r\nx\r\n",
+                    host.len()
+                )
+                .into_bytes(),
+            );
+        }
+        r
+    }
+
+    fn asking(reply: Vec<u8>) -> net::Conn {
+        let addr = net::tests::serve(vec![reply], Duration::ZERO);
+        net::Conn::connect(addr, Duration::from_secs(5)).unwrap()
+    }
+
+    #[test]
+    fn a_slot_map_names_at_most_1000_nodes() {
+        let node = |i: usize| (i, i, "127.0.0.2", 20000 + i as u16);
+        let e = slot_map(&mut asking(slots_reply(
+            &(0..1001).map(node).collect::<Vec<_>>(),
+        )))
+        .unwrap_err();
+        assert!(e.contains("more than 1000 nodes"), "{e}");
+        let map = slot_map(&mut asking(slots_reply(
+            &(0..1000).map(node).collect::<Vec<_>>(),
+        )))
+        .unwrap();
+        assert_eq!(map[999], Some("127.0.0.2:20999".parse().unwrap()));
+        assert_eq!(map[1000], None);
+        let e = slot_map(&mut asking(b"*16385\r\n".to_vec())).unwrap_err();
+        assert!(e.contains("more than the 16384 slots"), "{e}");
+        // A port that is not one names no owner.
+        let map = slot_map(&mut asking(slots_reply(&[(0, 5, "127.0.0.2", 0)]))).unwrap();
+        assert!(map.iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn unmapped_slots_go_to_the_node_asked_and_nodes_connect_lazily() {
+        // Slots 0-99 at another host, 100-199 at an empty host (the node asked, another
+        // port), the rest unmapped.
+        let reply = slots_reply(&[(0, 99, "127.0.0.2", 7001), (100, 199, "", 7002)]);
+        let asked = net::tests::serve(vec![reply], Duration::ZERO);
+        let o = StoreOptions::parse(
+            "redis",
+            super::super::OPTIONS,
+            &[format!("addr={asked}"), "cluster=3".into()],
+        )
+        .unwrap();
+        let s = settings(&o).unwrap();
+        let mut conns = vec![net::Conn::unconnected(asked, s.timeout)];
+        let mut r = Routes::default();
+        r.refresh(&s, &mut conns).unwrap();
+        let other: SocketAddr = "127.0.0.2:7001".parse().unwrap();
+        let same_host = SocketAddr::new(asked.ip(), 7002);
+        assert_eq!(r.nodes, vec![other, same_host, asked]);
+        assert_eq!(r.nodes[r.slots[0] as usize], other);
+        assert_eq!(r.nodes[r.slots[150] as usize], same_host);
+        assert_eq!(r.nodes[r.slots[16383] as usize], asked);
+        // No node was connected to: each opens when a key is first routed there.
+        assert_eq!(conns.len(), 3);
+        assert!(conns.iter().all(|c| c.broken && c.buffer().is_empty()));
     }
 }

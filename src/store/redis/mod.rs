@@ -29,7 +29,8 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "user", default: "", help: "ACL user for AUTH (Redis 6+); empty: the default user" },
     OptSpec { name: "db", default: "0", help: "database number (SELECT)" },
     OptSpec { name: "connections", default: "1", help: "connections per worker, used in turn" },
-    OptSpec { name: "timeout_ms", default: "5000", help: "how long to wait for a reply before the operation counts as a timeout" },
+    OptSpec { name: "timeout_ms", default: "5000", help: "deadline of one request: its whole reply within this, or the operation counts as a timeout (a server that drips bytes too)" },
+    net::MAX_REPLY_OPT,
     OptSpec { name: "pipeline", default: "1", help: "operations sent per round trip (redis-benchmark's -P): reads, updates, inserts and deletes are batched; scans and read-modify-writes go alone" },
     OptSpec { name: "scan_index", default: "true", help: "keep keys in a sorted set so SCAN works (costs a ZADD per insert)" },
     OptSpec { name: "tls", default: "false", help: "TLS (rustls); needs tls_ca. Managed: the server listens with TLS only" },
@@ -218,6 +219,7 @@ impl RedisSession {
             if let Some(a) = replication::ask_sentinels(&self.s.sentinels, self.s.timeout)
                 .and_then(|a| net::resolve(&a).ok())
             {
+                server::warn_foreign(&self.s, "a Sentinel", a);
                 addr = a;
             }
         }

@@ -59,6 +59,24 @@ pub(super) enum Reply {
     Array(Option<usize>),
 }
 
+/// RESP's integers (`:n`, and the lengths of `$n` and `*n`): an optional minus and at most
+/// 19 digits, within i64.
+#[inline]
+fn int(b: &[u8]) -> Option<i64> {
+    match b.first() {
+        Some(b'-') => parse_usize(&b[1..])
+            .filter(|&n| n <= i64::MAX as usize)
+            .map(|n| -(n as i64)),
+        _ => parse_usize(b)
+            .filter(|&n| n <= i64::MAX as usize)
+            .map(|n| n as i64),
+    }
+}
+
+/// The next reply's header; a bulk string's bytes are read too (as a range in the buffer).
+/// Lengths come from the server: -1 is nil, any other negative length is malformed, a bulk
+/// larger than the connection's limit or an array with more elements than the limit has
+/// room for (each takes at least 3 bytes) is a `protocol` error, before anything is read.
 #[inline]
 pub(super) fn reply(c: &mut Conn) -> Result<Reply, RawError> {
     let l = c.line()?;
@@ -67,18 +85,13 @@ pub(super) fn reply(c: &mut Conn) -> Result<Reply, RawError> {
         return Err(malformed(c));
     };
     let rest = l.start + 1..l.end;
-    let num = |b: &[u8]| -> Option<i64> {
-        match b.first() {
-            Some(b'-') => parse_usize(&b[1..]).map(|n| -(n as i64)),
-            _ => parse_usize(b).map(|n| n as i64),
-        }
-    };
     Ok(match t {
         b'+' => Reply::Simple(rest),
         b'-' => Reply::Error(rest),
-        b':' => Reply::Int(num(&b[1..]).ok_or_else(|| malformed(c))?),
-        b'$' => match num(&b[1..]).ok_or_else(|| malformed(c))? {
-            n if n < 0 => Reply::Bulk(None),
+        b':' => Reply::Int(int(&b[1..]).ok_or_else(|| malformed(c))?),
+        b'$' => match int(&b[1..]).ok_or_else(|| malformed(c))? {
+            -1 => Reply::Bulk(None),
+            n if n < 0 => return Err(malformed(c)),
             n => {
                 let r = c.take(n as usize)?;
                 let crlf = c.take(2)?;
@@ -88,27 +101,59 @@ pub(super) fn reply(c: &mut Conn) -> Result<Reply, RawError> {
                 Reply::Bulk(Some(r))
             }
         },
-        b'*' => match num(&b[1..]).ok_or_else(|| malformed(c))? {
-            n if n < 0 => Reply::Array(None),
+        b'*' => match int(&b[1..]).ok_or_else(|| malformed(c))? {
+            -1 => Reply::Array(None),
+            n if n < 0 => return Err(malformed(c)),
+            n if n as u64 > (c.limit() / 3) as u64 => {
+                return Err(c.protocol(format!(
+                    "Redis: a reply declares an array of {n} elements, more than max_reply={} bytes can hold",
+                    c.limit()
+                )))
+            }
             n => Reply::Array(Some(n as usize)),
         },
         _ => return Err(malformed(c)),
     })
 }
 
+/// How deep arrays may nest in a reply kvmeter skips (Redis 7's CLUSTER SLOTS metadata is
+/// one level; deeper is a hostile or broken server).
+pub(super) const MAX_DEPTH: usize = 8;
+
+/// Reads and drops `n` replies, arrays with their elements, nested at most `MAX_DEPTH` deep.
+pub(super) fn skip(c: &mut Conn, n: usize) -> Result<(), RawError> {
+    // Elements still to read at each open level; no recursion, so no stack to exhaust.
+    let mut open = [0usize; MAX_DEPTH + 1];
+    let mut depth = 0;
+    open[0] = n;
+    loop {
+        while open[depth] == 0 {
+            if depth == 0 {
+                return Ok(());
+            }
+            depth -= 1;
+        }
+        open[depth] -= 1;
+        if let Reply::Array(Some(k)) = reply(c)? {
+            if depth == MAX_DEPTH {
+                return Err(c.protocol(format!(
+                    "Redis: a reply nests arrays more than {MAX_DEPTH} deep"
+                )));
+            }
+            depth += 1;
+            open[depth] = k;
+        }
+    }
+}
+
 #[cold]
 pub(super) fn malformed(c: &mut Conn) -> RawError {
-    c.broken = true;
-    RawError::new(
-        ErrorKind::Other,
-        false,
-        "Redis: malformed reply (connection reset)",
-    )
+    c.protocol("Redis: malformed reply (connection reset)")
 }
 
 #[cold]
 pub(super) fn redis_error(b: &[u8]) -> RawError {
-    let text = String::from_utf8_lossy(b).into_owned();
+    let text = super::super::net::excerpt(b);
     let kind = if text.starts_with("OOM") || text.starts_with("BUSY") || text.starts_with("LOADING")
     {
         ErrorKind::Busy
@@ -127,11 +172,16 @@ pub(super) fn strings(c: &mut Conn, args: &[&[u8]]) -> Result<Vec<String>, RawEr
     match reply(c)? {
         Reply::Array(None) => Ok(vec![]),
         Reply::Array(Some(n)) => {
-            let mut out = Vec::with_capacity(n);
+            // `n` is the server's: the capacity grows with what actually arrives.
+            let mut out = Vec::with_capacity(n.min(16));
             for _ in 0..n {
                 match reply(c)? {
                     Reply::Bulk(Some(r)) => {
                         out.push(String::from_utf8_lossy(c.bytes(r)).into_owned())
+                    }
+                    Reply::Array(Some(k)) => {
+                        skip(c, k)?;
+                        out.push(String::new())
                     }
                     _ => out.push(String::new()),
                 }
@@ -140,5 +190,101 @@ pub(super) fn strings(c: &mut Conn, args: &[&[u8]]) -> Result<Vec<String>, RawEr
         }
         Reply::Error(r) => Err(redis_error(c.bytes(r))),
         _ => Err(malformed(c)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::net::tests::serve;
+    use std::time::Duration;
+
+    /// A connection to a server that answers `reply` (limit 1 MiB).
+    fn conn(reply: &[u8]) -> Conn {
+        let addr = serve(vec![reply.to_vec()], Duration::ZERO);
+        let mut c = Conn::connect(addr, Duration::from_secs(5)).unwrap();
+        c.set_limit(1 << 20);
+        c.begin();
+        c
+    }
+
+    fn err(reply: &[u8]) -> RawError {
+        let mut c = conn(reply);
+        match super::reply(&mut c) {
+            Ok(_) => panic!("{}: accepted", String::from_utf8_lossy(reply)),
+            Err(e) => {
+                assert!(c.broken, "{}", e.message);
+                e
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_lengths_are_protocol_errors() {
+        for r in [
+            &b"$9000000000000000000\r\n"[..],
+            b"$999999999999\r\n",
+            b"$1048577\r\n",
+            b"*999999999999\r\n",
+            b"*9000000000000000000\r\n",
+        ] {
+            let e = err(r);
+            assert_eq!(e.kind, ErrorKind::Protocol, "{}", e.message);
+            assert!(e.message.contains("max_reply"), "{}", e.message);
+        }
+        // Negative lengths other than nil's -1, and numbers RESP cannot hold: malformed.
+        for r in [
+            &b"$-2\r\n"[..],
+            b"*-9000000000000000000\r\n",
+            b"$99999999999999999999\r\n",
+            b":9999999999999999999\r\n",
+            b"$x\r\n",
+            b"?\r\n",
+        ] {
+            let e = err(r);
+            assert_eq!(e.kind, ErrorKind::Protocol, "{}", e.message);
+            assert!(e.message.contains("malformed"), "{}", e.message);
+        }
+        let mut c = conn(b"$-1\r\n*-1\r\n:-9223372036854775807\r\n$3\r\nabc\r\n");
+        assert!(matches!(reply(&mut c), Ok(Reply::Bulk(None))));
+        assert!(matches!(reply(&mut c), Ok(Reply::Array(None))));
+        assert!(matches!(
+            reply(&mut c),
+            Ok(Reply::Int(-9223372036854775807))
+        ));
+        let Ok(Reply::Bulk(Some(r))) = reply(&mut c) else {
+            panic!("bulk")
+        };
+        assert_eq!(c.bytes(r), b"abc");
+    }
+
+    #[test]
+    fn nesting_is_skipped_to_a_bound_depth() {
+        // Two levels, then a plain reply after them.
+        let mut c = conn(b"*2\r\n*1\r\n:1\r\n$1\r\na\r\n+after\r\n");
+        skip(&mut c, 1).unwrap();
+        assert!(matches!(reply(&mut c), Ok(Reply::Simple(_))));
+        // Arrays inside arrays without end: refused at MAX_DEPTH.
+        let mut c = conn(&b"*1\r\n".repeat(100));
+        let e = skip(&mut c, 1).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Protocol, "{}", e.message);
+        assert!(e.message.contains("deep"), "{}", e.message);
+    }
+
+    #[test]
+    fn strings_reserves_what_arrives_not_what_is_declared() {
+        // 300,000 elements declared (within the limit's room), two sent, then silence: the
+        // error is the deadline's, and nothing was reserved for the rest.
+        let addr = serve(
+            vec![b"*300000\r\n$1\r\na\r\n$1\r\nb\r\n".to_vec()],
+            Duration::ZERO,
+        );
+        let mut c = Conn::connect(addr, Duration::from_millis(300)).unwrap();
+        c.set_limit(1 << 20);
+        let e = strings(&mut c, &[b"SENTINEL"]).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Timeout, "{}", e.message);
+        let mut c = conn(b"*2\r\n*1\r\n$1\r\nx\r\n$1\r\ny\r\n");
+        c.set_limit(1 << 20);
+        assert_eq!(strings(&mut c, &[b"X"]).unwrap(), vec!["", "y"]);
     }
 }

@@ -29,6 +29,8 @@ pub(super) struct Settings {
     pub(super) sentinels: String,
     /// Redis Cluster: its number of masters (0: not a cluster); keys are routed by slot.
     pub(super) cluster: usize,
+    /// The most bytes one request's replies may hold (`max_reply`).
+    pub(super) max_reply: usize,
 }
 
 pub(super) fn password(o: &StoreOptions) -> String {
@@ -100,7 +102,7 @@ pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         user: o.str("user").to_string(),
         db: o.u64("db")? as usize,
         connections: o.positive("connections")? as usize,
-        timeout: Duration::from_millis(o.positive("timeout_ms")?),
+        timeout: net::timeout(o)?,
         // A cluster keeps no key index: one sorted set would live on one master.
         index: o.bool("scan_index")? && o.u64("cluster")? == 0,
         pipeline: match o.positive("pipeline")? {
@@ -117,6 +119,7 @@ pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         wait_timeout: o.str("wait_timeout_ms").to_string(),
         sentinels: o.str("sentinel_addr").to_string(),
         cluster: o.u64("cluster")? as usize,
+        max_reply: net::max_reply(o)?,
     })
 }
 
@@ -193,6 +196,7 @@ pub(super) fn connect(s: &Settings, addr: SocketAddr) -> Result<Conn, RawError> 
             format!("cannot connect to Redis at {addr}{tls}: {e}"),
         )
     })?;
+    c.set_limit(s.max_reply);
     if !s.password.is_empty() {
         let mut args: Vec<&[u8]> = vec![b"AUTH"];
         if !s.user.is_empty() {
@@ -250,4 +254,42 @@ pub(super) fn field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
     info.lines()
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
         .map(str::trim)
+}
+
+/// Says once per run and per kind of answer (CLUSTER SLOTS, a redirect, a Sentinel) that
+/// Redis sent kvmeter to a host the options did not name: kvmeter connects there and sends
+/// AUTH, as every Cluster and Sentinel client does (docs/stores.md, "Where Redis sends
+/// kvmeter"). Hosts, not ports: a cluster's nodes on the host given are expected.
+#[cold]
+pub(super) fn warn_foreign(s: &Settings, what: &'static str, to: SocketAddr) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static CLUSTER: AtomicBool = AtomicBool::new(false);
+    static REDIRECT: AtomicBool = AtomicBool::new(false);
+    static SENTINEL: AtomicBool = AtomicBool::new(false);
+    let given = s
+        .addr
+        .iter()
+        .copied()
+        .chain(net::resolve_list(&s.sentinels).unwrap_or_default());
+    if given.clone().any(|a| a.ip() == to.ip()) {
+        return;
+    }
+    let flag = match what {
+        "CLUSTER SLOTS" => &CLUSTER,
+        "a Sentinel" => &SENTINEL,
+        _ => &REDIRECT,
+    };
+    if flag.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let names: Vec<String> = given.map(|a| a.to_string()).collect();
+    let auth = if s.password.is_empty() {
+        ""
+    } else {
+        " and sends AUTH there"
+    };
+    eprintln!(
+        "warning: Redis: {what} sends kvmeter to {to}, a host the options did not name ({}): kvmeter connects{auth}, as Cluster and Sentinel clients do (docs/stores.md, \"Where Redis sends kvmeter\"); further ones are not repeated",
+        names.join(", ")
+    );
 }

@@ -55,6 +55,13 @@ impl HistogramLengths {
         })
     }
 
+    /// The longest length `next` returns.
+    pub fn max(&self) -> i64 {
+        (self.counts.len() as i64 - 1)
+            .max(1)
+            .saturating_mul(self.block_size)
+    }
+
     #[inline]
     pub fn next(&self, rng: &mut Rng) -> i64 {
         let mut x = rng.next_i32_bounded(self.area as i32) as i64;

@@ -1,0 +1,152 @@
+//! memcached: the text and binary protocols over TCP, GETs over UDP.
+
+use super::*;
+
+// ---- memcached, text and binary ----
+
+/// Sane answers to the ping (`version`, text even with protocol=binary); `hostile` to the
+/// reads.
+macro_rules! memcached {
+    ($hostile:expr) => {{
+        fn answer(req: &[u8]) -> Act {
+            if req.starts_with(b"version") {
+                say(b"VERSION 1.6.0\r\n")
+            } else {
+                $hostile
+            }
+        }
+        tcp_server(answer)
+    }};
+}
+
+#[test]
+fn memcached_value_length_past_i64() {
+    let port = memcached!(say(b"VALUE k 0 9000000000000000000\r\n"));
+    reads_failed(&run("memcached", port, &[]), "protocol");
+}
+
+#[test]
+fn memcached_value_length_past_u63() {
+    let port = memcached!(say(b"VALUE k 0 9999999999999999999\r\n"));
+    reads_failed(&run("memcached", port, &[]), "protocol");
+}
+
+#[test]
+fn memcached_value_of_a_terabyte() {
+    let port = memcached!(say(b"VALUE k 0 999999999999\r\n"));
+    reads_failed(&run("memcached", port, &[]), "protocol");
+}
+
+#[test]
+fn memcached_one_byte_a_second() {
+    let port = memcached!(drip(b"VALUE k 0 5\r\nhello\r\nEND\r\n"));
+    reads_failed(&run("memcached", port, &[]), "timeout");
+}
+
+#[test]
+fn memcached_line_without_newline() {
+    let port = memcached!(Act::Endless(b"VALUE ".to_vec(), b"k".to_vec()));
+    reads_failed(&run("memcached", port, &[]), "protocol");
+}
+
+/// A binary reply header: magic 0x81, the opcode, status 0, and `total` body bytes.
+fn bin_header(total: u32) -> Vec<u8> {
+    let mut h = vec![0x81, 0x00, 0, 0, 0, 0, 0, 0];
+    h.extend_from_slice(&total.to_be_bytes());
+    h.extend_from_slice(&[0; 12]);
+    h
+}
+
+#[test]
+fn memcached_binary_total_of_4_gib() {
+    fn answer(req: &[u8]) -> Act {
+        if req.starts_with(b"version") {
+            return say(b"VERSION 1.6.0\r\n");
+        }
+        Act::Say(bin_header(0xFFFF_FFFF))
+    }
+    let o = run("memcached", tcp_server(answer), &["protocol=binary"]);
+    reads_failed(&o, "protocol");
+}
+
+#[test]
+fn memcached_binary_total_of_1_gib() {
+    fn answer(req: &[u8]) -> Act {
+        if req.starts_with(b"version") {
+            return say(b"VERSION 1.6.0\r\n");
+        }
+        Act::Say(bin_header(0x4000_0000))
+    }
+    let o = run("memcached", tcp_server(answer), &["protocol=binary"]);
+    reads_failed(&o, "protocol");
+}
+
+#[test]
+fn memcached_binary_one_byte_a_second() {
+    fn answer(req: &[u8]) -> Act {
+        if req.starts_with(b"version") {
+            return say(b"VERSION 1.6.0\r\n");
+        }
+        Act::Drip(bin_header(5), Duration::from_secs(1))
+    }
+    let o = run("memcached", tcp_server(answer), &["protocol=binary"]);
+    reads_failed(&o, "timeout");
+}
+
+#[test]
+fn memcached_udp_wrong_request_ids_forever() {
+    // TCP answers the ping's `version`; UDP answers the ping's get, then sends datagrams of
+    // another request id every 100 ms for as long as kvmeter asks.
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let udp = UdpSocket::bind(("127.0.0.1", port)).unwrap();
+    std::thread::spawn(move || {
+        for s in tcp.incoming() {
+            let Ok(s) = s else { return };
+            std::thread::spawn(move || {
+                serve(s, |_| say(b"VERSION 1.6.0\r\n"));
+            });
+        }
+    });
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        loop {
+            let Ok((n, peer)) = udp.recv_from(&mut buf) else {
+                return;
+            };
+            if n < 8 {
+                continue;
+            }
+            let id = [buf[0], buf[1]];
+            if has(&buf[8..n], b"kvmeter-ping") {
+                let mut d = vec![id[0], id[1], 0, 0, 0, 1, 0, 0];
+                d.extend_from_slice(b"END\r\n");
+                let _ = udp.send_to(&d, peer);
+                continue;
+            }
+            let wrong = u16::from_be_bytes(id).wrapping_add(7).to_be_bytes();
+            let mut d = vec![wrong[0], wrong[1], 0, 0, 0, 1, 0, 0];
+            d.extend_from_slice(b"END\r\n");
+            // Ten stale datagrams a second for the next three seconds.
+            let udp = udp.try_clone().unwrap();
+            std::thread::spawn(move || {
+                for _ in 0..30 {
+                    if udp.send_to(&d, peer).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+        }
+    });
+    let o = run("memcached", port, &["udp=true"]);
+    reads_failed(&o, "timeout");
+}
+
+#[test]
+fn memcached_garbage_is_protocol_and_its_own_errors_are_not() {
+    let port = memcached!(say(b"HELLO THERE\r\n"));
+    reads_failed(&run("memcached", port, &[]), "protocol");
+    let port = memcached!(say(b"SERVER_ERROR out of memory storing object\r\n"));
+    reads_failed(&run("memcached", port, &[]), "busy");
+}

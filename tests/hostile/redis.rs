@@ -1,0 +1,243 @@
+//! RESP: Redis, Redis Cluster (where a server sends kvmeter, F9) and Sentinel.
+
+use super::*;
+
+// ---- Redis (RESP) ----
+
+const INFO: &[u8] = b"$40\r\nredis_version:7.0.0\r\nloading:0\r\nrole:m\r\n\r\n";
+
+/// Sane answers to the ping (INFO) and the connection setup; `hostile` to the reads.
+macro_rules! redis {
+    ($hostile:expr) => {{
+        fn answer(req: &[u8]) -> Act {
+            if has(req, b"INFO") {
+                say(INFO)
+            } else {
+                $hostile
+            }
+        }
+        tcp_server(answer)
+    }};
+}
+
+#[test]
+fn redis_bulk_length_past_i64() {
+    let port = redis!(say(b"$9000000000000000000\r\n"));
+    reads_failed(&run("redis", port, &[]), "protocol");
+}
+
+#[test]
+fn redis_bulk_of_a_terabyte() {
+    let port = redis!(say(b"$999999999999\r\n"));
+    reads_failed(&run("redis", port, &[]), "protocol");
+}
+
+#[test]
+fn redis_array_of_a_trillion() {
+    let port = redis!(say(b"*999999999999\r\n"));
+    reads_failed(&run("redis", port, &[]), "protocol");
+}
+
+#[test]
+fn redis_gigabyte_bulk_then_silence() {
+    // Above the workload's max_reply: refused before a byte is read.
+    let port = redis!(say(b"$1000000000\r\n"));
+    reads_failed(&run("redis", port, &[]), "protocol");
+}
+
+#[test]
+fn redis_bulk_within_the_limit_then_silence() {
+    // Within max_reply, and never sent: the deadline ends each read.
+    let port = redis!(say(b"$1000000\r\nabc"));
+    reads_failed(&run("redis", port, &[]), "timeout");
+}
+
+#[test]
+fn redis_endless_reply() {
+    let port = redis!(Act::Endless(
+        b"*300000\r\n".to_vec(),
+        b"$1\r\na\r\n".to_vec()
+    ));
+    reads_failed(&run("redis", port, &[]), "protocol");
+}
+
+#[test]
+fn redis_line_without_newline() {
+    let port = redis!(Act::Endless(b"+".to_vec(), b"a".to_vec()));
+    reads_failed(&run("redis", port, &[]), "protocol");
+}
+
+#[test]
+fn redis_one_byte_a_second() {
+    let port = redis!(drip(b"*2\r\n$6\r\nfield0\r\n$3\r\nabc\r\n"));
+    reads_failed(&run("redis", port, &[]), "timeout");
+}
+
+#[test]
+fn redis_max_reply_option_bounds_a_valid_reply() {
+    // A valid 100 KiB field: refused under max_reply=64KiB, read under the default.
+    fn answer(req: &[u8]) -> Act {
+        if has(req, b"INFO") {
+            return say(INFO);
+        }
+        let mut r = b"*2\r\n$6\r\nfield0\r\n$102400\r\n".to_vec();
+        r.extend(std::iter::repeat_n(b'v', 102400));
+        r.extend_from_slice(b"\r\n");
+        Act::Say(r)
+    }
+    let port = tcp_server(answer);
+    reads_failed(&run("redis", port, &["max_reply=64KiB"]), "protocol");
+    let o = run("redis", port, &[]);
+    sane(&o);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let summary = json(&o.out.join("summary.json"));
+    let read = &phase(&summary, "run")["ops"]["READ"];
+    assert!(read["ok"].as_u64().unwrap() > 0, "{read}");
+    assert!(read["errors"].get("protocol").is_none(), "{read}");
+    // The bound the run used is in the manifest: derived from the workload.
+    let manifest = json(&o.out.join("manifest.json"));
+    let text = manifest.to_string();
+    assert!(text.contains("\"max_reply\":\"1048576\""), "{text}");
+}
+
+#[test]
+fn redis_bad_max_reply_is_a_usage_error() {
+    let o = run("redis", free_port(), &["max_reply=12"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("max_reply=12"), "{}", o.stderr);
+    let o = run("redis", free_port(), &["timeout_ms=99999999999999999"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("timeout_ms="), "{}", o.stderr);
+}
+
+#[test]
+fn ping_redis_drip() {
+    fn answer(_: &[u8]) -> Act {
+        drip(INFO)
+    }
+    let o = run("redis", tcp_server(answer), &[]);
+    ping_refused(&o, "no complete reply within 1000 ms");
+}
+
+#[test]
+fn ping_redis_huge_bulk() {
+    fn answer(_: &[u8]) -> Act {
+        say(b"$9000000000000000000\r\n")
+    }
+    let o = run("redis", tcp_server(answer), &[]);
+    ping_refused(&o, "max_reply");
+}
+
+// ---- Redis Cluster: where a server sends kvmeter (F9) ----
+
+/// The hostile node's own port, for its CLUSTER SLOTS reply (answers are plain functions).
+static NODE_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+
+#[test]
+fn redis_cluster_redirect_to_another_host_is_warned_about_once() {
+    // The node owns every slot, then answers each read with MOVED to a host the options did
+    // not name (nothing listens there: the run ends on that connection's error).
+    fn answer(req: &[u8]) -> Act {
+        if has(req, b"INFO") {
+            say(INFO)
+        } else if has(req, b"AUTH") {
+            say(b"+OK\r\n")
+        } else if has(req, b"SLOTS") {
+            let port = NODE_PORT.load(std::sync::atomic::Ordering::Relaxed);
+            Act::Say(
+                format!("*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:{port}\r\n")
+                    .into_bytes(),
+            )
+        } else {
+            say(b"-MOVED 3999 127.0.0.3:1\r\n")
+        }
+    }
+    let port = tcp_server(answer);
+    NODE_PORT.store(port, std::sync::atomic::Ordering::Relaxed);
+    let o = run("redis", port, &["cluster=3", "password=S3cret"]);
+    sane(&o);
+    let warnings: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: Redis:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", o.stderr);
+    assert!(
+        warnings[0].contains("a MOVED or ASK redirect sends kvmeter to 127.0.0.3:1")
+            && warnings[0].contains("sends AUTH there"),
+        "{}",
+        warnings[0]
+    );
+    assert!(o.code == 0 || o.code == 1, "exit {}: {}", o.code, o.stderr);
+    validate("summary.schema.json", &json(&o.out.join("summary.json")));
+}
+
+#[test]
+fn redis_cluster_slots_naming_2000_nodes_is_refused() {
+    fn answer(req: &[u8]) -> Act {
+        if has(req, b"INFO") {
+            return say(INFO);
+        }
+        let mut r = b"*2000\r\n".to_vec();
+        for i in 0..2000u32 {
+            r.extend(
+                format!(
+                    "*3\r\n:{i}\r\n:{i}\r\n*2\r\n$9\r\n127.0.0.2\r\n:{}\r\n",
+                    20000 + i
+                )
+                .into_bytes(),
+            );
+        }
+        Act::Say(r)
+    }
+    let o = run("redis", tcp_server(answer), &["cluster=3"]);
+    sane(&o);
+    assert!(o.code == 1 || o.code == 2, "exit {}: {}", o.code, o.stderr);
+    assert!(
+        o.stderr
+            .contains("CLUSTER SLOTS names more than 1000 nodes"),
+        "{}",
+        o.stderr
+    );
+    assert!(!o.stderr.contains("warning: Redis:"), "{}", o.stderr);
+}
+
+#[test]
+fn redis_sentinel_naming_another_host_is_warned_about_once() {
+    // The primary answers a read with garbage (a protocol error; the connection is reopened
+    // through the Sentinels), and the Sentinel names a primary on a host the options did not
+    // name (nothing listens there: the run ends on that connection's error).
+    fn primary(req: &[u8]) -> Act {
+        if has(req, b"INFO") {
+            say(INFO)
+        } else if has(req, b"AUTH") {
+            say(b"+OK\r\n")
+        } else {
+            say(b"?garbage\r\n")
+        }
+    }
+    fn sentinel(_: &[u8]) -> Act {
+        say(b"*2\r\n$9\r\n127.0.0.4\r\n$1\r\n1\r\n")
+    }
+    let port = tcp_server(primary);
+    let sentinel = format!("sentinel_addr=127.0.0.1:{}", tcp_server(sentinel));
+    let o = run("redis", port, &[&sentinel, "password=S3cret"]);
+    sane(&o);
+    let warnings: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: Redis:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", o.stderr);
+    assert!(
+        warnings[0].contains("a Sentinel sends kvmeter to 127.0.0.4:1"),
+        "{}",
+        warnings[0]
+    );
+    let summary = json(&o.out.join("summary.json"));
+    let read = &phase(&summary, "run")["ops"]["READ"];
+    assert!(
+        read["errors"]["protocol"].as_u64().unwrap_or(0) > 0,
+        "{read}"
+    );
+}
