@@ -194,6 +194,7 @@ fn kvmeter(args: &[String], env: &[(&str, &str)], log: &Path) -> std::process::C
     let mut c = Command::new(bin());
     c.args(args)
         .env("NO_COLOR", "1")
+        .env("KVMETER_PLAN_KEY", common::TEST_PLAN_KEY)
         .env_remove("KVMETER_COORD_PASSWORD")
         .env_remove("KVMETER_ETCD_PASSWORD")
         .stdout(f.try_clone().unwrap())
@@ -465,6 +466,7 @@ fn fails(args: &[String], env: &[(&str, &str)]) -> (i32, String) {
     let mut c = Command::new(bin());
     c.args(args)
         .env("NO_COLOR", "1")
+        .env("KVMETER_PLAN_KEY", common::TEST_PLAN_KEY)
         .env_remove("KVMETER_COORD_PASSWORD")
         .env_remove("KVMETER_ETCD_PASSWORD")
         .stdout(Stdio::null())

@@ -123,6 +123,7 @@ fn agent_refused(answer: fn(&[u8]) -> Act, why: &str, within: Duration) {
             "--out",
             dir.path().join("agent").to_str().unwrap(),
         ]))
+        .env("KVMETER_PLAN_KEY", crate::common::TEST_PLAN_KEY)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
