@@ -138,8 +138,13 @@ fn run(store: &str, port: u16, extra: &[&str]) -> Outcome {
         "--out",
         out.to_str().unwrap(),
     ]);
+    // Store options, or a flag with its value attached (`-pNAME=VALUE`).
     for e in extra {
-        args.extend(["--store-opt".to_string(), e.to_string()]);
+        if e.starts_with('-') {
+            args.push(e.to_string());
+        } else {
+            args.extend(["--store-opt".to_string(), e.to_string()]);
+        }
     }
     let t = Instant::now();
     let mut child = Command::new(bin())

@@ -241,3 +241,21 @@ fn redis_sentinel_naming_another_host_is_warned_about_once() {
         "{read}"
     );
 }
+
+/// Found by the fuzzer (bench/results/fuzz-20261124-132608, resp): HGET (one field,
+/// `readallfields=false`) answered with an array of other fields panicked indexing the empty
+/// field list (ops.rs:28). The field did not come back: every read is NOT_FOUND, nothing panics.
+#[test]
+fn redis_hget_answered_with_other_fields() {
+    let port = redis!(say(b"*2\r\n$5\r\nhello\r\n$1\r\n0\r\n"));
+    let o = run("redis", port, &["-preadallfields=false"]);
+    sane(&o);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let summary = json(&o.out.join("summary.json"));
+    let read = &phase(&summary, "run")["ops"]["READ"];
+    assert!(
+        read["errors"]["not_found"].as_u64().unwrap_or(0) > 0,
+        "{read}"
+    );
+    assert_eq!(read["ok"].as_u64().unwrap_or(0), 0, "{read}");
+}

@@ -305,7 +305,12 @@ impl RedisSession {
                         spans.push(record::Span::new(name, value));
                     }
                 }
-                Ok(n > 0)
+                // One field asked: found only if that field came back (a hostile or broken
+                // server may answer HGET with an array of other fields).
+                Ok(match fields {
+                    Fields::All => n > 0,
+                    Fields::One(_) => !spans.is_empty(),
+                })
             }
             (Reply::Bulk(None), Fields::One(_)) => Ok(false),
             (Reply::Bulk(Some(v)), Fields::One(_)) => {

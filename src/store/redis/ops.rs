@@ -25,7 +25,9 @@ impl RedisSession {
                 if let Fields::One(f) = fields {
                     // One field: its value is copied next to its name (at most one field's
                     // bytes); HGETALL would move every field over the wire instead.
-                    let v = self.spans[0];
+                    let Some(&v) = self.spans.first() else {
+                        return (Status::NotFound, None);
+                    };
                     let bytes = self.conns[i].bytes(v.value_range());
                     self.one.clear();
                     self.one.push(f, bytes);
