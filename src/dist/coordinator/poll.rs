@@ -1,0 +1,171 @@
+//! The coordinator's polling of one phase (`dist run`, coordinator.rs): the reports that
+//! verify and sit under their own key, losses of agents whose lease expired, and the in-order
+//! merge of every interval each live agent has posted or will never post.
+
+use super::*;
+
+/// One phase's reports as the coordinator polls them.
+pub(super) struct PhasePoll {
+    pub(super) p: usize,
+    pub(super) name: String,
+    pub(super) t0: u64,
+    /// Interval index → agent → its report, not merged yet.
+    pub(super) posts: BTreeMap<usize, BTreeMap<usize, IntervalPost>>,
+    pub(super) dones: BTreeMap<usize, PhaseDone>,
+    pub(super) last_merged: BTreeMap<usize, usize>,
+    pub(super) next_k: usize,
+}
+
+impl Session {
+    /// Reads the phase's ends and reports: only values that verify, sit under their own key
+    /// and come from a registered agent count. Returns the bytes and number of new reports.
+    pub(super) fn collect(
+        &mut self,
+        ph: &mut PhasePoll,
+        regs: &BTreeMap<usize, Registration>,
+    ) -> (u64, u64) {
+        let p = ph.p;
+        // Ends first: an agent posts its intervals before its end, so every interval of an
+        // end seen here is in the listing that follows.
+        for (k, v) in self.listed(&format!("done/{p}/")) {
+            match parse::<PhaseDone>("phase end", &v) {
+                Some(d)
+                    if k == format!("done/{p}/{:04}", d.agent)
+                        && d.phase_index == p
+                        && regs.contains_key(&d.agent) =>
+                {
+                    ph.dones.insert(d.agent, d);
+                }
+                Some(_) => self.warn(&k, "a phase end that does not match its key"),
+                None => {}
+            }
+        }
+        // Reports taken before an agent's end showed its count: drop any past it.
+        for (a, d) in &ph.dones {
+            for (_, have) in ph.posts.range_mut(d.intervals..) {
+                have.remove(a);
+            }
+        }
+        ph.posts.retain(|_, have| !have.is_empty());
+        let (mut bytes, mut count) = (0, 0);
+        for (k, v) in self.listed(&format!("iv/{p}/")) {
+            let Some(post) = parse::<IntervalPost>("interval", &v) else {
+                continue;
+            };
+            if k != format!("iv/{p}/{:06}/{:04}", post.index, post.agent)
+                || post.phase_index != p
+                || !regs.contains_key(&post.agent)
+            {
+                self.warn(&k, "an interval that does not match its key");
+                continue;
+            }
+            // An agent's end says how many intervals it wrote: an index past it is not one.
+            let beyond_end = ph
+                .dones
+                .get(&post.agent)
+                .is_some_and(|d| post.index >= d.intervals);
+            if beyond_end {
+                self.warn(
+                    &k,
+                    "an interval past the agent's own count of its intervals",
+                );
+                continue;
+            }
+            if post.index >= ph.next_k {
+                bytes += (k.len() + v.len()) as u64;
+                count += 1;
+                ph.posts
+                    .entry(post.index)
+                    .or_default()
+                    .insert(post.agent, post);
+            }
+        }
+        (bytes, count)
+    }
+
+    /// Agents whose lease expired without ending the phase are lost.
+    pub(super) fn losses(
+        &mut self,
+        ph: &mut PhasePoll,
+        live: &mut BTreeSet<usize>,
+        merger: &mut Merger,
+        abort_on_loss: bool,
+        aborted: &mut Option<String>,
+    ) {
+        let Ok(alive) = self
+            .coord
+            .list("agent/")
+            .map_err(|e| eprintln!("warning: dist: etcd: {e}"))
+        else {
+            return;
+        };
+        let _ = self.coord.take_rejected();
+        let alive: BTreeSet<usize> = alive
+            .iter()
+            .filter_map(|(k, v)| {
+                parse::<Registration>("registration", v)
+                    .filter(|r| *k == format!("agent/{:04}", r.index))
+            })
+            .map(|r| r.index)
+            .collect();
+        for a in live.clone() {
+            if alive.contains(&a) || ph.dones.contains_key(&a) {
+                continue;
+            }
+            live.remove(&a);
+            let at_s = (crate::dist::unix_ns().saturating_sub(ph.t0)) as f64 / 1e9;
+            eprintln!(
+                "dist: agent {a} lost {at_s:.1} s into phase {} (its lease expired); {} agents go on",
+                ph.name,
+                live.len()
+            );
+            merger.info.lost.push(Loss {
+                agent: a,
+                phase: ph.name.clone(),
+                at_s,
+                last_interval: ph.last_merged.get(&a).copied(),
+            });
+            merger.info.degraded = true;
+            if abort_on_loss && aborted.is_none() {
+                *aborted = Some(format!(
+                    "agent {a} was lost {at_s:.1} s into phase {}; --on-agent-loss abort stopped the run",
+                    ph.name
+                ));
+                let _ = self.coord.put("abort", "agent lost", Some(self.lease));
+            }
+        }
+    }
+
+    /// Merges every interval each live agent has posted or will never post, in order.
+    pub(super) fn merge_ready(
+        &mut self,
+        ph: &mut PhasePoll,
+        live: &BTreeSet<usize>,
+        merger: &mut Merger,
+    ) -> anyhow::Result<()> {
+        while let Some(have) = ph.posts.get(&ph.next_k) {
+            let k = ph.next_k;
+            let ready = live
+                .iter()
+                .all(|a| have.contains_key(a) || ph.dones.get(a).is_some_and(|d| d.intervals <= k));
+            if !ready {
+                break;
+            }
+            let have = ph.posts.remove(&k).unwrap_or_default();
+            let list: Vec<&IntervalPost> = have.values().collect();
+            merger.interval(&list)?;
+            for a in have.keys() {
+                ph.last_merged.insert(*a, k);
+            }
+            let _ = self.coord.delete_all(&format!("iv/{}/{k:06}/", ph.p));
+            ph.next_k += 1;
+        }
+        Ok(())
+    }
+}
+
+/// An agent's message, cut to one short line (it is shown, never interpreted).
+pub(super) fn clip(s: &str) -> String {
+    let one: String = s.chars().filter(|c| !c.is_control()).take(500).collect();
+    one
+}
