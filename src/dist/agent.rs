@@ -99,62 +99,7 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         .into());
     }
     let lease_of_run = published.lease;
-    let mut refuse = |msg: String| -> anyhow::Error {
-        let _ = coord.put(&format!("refused/{i:04}"), &msg, Some(lease_of_run));
-        UsageError::new(msg).into()
-    };
-    if let Some(c) = placed.count.filter(|c| *c != n) {
-        return Err(refuse(format!(
-            "agent {i}: --count {c}, but the plan under {prefix} has {n} agents"
-        )));
-    }
-    if published.kvmeter_version != env!("CARGO_PKG_VERSION") {
-        return Err(refuse(format!(
-            "agent {i}: kvmeter {} here, {} at the coordinator: use the same version everywhere",
-            env!("CARGO_PKG_VERSION"),
-            published.kvmeter_version
-        )));
-    }
-    // Nothing is resolved, opened or loaded before the published request passed these checks.
-    if let Err(why) = trust::check_published(&published.request, &s.local) {
-        return Err(refuse(format!("agent {i}: {why}")));
-    }
-    if s.plan_hash
-        .as_ref()
-        .is_some_and(|h| !h.eq_ignore_ascii_case(&published.hash))
-    {
-        return Err(refuse(format!(
-            "agent {i}: --plan-hash: the plan published under {prefix} is not the one this agent was pinned to; it runs no other plan"
-        )));
-    }
-    let mut req = trust::join(&published.request, &s.local);
-    req.out = Some(
-        s.out
-            .clone()
-            .unwrap_or_else(|| plan::default_out(&format!("agent{i}-{}", s.job), &req.store)),
-    );
-    req.data_dir = s.data_dir.clone();
-    let mut plan = match plan::build(&req) {
-        Ok(p) => p,
-        Err(e) => {
-            return Err(refuse(format!(
-                "agent {i} cannot resolve the plan: {}",
-                e.0
-            )))
-        }
-    };
-    let hash = plan::plan_hash(&plan);
-    if hash != published.hash {
-        // What this host computed stays here: the refusal in etcd does not echo it.
-        eprintln!(
-            "agent {i}: the plan resolves to {hash} here, {} at the coordinator",
-            published.hash
-        );
-        return Err(refuse(format!(
-            "agent {i}: the plan resolves differently on this host (another kvmeter build, or another version of the store plug-in?)"
-        )));
-    }
-    plan::apply_share(&mut plan, Share { index: i, count: n });
+    let (plan, hash) = resolve(&mut coord, &s, &placed, &published)?;
     let threads = plan.phases.first().map_or(1, |p| p.threads);
     // Register the index under this agent's own lease.
     let lease = coord
@@ -257,6 +202,78 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
     let _ = keeper.join();
     let _ = coord.revoke(lease);
     result
+}
+
+/// The plan this agent runs, from the published one: refused (in one line, also written to
+/// `refused/<i>`) unless it is for this agent count and kvmeter version, asks for nothing that
+/// is this host's own, matches `--plan-hash`, and resolves to the published hash here. Nothing
+/// is resolved, opened or loaded before the published request passed `trust::check_published`.
+fn resolve(
+    coord: &mut Coord,
+    s: &Settings,
+    placed: &super::placement::Placement,
+    published: &Published,
+) -> anyhow::Result<(plan::Plan, String)> {
+    let (i, n) = (placed.index, published.agents);
+    let prefix = coord.prefix().to_string();
+    let lease_of_run = published.lease;
+    let mut refuse = |msg: String| -> anyhow::Error {
+        let _ = coord.put(&format!("refused/{i:04}"), &msg, Some(lease_of_run));
+        UsageError::new(msg).into()
+    };
+    if let Some(c) = placed.count.filter(|c| *c != n) {
+        return Err(refuse(format!(
+            "agent {i}: --count {c}, but the plan under {prefix} has {n} agents"
+        )));
+    }
+    if published.kvmeter_version != env!("CARGO_PKG_VERSION") {
+        return Err(refuse(format!(
+            "agent {i}: kvmeter {} here, {} at the coordinator: use the same version everywhere",
+            env!("CARGO_PKG_VERSION"),
+            published.kvmeter_version
+        )));
+    }
+    // Nothing is resolved, opened or loaded before the published request passed these checks.
+    if let Err(why) = trust::check_published(&published.request, &s.local) {
+        return Err(refuse(format!("agent {i}: {why}")));
+    }
+    if s.plan_hash
+        .as_ref()
+        .is_some_and(|h| !h.eq_ignore_ascii_case(&published.hash))
+    {
+        return Err(refuse(format!(
+            "agent {i}: --plan-hash: the plan published under {prefix} is not the one this agent was pinned to; it runs no other plan"
+        )));
+    }
+    let mut req = trust::join(&published.request, &s.local);
+    req.out = Some(
+        s.out
+            .clone()
+            .unwrap_or_else(|| plan::default_out(&format!("agent{i}-{}", s.job), &req.store)),
+    );
+    req.data_dir = s.data_dir.clone();
+    let mut plan = match plan::build(&req) {
+        Ok(p) => p,
+        Err(e) => {
+            return Err(refuse(format!(
+                "agent {i} cannot resolve the plan: {}",
+                e.0
+            )))
+        }
+    };
+    let hash = plan::plan_hash(&plan);
+    if hash != published.hash {
+        // What this host computed stays here: the refusal in etcd does not echo it.
+        eprintln!(
+            "agent {i}: the plan resolves to {hash} here, {} at the coordinator",
+            published.hash
+        );
+        return Err(refuse(format!(
+            "agent {i}: the plan resolves differently on this host (another kvmeter build, or another version of the store plug-in?)"
+        )));
+    }
+    plan::apply_share(&mut plan, Share { index: i, count: n });
+    Ok((plan, hash))
 }
 
 /// Waits for the coordinator's plan (it may start after its agents); `None` when interrupted.

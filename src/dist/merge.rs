@@ -287,6 +287,49 @@ impl Merger {
     }
 }
 
+/// The request an agent directory recorded, as `dist merge` may use it: an agent's directory is
+/// as trustworthy as whoever could write it, so it is held to what a published plan may ask
+/// (no library, program or file is taken from it), after the fields that only matter where the
+/// run happened are dropped.
+fn trusted_request(
+    recorded: &crate::plan::Request,
+    dir: &std::path::Path,
+    plugin: Option<String>,
+    out: Option<std::path::PathBuf>,
+) -> anyhow::Result<crate::plan::Request> {
+    use crate::error::UsageError;
+    // An agent's directory is as trustworthy as whoever could write it: its request is held
+    // to what a published plan may ask (no library, program or file is taken from it), after
+    // the fields that only matter where the run happened are dropped.
+    let local = super::trust::Local {
+        plugin,
+        ..Default::default()
+    };
+    local.check_agent_flags()?;
+    let mut published = recorded.clone();
+    (
+        published.power,
+        published.power_model,
+        published.calibration,
+    ) = (None, None, None);
+    (published.idle_baseline, published.io_dir, published.disk) = (None, None, None);
+    (published.out, published.data_dir) = (None, None);
+    published.store_opts.retain(|o| {
+        !crate::plan::is_host_own_option(o.split_once('=').map_or(o.as_str(), |(k, _)| k))
+    });
+    if let Err(why) = super::trust::check_published(&published, &local) {
+        return Err(UsageError::new(format!(
+            "{}: {}",
+            dir.join("dist/agent.json").display(),
+            why.replace("its own flags", "dist merge's own flags")
+        ))
+        .into());
+    }
+    let mut req = super::trust::join(&published, &local);
+    req.out = Some(out.unwrap_or_else(|| crate::plan::default_out("dist-merge", &req.store)));
+    Ok(req)
+}
+
 /// `kvmeter dist merge DIR... [--out OUT]`: the merged run from agents' run directories, for
 /// when the coordinator died (or to check its result): the same records the agents posted,
 /// merged by the same code.
@@ -338,35 +381,7 @@ pub fn offline(
         return Err(UsageError::new("kvmeter dist merge: give the agents' run directories").into());
     };
     let first = first.clone();
-    // An agent's directory is as trustworthy as whoever could write it: its request is held
-    // to what a published plan may ask (no library, program or file is taken from it), after
-    // the fields that only matter where the run happened are dropped.
-    let local = super::trust::Local {
-        plugin,
-        ..Default::default()
-    };
-    local.check_agent_flags()?;
-    let mut published = first.published.request.clone();
-    (
-        published.power,
-        published.power_model,
-        published.calibration,
-    ) = (None, None, None);
-    (published.idle_baseline, published.io_dir, published.disk) = (None, None, None);
-    (published.out, published.data_dir) = (None, None);
-    published.store_opts.retain(|o| {
-        !crate::plan::is_host_own_option(o.split_once('=').map_or(o.as_str(), |(k, _)| k))
-    });
-    if let Err(why) = super::trust::check_published(&published, &local) {
-        return Err(UsageError::new(format!(
-            "{}: {}",
-            dirs[0].join("dist/agent.json").display(),
-            why.replace("its own flags", "dist merge's own flags")
-        ))
-        .into());
-    }
-    let mut req = super::trust::join(&published, &local);
-    req.out = Some(out.unwrap_or_else(|| crate::plan::default_out("dist-merge", &req.store)));
+    let req = trusted_request(&first.published.request, &dirs[0], plugin, out)?;
     let plan = crate::plan::build(&req)?;
     let read_lines = |p: std::path::PathBuf| -> anyhow::Result<Vec<String>> {
         Ok(std::fs::read_to_string(&p)
