@@ -4,6 +4,7 @@
 
 pub mod chart;
 pub mod compare;
+mod compare_page;
 pub mod cost;
 pub mod html;
 pub mod javafmt;

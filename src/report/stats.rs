@@ -1,72 +1,136 @@
-//! The statistics `kvmeter compare` decides with, in benchstat's spirit: a rank test that
-//! assumes no distribution (Mann–Whitney U, exact for small samples), Welch's t-test labelled
-//! as such when there are too few runs for the rank test to ever reject, Holm's correction for
-//! testing many rows at once, and a bootstrap interval for the ratio of medians.
+//! The statistics `kvmeter compare` decides with: one procedure that gives the estimate, its
+//! confidence interval, the p-value and the verdict together, so they can never disagree.
 //!
-//! Written here because the crates that have these either pull in a linear-algebra stack for
-//! two functions or give only the normal approximation, which is wrong at the 4–10 runs a
-//! benchmark has.
+//! The estimate is the Hodges–Lehmann shift (the median of every pairwise difference B − A;
+//! compare takes logs, so it is a ratio); the interval is the exact Mann–Whitney interval
+//! for the shift (Bauer 1972; the order statistics of the pairwise differences that the
+//! exact rank test's critical value picks), which is the set of shifts the same test does not
+//! reject. Hence "different at α" ⇔ the 1 − α interval excludes 0 ⇔ p ≤ α, by construction
+//! and not by luck. The p-value counts ties against the verdict (a zero difference counts on
+//! both sides), which keeps the equivalence when values tie.
+//!
+//! Exact distributions because benchmarks have 3–10 runs a side, where the normal
+//! approximation is wrong and where what matters is the smallest p a sample size can ever give
+//! (2 / C(n + m, n)): 3 + 3 runs cannot go below 0.1, 4 + 4 reach 0.029, 5 + 5 reach 0.0079.
+//! Written here because the crates that have these give only the normal approximation or pull
+//! in a linear-algebra stack for two functions.
 
-/// Exact two-sided p-value of the Mann–Whitney U test (no ties assumed; ties get the average
-/// rank and the exact distribution then is an approximation), for small samples; the normal
-/// approximation with continuity correction above 20 runs a side.
-pub fn mann_whitney(a: &[f64], b: &[f64]) -> f64 {
-    let (n, m) = (a.len(), b.len());
+/// Largest side the exact distribution is computed for (n·m coefficients, n passes over them);
+/// beyond it the normal approximation with continuity correction, accurate there.
+const EXACT_MAX: usize = 100;
+
+/// P(U ≤ u) for u = 0..=n·m under "no difference" (U: pairs with the B value above the A
+/// value), exact up to `EXACT_MAX` runs a side.
+pub fn u_cdf(n: usize, m: usize) -> Vec<f64> {
+    let nm = n * m;
+    if n == 0 || m == 0 {
+        return vec![1.0];
+    }
+    if n > EXACT_MAX || m > EXACT_MAX {
+        let mean = nm as f64 / 2.0;
+        let sd = (nm as f64 * (n + m + 1) as f64 / 12.0).sqrt();
+        return (0..=nm)
+            .map(|u| normal_cdf((u as f64 + 0.5 - mean) / sd))
+            .collect();
+    }
+    // The counts of U are the coefficients of the Gaussian binomial [n + m choose n]_q =
+    // Π_{i=1..n} (1 − q^(m+i)) / (1 − q^i). Coefficient k only ever depends on coefficients
+    // ≤ k, so the lower tail (the one the test uses) is exact in f64.
+    let mut c = vec![0.0f64; nm + 1];
+    c[0] = 1.0;
+    for i in 1..=n {
+        // × (1 − q^(m+i)), from the top so each step reads the old coefficient.
+        for k in (m + i..=nm).rev() {
+            c[k] -= c[k - m - i];
+        }
+        // ÷ (1 − q^i): a running sum with stride i.
+        for k in i..=nm {
+            c[k] += c[k - i];
+        }
+    }
+    let total: f64 = c.iter().sum();
+    let mut acc = 0.0;
+    c.iter()
+        .map(|x| {
+            acc += x.max(0.0);
+            (acc / total).min(1.0)
+        })
+        .collect()
+}
+
+/// The smallest two-sided p-value n + m runs can give: every B above every A.
+pub fn min_p(n: usize, m: usize) -> f64 {
     if n == 0 || m == 0 {
         return 1.0;
     }
-    // U for a: pairs (x in a, y in b) with x > y, ties counting half.
-    let mut u: f64 = 0.0;
-    for x in a {
-        for y in b {
-            if x > y {
-                u += 1.0;
-            } else if x == y {
-                u += 0.5;
-            }
-        }
-    }
-    let nm = (n * m) as f64;
-    let u_small = u.min(nm - u);
-    if n <= 20 && m <= 20 {
-        // counts[k] = number of arrangements with U = k (dynamic programming over n, m).
-        let dist = u_distribution(n, m);
-        let total: f64 = dist.iter().sum();
-        let k = u_small.floor() as usize;
-        let tail: f64 = dist[..=k.min(dist.len() - 1)].iter().sum();
-        (2.0 * tail / total).min(1.0)
-    } else {
-        let mean = nm / 2.0;
-        let sd = (nm * (n + m + 1) as f64 / 12.0).sqrt();
-        let z = ((u_small - mean).abs() - 0.5).max(0.0) / sd;
-        (2.0 * (1.0 - normal_cdf(z))).min(1.0)
-    }
+    (2.0 * u_cdf(n, m)[0]).min(1.0)
 }
 
-/// How many of the C(n+m, n) orderings give each U = 0..=n·m.
-fn u_distribution(n: usize, m: usize) -> Vec<f64> {
-    // f[i][j][u]: orderings of i a's and j b's with statistic u. Recurrence on the largest
-    // element: an a adds j to U (it is above every b), a b adds nothing.
-    let mut f = vec![vec![vec![]; m + 1]; n + 1];
-    for row in f.iter_mut() {
-        row[0] = vec![1.0];
+/// Runs a side (equal sides) the exact test needs before it can reach `alpha` at all.
+pub fn runs_needed(alpha: f64) -> usize {
+    (1..=EXACT_MAX)
+        .find(|k| min_p(*k, *k) <= alpha)
+        .unwrap_or(EXACT_MAX)
+}
+
+/// The shift of B against A, its interval and its test, from one procedure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shift {
+    /// Hodges–Lehmann estimate: the median of the n·m differences b − a.
+    pub estimate: f64,
+    /// The exact 1 − alpha interval; None when n + m runs cannot reach alpha.
+    pub ci: Option<(f64, f64)>,
+    /// The coverage the interval really has (≥ 1 − alpha: the distribution is discrete).
+    pub level: Option<f64>,
+    /// Exact two-sided Mann–Whitney p, ties counted against a verdict.
+    pub p: f64,
+    /// The interval excludes 0 (⇔ p ≤ alpha).
+    pub different: bool,
+}
+
+/// Tests "B is A shifted by 0" at two-sided level `alpha` and estimates the shift.
+pub fn shift(a: &[f64], b: &[f64], alpha: f64) -> Shift {
+    let (n, m) = (a.len(), b.len());
+    let mut d: Vec<f64> = b
+        .iter()
+        .flat_map(|y| a.iter().map(move |x| y - x))
+        .collect();
+    d.sort_by(|x, y| x.partial_cmp(y).unwrap_or(std::cmp::Ordering::Equal));
+    let estimate = median(&d);
+    if d.is_empty() {
+        return Shift {
+            estimate,
+            ci: None,
+            level: None,
+            p: 1.0,
+            different: false,
+        };
     }
-    for cell in f[0].iter_mut() {
-        *cell = vec![1.0];
-    }
-    for i in 1..=n {
-        for j in 1..=m {
-            let mut v = vec![0.0; i * j + 1];
-            for (u, c) in f[i - 1][j].iter().enumerate() {
-                v[u + j] += c;
-            }
-            for (u, c) in f[i][j - 1].iter().enumerate() {
-                v[u] += c;
-            }
-            f[i][j] = v;
+    let cdf = u_cdf(n, m);
+    let nm = d.len();
+    // c: the largest count of "wrong-side" differences the test still rejects with.
+    let c = (0..=nm / 2).take_while(|u| 2.0 * cdf[*u] <= alpha).last();
+    let below = d.iter().filter(|x| **x <= 0.0).count();
+    let above = d.iter().filter(|x| **x >= 0.0).count();
+    let p = (2.0 * cdf[below.min(above).min(nm)]).min(1.0);
+    let (ci, level, different) = match c {
+        Some(c) => {
+            let (lo, hi) = (d[c], d[nm - 1 - c]);
+            (
+                Some((lo, hi)),
+                Some(1.0 - 2.0 * cdf[c]),
+                lo > 0.0 || hi < 0.0,
+            )
         }
+        None => (None, None, false),
+    };
+    Shift {
+        estimate,
+        ci,
+        level,
+        p,
+        different,
     }
-    f[n][m].clone()
 }
 
 /// Φ(z), from erfc's Abramowitz–Stegun 7.1.26 approximation (|error| < 1.5e-7).
@@ -84,203 +148,126 @@ pub fn normal_cdf(z: f64) -> f64 {
     }
 }
 
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len() as f64
-}
-
-fn var(v: &[f64]) -> f64 {
-    let m = mean(v);
-    v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() as f64 - 1.0)
-}
-
-/// Two-sided p of Welch's t-test (n ≥ 2 a side), through Student's t with the
-/// Welch–Satterthwaite degrees of freedom.
-pub fn welch(a: &[f64], b: &[f64]) -> f64 {
-    if a.len() < 2 || b.len() < 2 {
-        return 1.0;
-    }
-    let (va, vb) = (var(a) / a.len() as f64, var(b) / b.len() as f64);
-    let se = (va + vb).sqrt();
-    if se == 0.0 {
-        return if mean(a) == mean(b) { 1.0 } else { 0.0 };
-    }
-    let t = (mean(a) - mean(b)).abs() / se;
-    let df = (va + vb).powi(2)
-        / (va.powi(2) / (a.len() as f64 - 1.0) + vb.powi(2) / (b.len() as f64 - 1.0));
-    2.0 * student_t_sf(t, df)
-}
-
-/// P(T > t) for Student's t with `df` degrees of freedom (regularized incomplete beta).
-fn student_t_sf(t: f64, df: f64) -> f64 {
-    let x = df / (df + t * t);
-    0.5 * incomplete_beta(df / 2.0, 0.5, x)
-}
-
-/// I_x(a, b) by its continued fraction (Numerical Recipes' betacf), for the t distribution.
-fn incomplete_beta(a: f64, b: f64, x: f64) -> f64 {
-    if x <= 0.0 {
-        return 0.0;
-    }
-    if x >= 1.0 {
-        return 1.0;
-    }
-    let ln_beta = ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b);
-    let front = (ln_beta + a * x.ln() + b * (1.0 - x).ln()).exp();
-    if x < (a + 1.0) / (a + b + 2.0) {
-        front * beta_cf(a, b, x) / a
-    } else {
-        1.0 - front * beta_cf(b, a, 1.0 - x) / b
-    }
-}
-
-fn beta_cf(a: f64, b: f64, x: f64) -> f64 {
-    let (qab, qap, qam) = (a + b, a + 1.0, a - 1.0);
-    let mut c = 1.0;
-    let mut d = 1.0 - qab * x / qap;
-    d = if d.abs() < 1e-300 { 1e-300 } else { d };
-    d = 1.0 / d;
-    let mut h = d;
-    for m in 1..300 {
-        let m = m as f64;
-        let m2 = 2.0 * m;
-        let aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-        d = 1.0 + aa * d;
-        d = if d.abs() < 1e-300 { 1e-300 } else { d };
-        c = 1.0 + aa / c;
-        c = if c.abs() < 1e-300 { 1e-300 } else { c };
-        d = 1.0 / d;
-        h *= d * c;
-        let aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-        d = 1.0 + aa * d;
-        d = if d.abs() < 1e-300 { 1e-300 } else { d };
-        c = 1.0 + aa / c;
-        c = if c.abs() < 1e-300 { 1e-300 } else { c };
-        d = 1.0 / d;
-        let del = d * c;
-        h *= del;
-        if (del - 1.0).abs() < 1e-12 {
-            break;
-        }
-    }
-    h
-}
-
-/// ln Γ(x), Lanczos (g = 7, n = 9).
-fn ln_gamma(x: f64) -> f64 {
-    const G: [f64; 9] = [
-        0.999_999_999_999_809_9,
-        676.520_368_121_885_1,
-        -1_259.139_216_722_402_8,
-        771.323_428_777_653_1,
-        -176.615_029_162_140_6,
-        12.507_343_278_686_905,
-        -0.138_571_095_265_720_12,
-        9.984_369_578_019_572e-6,
-        1.505_632_735_149_311_6e-7,
-    ];
-    if x < 0.5 {
-        return (std::f64::consts::PI / (std::f64::consts::PI * x).sin()).ln() - ln_gamma(1.0 - x);
-    }
-    let x = x - 1.0;
-    let mut a = G[0];
-    let t = x + 7.5;
-    for (i, g) in G.iter().enumerate().skip(1) {
-        a += g / (x + i as f64);
-    }
-    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
-}
-
-/// Holm's step-down adjustment of p-values (family-wise error), in the input order.
-pub fn holm(p: &[f64]) -> Vec<f64> {
-    let mut idx: Vec<usize> = (0..p.len()).collect();
-    idx.sort_by(|a, b| {
-        p[*a]
-            .partial_cmp(&p[*b])
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
-    let n = p.len();
-    let mut out = vec![1.0; n];
-    let mut running: f64 = 0.0;
-    for (rank, &i) in idx.iter().enumerate() {
-        let adj = ((n - rank) as f64 * p[i]).min(1.0);
-        running = running.max(adj);
-        out[i] = running;
-    }
-    out
-}
-
 pub fn median(v: &[f64]) -> f64 {
     crate::experiment::median(v)
-}
-
-/// 95 % percentile-bootstrap interval of median(b) / median(a), with a fixed seed so the same
-/// runs always give the same interval.
-pub fn ratio_ci(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
-    if a.len() < 2 || b.len() < 2 {
-        return None;
-    }
-    let mut rng = crate::workload::Rng::for_worker(0x5eed_c0de, 0);
-    let mut ratios = Vec::with_capacity(2000);
-    let mut ra = vec![0.0; a.len()];
-    let mut rb = vec![0.0; b.len()];
-    for _ in 0..2000 {
-        for x in ra.iter_mut() {
-            *x = a[rng.next_u64_below(a.len() as u64) as usize];
-        }
-        for x in rb.iter_mut() {
-            *x = b[rng.next_u64_below(b.len() as u64) as usize];
-        }
-        let ma = median(&ra);
-        if ma != 0.0 {
-            ratios.push(median(&rb) / ma);
-        }
-    }
-    ratios.sort_by(|x, y| x.partial_cmp(y).unwrap_or(std::cmp::Ordering::Equal));
-    let n = ratios.len();
-    (n > 0).then(|| (ratios[n * 25 / 1000], ratios[(n * 975 / 1000).min(n - 1)]))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Golden values from the exact distribution by hand and from standard tables.
+    fn binom(n: u64, k: u64) -> f64 {
+        (1..=k).fold(1.0, |acc, i| acc * (n - k + i) as f64 / i as f64)
+    }
+
+    /// Brute force: U over every split of 0..n+m into an A set of n, for the exact counts.
+    fn brute_counts(n: usize, m: usize) -> Vec<u64> {
+        let mut counts = vec![0u64; n * m + 1];
+        for mask in 0u32..(1 << (n + m)) {
+            if mask.count_ones() as usize != n {
+                continue;
+            }
+            // Ranks 0..n+m; bit set = an A value. U = pairs with the B value above the A value.
+            let mut u = 0;
+            for i in 0..n + m {
+                for j in i + 1..n + m {
+                    if mask & (1 << i) != 0 && mask & (1 << j) == 0 {
+                        u += 1;
+                    }
+                }
+            }
+            counts[u] += 1;
+        }
+        counts
+    }
+
+    /// Golden values from standard tables and counting by hand.
     #[test]
-    fn mann_whitney_exact_small_samples() {
-        // 4 vs 4, completely separated: U = 0, P(U ≤ 0) = 1/C(8,4) = 1/70; two-sided 2/70.
-        let p = mann_whitney(&[1.0, 2.0, 3.0, 4.0], &[5.0, 6.0, 7.0, 8.0]);
-        assert!((p - 2.0 / 70.0).abs() < 1e-12, "{p}");
-        // 3 vs 3 can never reach 0.05: the smallest two-sided p is 2/20.
-        let p = mann_whitney(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]);
-        assert!((p - 0.1).abs() < 1e-12, "{p}");
-        // Interleaved: no evidence.
-        assert!(mann_whitney(&[1.0, 3.0, 5.0, 7.0], &[2.0, 4.0, 6.0, 8.0]) > 0.5);
-        // The distribution sums to C(n+m, n).
-        assert_eq!(u_distribution(5, 6).iter().sum::<f64>(), 462.0);
+    fn the_exact_distribution_matches_tables_and_brute_force() {
+        // Fully separated: P(U ≤ 0) = 1/C(n+m, n); two-sided 2/C.
+        assert!((min_p(4, 4) - 2.0 / 70.0).abs() < 1e-12); // 0.0286
+        assert!((min_p(5, 5) - 2.0 / 252.0).abs() < 1e-12); // 0.0079
+        assert!((min_p(3, 3) - 0.1).abs() < 1e-12);
+        assert!((min_p(3, 10) - 2.0 / binom(13, 3)).abs() < 1e-12);
+        assert_eq!(runs_needed(0.05), 4);
+        assert_eq!(runs_needed(0.025), 5);
+        assert_eq!(runs_needed(0.01), 5);
+        assert_eq!(runs_needed(0.005), 6); // 2/924 = 0.0022
+                                           // Tables (e.g. Siegel & Castellan, n = m = 5): P(U ≤ 2) = 4/252, P(U ≤ 4) = 12/252.
+        let c = u_cdf(5, 5);
+        assert!((c[2] - 4.0 / 252.0).abs() < 1e-12, "{}", c[2]);
+        assert!((c[4] - 12.0 / 252.0).abs() < 1e-12, "{}", c[4]);
+        for (n, m) in [(1, 1), (2, 3), (4, 4), (3, 6), (5, 5), (6, 7)] {
+            let brute = brute_counts(n, m);
+            let total: u64 = brute.iter().sum();
+            assert_eq!(total as f64, binom((n + m) as u64, n as u64));
+            let mut acc = 0;
+            for (u, p) in u_cdf(n, m).iter().enumerate() {
+                acc += brute[u];
+                assert!((p - acc as f64 / total as f64).abs() < 1e-12, "{n} {m} {u}");
+            }
+        }
+        // Large sides: the normal approximation, still a distribution.
+        let big = u_cdf(120, 120);
+        assert!((big[120 * 60] - 0.5).abs() < 0.01 && *big.last().unwrap() > 0.999);
+    }
+
+    /// Hodges–Lehmann and its interval by hand: A = 1..4, B = 11..14. Differences b − a run
+    /// from 7 to 13; their median is 10; with 4 + 4 runs c = 0 (2/70 ≤ 0.05 < 4/70), so the
+    /// 95 % interval is [min, max] = [7, 13], with true coverage 1 − 2/70.
+    #[test]
+    fn hodges_lehmann_and_the_exact_interval_by_hand() {
+        let s = shift(&[1.0, 2.0, 3.0, 4.0], &[11.0, 12.0, 13.0, 14.0], 0.05);
+        assert_eq!(s.estimate, 10.0);
+        assert_eq!(s.ci, Some((7.0, 13.0)));
+        assert!((s.level.unwrap() - (1.0 - 2.0 / 70.0)).abs() < 1e-12);
+        assert!((s.p - 2.0 / 70.0).abs() < 1e-12 && s.different);
+        // 5 + 5 at 5 %: c = 2 (4/252 ≤ 0.025 < 7/252), the 3rd smallest and 3rd largest of
+        // the 25 differences.
+        let a = [0.0, 10.0, 20.0, 30.0, 40.0];
+        let b = [101.0, 111.0, 121.0, 131.0, 141.0];
+        let s = shift(&a, &b, 0.05);
+        // b − a = 101 + 10k for k = −4..=4, with multiplicities 1,2,3,4,5,4,3,2,1: the 3rd
+        // smallest is 71 (k = −3), the 3rd largest 131.
+        assert_eq!(s.ci, Some((71.0, 131.0)));
+        assert_eq!(s.estimate, 101.0);
+        // At 1 %, c = 0 (2/252 ≤ 0.01 < 4/252): [min, max].
+        assert_eq!(shift(&a, &b, 0.01).ci, Some((61.0, 141.0)));
+        // 3 + 3 cannot reach 5 %: no interval, no verdict, p = 0.1 at best.
+        let s = shift(&[1.0, 2.0, 3.0], &[7.0, 8.0, 9.0], 0.05);
+        assert_eq!((s.ci, s.different), (None, false));
+        assert!((s.p - 0.1).abs() < 1e-12);
+        // Identical samples: every tie counts against the verdict.
+        let s = shift(&[1.0, 2.0, 3.0, 4.0], &[1.0, 2.0, 3.0, 4.0], 0.05);
+        assert_eq!((s.estimate, s.p, s.different), (0.0, 1.0, false));
+    }
+
+    /// The verdict, the interval and the p-value agree on every sample (pseudo-random sets
+    /// with ties, 2..8 a side, several levels).
+    #[test]
+    fn the_interval_and_the_p_value_never_disagree() {
+        let mut rng = crate::workload::Rng::for_worker(7, 0);
+        for t in 0..3000 {
+            let n = 2 + rng.next_u64_below(7) as usize;
+            let m = 2 + rng.next_u64_below(7) as usize;
+            let shift_by = rng.next_u64_below(12) as f64;
+            let a: Vec<f64> = (0..n).map(|_| rng.next_u64_below(10) as f64).collect();
+            let b: Vec<f64> = (0..m)
+                .map(|_| rng.next_u64_below(10) as f64 + shift_by)
+                .collect();
+            let alpha = [0.05, 0.025, 0.01][t % 3];
+            let s = shift(&a, &b, alpha);
+            assert_eq!(s.different, s.p <= alpha, "{a:?} {b:?} {alpha} {s:?}");
+            if let Some((lo, hi)) = s.ci {
+                assert!(lo <= s.estimate && s.estimate <= hi, "{s:?}");
+                assert_eq!(s.different, lo > 0.0 || hi < 0.0);
+            }
+        }
     }
 
     #[test]
-    fn welch_and_the_normal_cdf_match_tables() {
+    fn the_normal_cdf_matches_tables() {
         assert!((normal_cdf(1.96) - 0.975).abs() < 1e-4);
-        // t = 2.776 with 4 degrees of freedom is the two-sided 5 % point.
-        assert!((2.0 * student_t_sf(2.776, 4.0) - 0.05).abs() < 1e-3);
-        // Equal variances and sizes: Welch's df is 2n − 2.
-        let p = welch(&[10.0, 12.0, 14.0], &[20.0, 22.0, 24.0]);
-        // t = 10 / sqrt(4/3 + 4/3) = 6.124, df = 4: p ≈ 0.00361.
-        assert!((p - 0.00361).abs() < 2e-4, "{p}");
-    }
-
-    #[test]
-    fn holm_steps_down() {
-        // p sorted: 0.01·3 = 0.03, 0.02·2 = 0.04, 0.04·1 = 0.04 (monotone).
-        assert_eq!(holm(&[0.04, 0.01, 0.02]), vec![0.04, 0.03, 0.04]);
-    }
-
-    #[test]
-    fn the_ratio_interval_holds_the_true_ratio() {
-        let a = [100.0, 101.0, 99.0, 100.5, 99.5];
-        let b = [200.0, 202.0, 198.0, 201.0, 199.0];
-        let (lo, hi) = ratio_ci(&a, &b).unwrap();
-        assert!(lo <= 2.0 && 2.0 <= hi && hi - lo < 0.1, "{lo} {hi}");
+        assert!((normal_cdf(-1.0) - 0.158_655).abs() < 1e-5);
     }
 }
