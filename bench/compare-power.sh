@@ -55,7 +55,7 @@ if [[ -z ${ANALYZE:-} ]]; then
   done
 else
   OUT=$ANALYZE
-  RUNS=$(cat "$OUT/runs_dir")
+  RUNS=$(head -1 "$OUT/runs_dir")
 fi
 
 rounds=$(ls "$RUNS/runs/A" | wc -l)
