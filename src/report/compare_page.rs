@@ -127,7 +127,7 @@ impl Comparison {
     fn forest(&self) -> String {
         let n = self.rows.len().max(1) as f64;
         let (w, ml, mr, top) = (760.0, 220.0, 30.0, 14.0);
-        let h = top + 18.0 * n + 34.0;
+        let h = top + 18.0 * n + 42.0;
         let ends = self.rows.iter().flat_map(|r| {
             let (l, hi) = r.ratio_ci.unwrap_or((r.ratio, r.ratio));
             [l, hi, r.ratio]
