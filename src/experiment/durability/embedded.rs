@@ -42,7 +42,7 @@ pub(super) fn run(
         .into());
     }
     let kills = if s.kills == 0 { 5 } else { s.kills };
-    let _dir = output::start(s, adapter, &opts, seed, slot)?;
+    output::start(s, adapter, &opts, seed, slot)?;
     let data = DataDir::prepare(None)?;
     let store_dir = data.store_dir()?;
     let mut rng = crate::workload::Rng::for_worker(seed, 0xD0AB);

@@ -130,7 +130,6 @@ pub(super) fn run(
         let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
         c.stop();
     }
-    drop(dir);
     output::finish(slot, &report, s.fail_on_loss)
 }
 
