@@ -29,6 +29,28 @@ fn stores_lists_what_the_library_says_of_itself() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("--store plugin:/path/libfoo.so"));
 }
 
+/// examples/plugins/Makefile from a copy elsewhere: without KVMETER_INCLUDE it stops before
+/// compiling, in one line saying what to set; with it, it builds a library kvmeter loads
+/// (every test here loads the example built that way: plugin_build::lmdb_example).
+#[test]
+fn the_example_makefile_builds_from_a_copy_given_kvmeter_include() {
+    let t = tempfile::tempdir().unwrap();
+    let copy = t.path().join("my-plugin");
+    let (o, lib) = plugin_build::make_example_copy(&copy, None, "-O2");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "built without the header?\n{err}");
+    assert!(err.contains("kvmeter_store.h not found"), "{err}");
+    assert!(err.contains("set KVMETER_INCLUDE"), "{err}");
+    assert!(!lib.exists());
+    let include = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
+    let (o, lib) = plugin_build::make_example_copy(&copy, Some(&include), "-O2 -Wall -Werror");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let spec = format!("plugin:{}", lib.display());
+    let o = kvmeter().args(["stores", &spec]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("lmdb-example LMDB 0.9."));
+}
+
 #[test]
 fn suite_runs_on_the_example_plugin_like_a_built_in_store() {
     let spec = plugin_build::lmdb_example();

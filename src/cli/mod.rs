@@ -71,7 +71,8 @@ pub enum Command {
     /// Do acknowledged writes survive a crash? Unique keys written and logged (ok, failed,
     /// indeterminate), then read back: servers while --fault breaks the cluster kvmeter
     /// started; embedded stores by SIGKILLing a writer process --kills times (process-crash
-    /// durability: not power loss).
+    /// durability: not power loss). Writes manifest.json, durability.json and report.html;
+    /// exit 1 when the check could not read back, or with --fail-on-loss when writes were lost.
     Durability(DurabilityArgs),
     /// The writer process of `kvmeter durability` on an embedded store (internal).
     #[command(name = "__durability-writer", hide = true)]
@@ -464,6 +465,10 @@ pub struct DurabilityArgs {
     /// Output directory (new or empty).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Exit 1 when any acknowledged write was lost (for CI). Without it the exit is 0 whatever
+    /// was lost; a check that could not read the writes back (unavailable) exits 1 always.
+    #[arg(long)]
+    pub fail_on_loss: bool,
 }
 
 /// Runs the command line; returns the process exit code.
@@ -503,6 +508,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
                 writers: a.writers,
                 out: a.out,
                 seed: a.seed,
+                fail_on_loss: a.fail_on_loss,
             })
         }
         Command::DurabilityWriter {

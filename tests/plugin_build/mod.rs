@@ -1,5 +1,6 @@
-//! Builds the store plug-ins the tests load — the example in examples/plugins and the fixture
-//! in tests/plugins — with the system C compiler, as a user would (docs/plugins.md).
+//! Builds the store plug-ins the tests load — the example in examples/plugins (by its Makefile,
+//! from a copy outside the source tree) and the fixture in tests/plugins (with the system C
+//! compiler) — as a user would (docs/plugins.md).
 
 #![allow(dead_code)]
 
@@ -34,10 +35,53 @@ pub fn build(source: &str, name: &str, extra: &[&str]) -> PathBuf {
     out
 }
 
-/// The example LMDB plug-in (needs Debian's liblmdb-dev; scripts/setup.sh installs it).
+/// Builds the example as a user would from a copy of examples/plugins outside the repository:
+/// `make -C COPY KVMETER_INCLUDE=<repo>/include` (docs/plugins.md), with `cflags` (warnings are
+/// errors here). Returns make's output and the library's path.
+pub fn make_example_copy(
+    copy: &Path,
+    include: Option<&Path>,
+    cflags: &str,
+) -> (std::process::Output, PathBuf) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(copy).unwrap();
+    for f in ["Makefile", "kvm_lmdb.c"] {
+        std::fs::copy(root.join("examples/plugins").join(f), copy.join(f)).unwrap();
+    }
+    let mut make = Command::new("make");
+    make.arg("-C").arg(copy).arg(format!("CFLAGS={cflags}"));
+    if let Some(i) = include {
+        make.arg(format!("KVMETER_INCLUDE={}", i.display()));
+    }
+    let o = make
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run make: {e}"));
+    (o, copy.join("libkvm_lmdb.so"))
+}
+
+/// The example built by its Makefile from a copy (one per test binary and variant).
+fn example_from_copy(tag: &str, cflags: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let copy = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("plugins")
+        .join(format!("{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&copy);
+    let (o, lib) = make_example_copy(&copy, Some(&root.join("include")), cflags);
+    assert!(
+        o.status.success() && lib.is_file(),
+        "make -C {} KVMETER_INCLUDE=... failed:\n{}{}",
+        copy.display(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    lib
+}
+
+/// The example LMDB plug-in (needs Debian's liblmdb-dev; scripts/setup.sh installs it), built
+/// by examples/plugins/Makefile from a copy outside the source tree, as docs/plugins.md says.
 pub fn lmdb_example() -> String {
     static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let p = PATH.get_or_init(|| build("examples/plugins/kvm_lmdb.c", "kvm_lmdb", &["-llmdb"]));
+    let p = PATH.get_or_init(|| example_from_copy("kvm_lmdb", "-O2 -Wall -Wextra -Werror"));
     format!("plugin:{}", p.display())
 }
 
@@ -46,10 +90,9 @@ pub fn lmdb_example() -> String {
 pub fn lmdb_example_partial_updates() -> String {
     static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     let p = PATH.get_or_init(|| {
-        build(
-            "examples/plugins/kvm_lmdb.c",
+        example_from_copy(
             "kvm_lmdb_partial",
-            &["-DKVM_LMDB_PARTIAL_UPDATE", "-llmdb"],
+            "-O2 -Wall -Wextra -Werror -DKVM_LMDB_PARTIAL_UPDATE",
         )
     });
     format!("plugin:{}", p.display())

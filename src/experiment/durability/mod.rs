@@ -16,8 +16,14 @@
 //! and acknowledges each write over a pipe, and is SIGKILLed at random points (`--kills`);
 //! the store is reopened and checked after each. This is process-crash durability: a kill
 //! leaves the operating system's page cache intact, so it cannot show what a power loss does.
+//!
+//! A read-back that cannot read is not a loss: before the check, a probe write is made and
+//! read back through the same session; if that fails, or reads fail during the check, the
+//! result is **unavailable** (with why), never "lost". `output.rs` writes manifest.json,
+//! durability.json and report.html and decides the exit code (`--fail-on-loss`).
 
 mod embedded;
+mod output;
 mod server;
 
 pub use embedded::writer_main;
@@ -25,7 +31,7 @@ pub use embedded::writer_main;
 use crate::error::UsageError;
 use crate::store::{Record, Session, Status, StoreKind, StoreOptions};
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The command's input.
@@ -39,6 +45,8 @@ pub struct Settings {
     pub writers: usize,
     pub out: Option<PathBuf>,
     pub seed: Option<u64>,
+    /// Exit 1 when an acknowledged write was lost (an unavailable check exits 1 always).
+    pub fail_on_loss: bool,
 }
 
 /// How one write ended.
@@ -104,8 +112,13 @@ pub struct Verdict {
     pub indeterminate_missing: u64,
     /// A failed write that is there, or a value that is not the one written.
     pub unexpected: u64,
-    /// Reads that failed during the check (the verdict is then incomplete).
+    /// Writes not checked: their read failed, or the check stopped (the verdict is then
+    /// incomplete, and `unavailable` says why).
     pub unreadable: u64,
+    /// Why the check could not read (all or some writes back): the probe write failed, reads
+    /// failed, the store could not be reopened or the cluster did not serve. None: it read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
     /// A few lost keys, for the report.
     pub lost_examples: Vec<String>,
 }
@@ -121,6 +134,9 @@ impl Verdict {
         self.indeterminate_missing += o.indeterminate_missing;
         self.unexpected += o.unexpected;
         self.unreadable += o.unreadable;
+        if self.unavailable.is_none() {
+            self.unavailable.clone_from(&o.unavailable);
+        }
         for e in &o.lost_examples {
             if self.lost_examples.len() < 10 {
                 self.lost_examples.push(e.clone());
@@ -129,15 +145,86 @@ impl Verdict {
     }
 }
 
+/// After this many reads in a row fail, the check stops: the store is not answering, and each
+/// further read could wait out its whole deadline (a million writes × a timeout).
+const MAX_FAILED_READS_IN_A_ROW: u64 = 100;
+
+/// Whether reading back works at all: a probe write (a key no writer uses) made and read back
+/// through `session`; `tag` makes its key unique (no writer's key has this form). Err: why
+/// not — the check would otherwise report every write "lost".
+pub fn probe(session: &mut dyn Session, tag: u64) -> Result<(), String> {
+    let k = format!("dur-probe-{tag:016x}");
+    let (w, s) = (u32::MAX, tag);
+    // The write's own status is not required to be ok (with wait_replicas and no replica
+    // left it is unconfirmed, yet applied): what matters is that it reads back.
+    let wrote = session.insert("usertable", k.as_bytes(), &value(w, s));
+    let wrote = match wrote {
+        Status::Ok => String::new(),
+        st => format!("; the write itself: {st:?}{}", last_error(session)),
+    };
+    let want = format!("{w}:{s}");
+    let (st, view) = session.read("usertable", k.as_bytes(), crate::store::Fields::All);
+    match st {
+        Status::Ok if view.get(b"field0") == Some(want.as_bytes()) => Ok(()),
+        Status::Ok => Err(format!(
+            "a probe write made before the check reads back with another value{wrote}"
+        )),
+        Status::NotFound => Err(format!(
+            "a probe write made before the check is not read back{wrote}"
+        )),
+        Status::Error { .. } => Err(format!(
+            "reading back a probe write made before the check failed: {st:?}{}{wrote}",
+            last_error(session)
+        )),
+    }
+}
+
+fn last_error(session: &mut dyn Session) -> String {
+    session
+        .last_error()
+        .map(|e| format!(": {}", e.chars().take(200).collect::<String>()))
+        .unwrap_or_default()
+}
+
+/// A verdict on `writes` without reading any back: the check could not be made.
+pub fn unavailable(writes: &[Write], why: String) -> Verdict {
+    let mut v = Verdict::default();
+    for w in writes {
+        count(&mut v, w.outcome);
+    }
+    v.unreadable = v.writes;
+    v.unavailable = Some(why);
+    v
+}
+
+fn count(v: &mut Verdict, o: Outcome) {
+    v.writes += 1;
+    match o {
+        Outcome::Ok => v.acknowledged += 1,
+        Outcome::Failed => v.failed += 1,
+        Outcome::Indeterminate => v.indeterminate += 1,
+    }
+}
+
+/// Probes (`probe`), then reads every logged write back through `session` and classifies it;
+/// when the probe fails nothing is classified and the verdict is unavailable.
+pub fn probe_and_check(session: &mut dyn Session, writes: &[Write], tag: u64) -> Verdict {
+    match probe(session, tag) {
+        Ok(()) => check(session, writes),
+        Err(why) => unavailable(writes, why),
+    }
+}
+
 /// Reads every logged write back through `session` and classifies it.
 pub fn check(session: &mut dyn Session, writes: &[Write]) -> Verdict {
     let mut v = Verdict::default();
+    let mut failed_in_a_row = 0u64;
+    let mut latest = String::new();
     for w in writes {
-        v.writes += 1;
-        match w.outcome {
-            Outcome::Ok => v.acknowledged += 1,
-            Outcome::Failed => v.failed += 1,
-            Outcome::Indeterminate => v.indeterminate += 1,
+        count(&mut v, w.outcome);
+        if failed_in_a_row >= MAX_FAILED_READS_IN_A_ROW {
+            v.unreadable += 1;
+            continue;
         }
         let k = key(w.writer, w.seq);
         let want = format!("{}:{}", w.writer, w.seq);
@@ -147,9 +234,12 @@ pub fn check(session: &mut dyn Session, writes: &[Write]) -> Verdict {
             Status::NotFound => None,
             Status::Error { .. } => {
                 v.unreadable += 1;
+                failed_in_a_row += 1;
+                latest = format!("{st:?}{}", last_error(session));
                 continue;
             }
         };
+        failed_in_a_row = 0;
         match (w.outcome, found) {
             (Outcome::Ok, Some(true)) => {}
             (Outcome::Ok, _) => {
@@ -164,12 +254,33 @@ pub fn check(session: &mut dyn Session, writes: &[Write]) -> Verdict {
             (_, Some(_)) => v.unexpected += 1,
         }
     }
+    if v.unreadable > 0 {
+        let stopped = failed_in_a_row >= MAX_FAILED_READS_IN_A_ROW;
+        v.unavailable = Some(format!(
+            "{} of {} writes could not be read back{}; the latest read: {latest}",
+            v.unreadable,
+            v.writes,
+            if stopped {
+                format!(
+                    " ({MAX_FAILED_READS_IN_A_ROW} reads in a row failed: the check stopped there)"
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
     v
 }
 
 /// What `durability.json` holds.
 #[derive(Debug, Serialize)]
 pub struct Report {
+    pub schema: &'static str,
+    /// "none lost", "lost" or "unavailable" (the check could not read the writes back).
+    pub result: &'static str,
+    /// The result in a line, with why when unavailable.
+    pub result_text: String,
+    pub fail_on_loss: bool,
     pub store: String,
     pub options: std::collections::BTreeMap<String, String>,
     /// "process-crash (writer SIGKILLed)" or "faults on a managed cluster".
@@ -184,7 +295,39 @@ pub struct Report {
     pub members: Vec<crate::store::cluster::MemberManifest>,
 }
 
-/// Runs the command; exit 0 whatever the verdict (the figures are the result).
+impl Report {
+    /// A report with its result fields filled from `verdict`.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        s: &Settings,
+        adapter: &StoreKind,
+        opts: &StoreOptions,
+        mode: String,
+        note: String,
+        verdict: Verdict,
+        rounds: Vec<serde_json::Value>,
+        seed: u64,
+    ) -> Report {
+        let (result, result_text) = output::result(&verdict);
+        Report {
+            schema: output::SCHEMA,
+            result,
+            result_text,
+            fail_on_loss: s.fail_on_loss,
+            store: adapter.name.into(),
+            options: crate::report::manifest::shown_options(opts.resolved()),
+            mode,
+            note,
+            verdict,
+            rounds,
+            seed,
+            members: vec![],
+        }
+    }
+}
+
+/// Runs the command; the exit code: 1 when the check is unavailable, or with `--fail-on-loss`
+/// when an acknowledged write was lost; else 0 (the figures are the result).
 pub fn run(s: &Settings) -> anyhow::Result<i32> {
     let adapter = crate::store::find(&s.store).ok_or_else(|| {
         UsageError::new(format!(
@@ -204,43 +347,15 @@ pub fn run(s: &Settings) -> anyhow::Result<i32> {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1)
     });
-    match adapter.server {
-        Some(_) => server::run(s, adapter, opts, seed),
-        None => embedded::run(s, adapter, opts, seed),
+    let slot = output::Slot::default();
+    let r = match adapter.server {
+        Some(_) => server::run(s, adapter, opts, seed, &slot),
+        None => embedded::run(s, adapter, opts, seed, &slot),
+    };
+    if let (Err(e), Some(started)) = (&r, slot.borrow().as_ref()) {
+        started.failed(e);
     }
-}
-
-/// The output directory (new or empty), created only after the input is accepted.
-fn out_dir(s: &Settings) -> anyhow::Result<PathBuf> {
-    crate::experiment::experiment_dir_plain(s.out.as_deref(), "durability", &s.store)
-}
-
-fn write_report(dir: &Path, r: &Report) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(r)? + "\n";
-    crate::experiment::write_atomic(&dir.join("durability.json"), text.as_bytes())?;
-    let v = &r.verdict;
-    println!(
-        "durability  {} ({})\n  writes {}: acknowledged {}, failed {}, indeterminate {}\n  LOST acknowledged writes: {}{}\n  indeterminate found {}, missing {}; unexpected {}; unreadable during the check {}\n  {}\nresults: {}",
-        r.store,
-        r.mode,
-        v.writes,
-        v.acknowledged,
-        v.failed,
-        v.indeterminate,
-        v.lost,
-        if v.lost_examples.is_empty() {
-            String::new()
-        } else {
-            format!(" (e.g. {})", v.lost_examples[..v.lost_examples.len().min(3)].join(", "))
-        },
-        v.indeterminate_found,
-        v.indeterminate_missing,
-        v.unexpected,
-        v.unreadable,
-        r.note,
-        dir.display()
-    );
-    Ok(())
+    r
 }
 
 /// `--duration` for the server mode (default 10 s).
@@ -323,6 +438,89 @@ mod tests {
         assert_eq!(v.indeterminate_missing, 1);
         assert_eq!(v.unexpected, 1);
         assert_eq!(v.failed, 2);
+    }
+
+    /// A store that answers nothing: every call fails as a lost connection would.
+    struct Dead(u64);
+
+    impl Session for Dead {
+        fn read(&mut self, _t: &str, _k: &[u8], _f: Fields) -> (Status, RecordView<'_>) {
+            self.0 += 1;
+            (
+                Status::Error {
+                    kind: crate::store::ErrorKind::Io,
+                    fatal: true,
+                },
+                RecordView::EMPTY,
+            )
+        }
+        fn scan(&mut self, _: &str, _: &[u8], _: usize, _: Fields, _: &mut ScanOut) -> Status {
+            Status::Ok
+        }
+        fn update(&mut self, _: &str, _: &[u8], _: &Record) -> Status {
+            Status::error(crate::store::ErrorKind::Io)
+        }
+        fn insert(&mut self, _: &str, _: &[u8], _: &Record) -> Status {
+            Status::error(crate::store::ErrorKind::Io)
+        }
+        fn delete(&mut self, _: &str, _: &[u8]) -> Status {
+            Status::Ok
+        }
+        fn last_error(&mut self) -> Option<String> {
+            Some("connection refused".into())
+        }
+    }
+
+    #[test]
+    fn a_store_that_cannot_be_read_is_unavailable_not_lost() {
+        let writes: Vec<Write> = (1..=1000)
+            .map(|seq| Write {
+                writer: 1,
+                seq,
+                outcome: Outcome::Ok,
+            })
+            .collect();
+        // The probe fails: nothing is read, nothing is "lost".
+        let mut dead = Dead(0);
+        let v = probe_and_check(&mut dead, &writes, 7);
+        assert_eq!((v.acknowledged, v.lost, v.unreadable), (1000, 0, 1000));
+        assert!(v.unavailable.as_deref().unwrap().contains("probe write"));
+        assert!(v
+            .unavailable
+            .as_deref()
+            .unwrap()
+            .contains("connection refused"));
+        assert_eq!(dead.0, 1, "one read: the probe's");
+        // Reads that fail during the check: it stops after 100 in a row.
+        let mut dead = Dead(0);
+        let v = check(&mut dead, &writes);
+        assert_eq!((v.writes, v.lost, v.unreadable), (1000, 0, 1000));
+        assert_eq!(dead.0, MAX_FAILED_READS_IN_A_ROW);
+        assert!(v
+            .unavailable
+            .as_deref()
+            .unwrap()
+            .contains("the check stopped"));
+        assert_eq!(output::exit_code(&v, false), crate::error::EXIT_FAILED);
+        assert_eq!(output::result(&v).0, "unavailable");
+    }
+
+    #[test]
+    fn exit_codes_follow_the_verdict_and_the_flag() {
+        let lost = Verdict {
+            acknowledged: 10,
+            lost: 3,
+            ..Default::default()
+        };
+        assert_eq!(output::exit_code(&lost, false), crate::error::EXIT_OK);
+        assert_eq!(output::exit_code(&lost, true), crate::error::EXIT_FAILED);
+        assert_eq!(output::result(&lost).1, "LOST 3 of 10 acknowledged writes");
+        let none = Verdict {
+            acknowledged: 10,
+            ..Default::default()
+        };
+        assert_eq!(output::exit_code(&none, true), crate::error::EXIT_OK);
+        assert_eq!(output::result(&none).0, "none lost");
     }
 
     #[test]

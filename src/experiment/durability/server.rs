@@ -3,8 +3,8 @@
 //! (pending restarts and continues happen, a primary is found or promoted) and every logged
 //! write is read back from the primary or leader that serves now.
 
-use super::{check, duration, key, out_dir, refuse_for, value, write_report, Outcome, Report};
-use super::{Settings, Write};
+use super::{duration, key, output, probe_and_check, refuse_for, unavailable, value};
+use super::{Outcome, Report, Settings, Write};
 use crate::driver::datadir::DataDir;
 use crate::error::UsageError;
 use crate::fault::schedule::Schedule;
@@ -21,54 +21,14 @@ pub(super) fn run(
     adapter: &'static StoreKind,
     opts: StoreOptions,
     seed: u64,
+    slot: &output::Slot,
 ) -> anyhow::Result<i32> {
     let spec = adapter.server.expect("a server store");
-    let d = duration(s)?;
-    if s.kills != 0 {
-        return Err(refuse_for(
-            adapter,
-            "--kills is for embedded stores (a writer process is killed); a server is broken with --fault",
-        )
-        .into());
-    }
-    let faults = s
-        .faults
-        .iter()
-        .map(|f| Fault::parse(f))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (d, faults) = accept(s, adapter, &opts)?;
     let user_server = !opts.str("addr").is_empty();
-    if user_server && !faults.is_empty() {
-        return Err(UsageError::new(format!(
-            "--fault: kvmeter signals only servers it started, not yours at --store-opt addr={}",
-            opts.str("addr")
-        ))
-        .into());
-    }
     let topology = (spec.topology)(&opts);
-    let shape = topology.shape(&opts);
-    for f in &faults {
-        f.check_target(&shape)?;
-        if f.at >= d {
-            return Err(UsageError::new(format!(
-                "--fault '{}': at={:.3} s is not before the end of the writes (--duration {:.3} s)",
-                f.spec,
-                f.at.as_secs_f64(),
-                d.as_secs_f64()
-            ))
-            .into());
-        }
-    }
-    if user_server {
-        (spec.ping)(&opts, opts.str("addr")).map_err(|why| {
-            UsageError::new(format!(
-                "--store-opt addr={}: no {} answers there: {why}",
-                opts.str("addr"),
-                adapter.name
-            ))
-        })?;
-    }
     // Input accepted: now things are created.
-    let dir = out_dir(s)?;
+    let dir = output::start(s, adapter, &opts, seed, slot)?;
     let data = DataDir::prepare(None)?;
     let (cluster, mut opts) = if user_server {
         (None, opts)
@@ -106,6 +66,136 @@ pub(super) fn run(
         s.writers,
         d.as_secs_f64()
     );
+    let writes = write_all(s, store.as_ref(), &dir, t0, d)?;
+    let _ = store.close();
+    let events = schedule.map(Schedule::finish).unwrap_or_default();
+    // Recovery: wait for a primary or leader (promote one where nothing else would). A
+    // cluster that does not serve, or a store that cannot be read, makes the check
+    // unavailable: the writes are not "lost" because nothing could read them.
+    let mut note = String::new();
+    let mut why_not: Option<String> = None;
+    if let Some(c) = &cluster {
+        let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
+        let topology = c.topology;
+        match topology.serving(&mut c, Duration::from_secs(30)) {
+            Ok((addr, how)) => {
+                opts.set("addr", &addr);
+                note = how;
+                eprintln!("durability: reading back from {addr}; {}", c.status());
+            }
+            Err(e) => why_not = Some(format!("after the faults the cluster does not serve: {e}")),
+        }
+    }
+    let verdict = match why_not {
+        Some(why) => unavailable(&writes, why),
+        None => read_back(adapter, &data, &opts, &writes, seed),
+    };
+    let mut rounds: Vec<serde_json::Value> = events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap_or_default())
+        .collect();
+    if !note.is_empty() {
+        rounds.push(serde_json::json!({ "event": "promote", "note": note }));
+    }
+    let mut report = Report::new(
+        s,
+        adapter,
+        &opts,
+        if faults.is_empty() {
+            "writes, no faults".into()
+        } else {
+            "faults on a managed cluster".into()
+        },
+        if user_server {
+            format!(
+                "every write read back from the server at {}",
+                opts.str("addr")
+            )
+        } else {
+            format!(
+                "every write read back from the primary or leader serving after the faults{}{}",
+                if note.is_empty() { "" } else { "; " },
+                note
+            )
+        },
+        verdict,
+        rounds,
+        seed,
+    );
+    report.members = cluster
+        .as_ref()
+        .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).manifest())
+        .unwrap_or_default();
+    if let Some(c) = cluster {
+        let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
+        c.stop();
+    }
+    output::finish(slot, &report, s.fail_on_loss)
+}
+
+/// Checks the input before anything is created: the writes' duration and the faults.
+fn accept(
+    s: &Settings,
+    adapter: &'static StoreKind,
+    opts: &StoreOptions,
+) -> anyhow::Result<(Duration, Vec<Fault>)> {
+    let spec = adapter.server.expect("a server store");
+    let d = duration(s)?;
+    if s.kills != 0 {
+        return Err(refuse_for(
+            adapter,
+            "--kills is for embedded stores (a writer process is killed); a server is broken with --fault",
+        )
+        .into());
+    }
+    let faults = s
+        .faults
+        .iter()
+        .map(|f| Fault::parse(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let user_server = !opts.str("addr").is_empty();
+    if user_server && !faults.is_empty() {
+        return Err(UsageError::new(format!(
+            "--fault: kvmeter signals only servers it started, not yours at --store-opt addr={}",
+            opts.str("addr")
+        ))
+        .into());
+    }
+    let topology = (spec.topology)(opts);
+    let shape = topology.shape(opts);
+    for f in &faults {
+        f.check_target(&shape)?;
+        if f.at >= d {
+            return Err(UsageError::new(format!(
+                "--fault '{}': at={:.3} s is not before the end of the writes (--duration {:.3} s)",
+                f.spec,
+                f.at.as_secs_f64(),
+                d.as_secs_f64()
+            ))
+            .into());
+        }
+    }
+    if user_server {
+        (spec.ping)(opts, opts.str("addr")).map_err(|why| {
+            UsageError::new(format!(
+                "--store-opt addr={}: no {} answers there: {why}",
+                opts.str("addr"),
+                adapter.name
+            ))
+        })?;
+    }
+    Ok((d, faults))
+}
+
+/// `--writers` threads insert unique keys until `d` has passed since `t0`, each logging every
+/// write to writes-<w>.csv as it completes; returns every logged write.
+fn write_all(
+    s: &Settings,
+    store: &dyn crate::store::Store,
+    dir: &std::path::Path,
+    t0: Instant,
+    d: Duration,
+) -> anyhow::Result<Vec<Write>> {
     let stop = AtomicBool::new(false);
     let mut writes: Vec<Write> = vec![];
     std::thread::scope(|sc| -> anyhow::Result<()> {
@@ -150,57 +240,30 @@ pub(super) fn run(
         }
         Ok(())
     })?;
-    let _ = store.close();
-    let events = schedule.map(Schedule::finish).unwrap_or_default();
-    // Recovery: wait for a primary or leader (promote one where nothing else would).
-    let mut note = String::new();
-    if let Some(c) = &cluster {
-        let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
-        let topology = c.topology;
-        let (addr, how) = topology
-            .serving(&mut c, Duration::from_secs(30))
-            .map_err(|e| anyhow::anyhow!("after the faults the cluster does not serve: {e}"))?;
-        opts.set("addr", &addr);
-        note = how;
-        eprintln!("durability: reading back from {addr}; {}", c.status());
-    }
-    let reader = (adapter.open)(&data.store_dir()?, &opts)?;
-    let mut session = reader.session()?;
-    let verdict = check(session.as_mut(), &writes);
-    let _ = session.close();
-    let _ = reader.close();
-    let mut rounds: Vec<serde_json::Value> = events
-        .iter()
-        .map(|e| serde_json::to_value(e).unwrap_or_default())
-        .collect();
-    if !note.is_empty() {
-        rounds.push(serde_json::json!({ "event": "promote", "note": note }));
-    }
-    let report = Report {
-        store: adapter.name.into(),
-        options: crate::report::manifest::shown_options(opts.resolved()),
-        mode: if faults.is_empty() {
-            "writes, no faults".into()
-        } else {
-            "faults on a managed cluster".into()
-        },
-        note: format!(
-            "every write read back from the primary or leader serving after the faults{}{}",
-            if note.is_empty() { "" } else { "; " },
-            note
-        ),
-        verdict,
-        rounds,
-        seed,
-        members: cluster
-            .as_ref()
-            .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).manifest())
-            .unwrap_or_default(),
+    Ok(writes)
+}
+
+/// Opens the store at `opts` (the serving address) and checks every write; a store that
+/// cannot be opened makes the check unavailable.
+fn read_back(
+    adapter: &StoreKind,
+    data: &DataDir,
+    opts: &StoreOptions,
+    writes: &[Write],
+    seed: u64,
+) -> super::Verdict {
+    let open = || -> anyhow::Result<_> {
+        let store = (adapter.open)(&data.store_dir()?, opts)?;
+        Ok((store.session()?, store))
     };
-    if let Some(c) = cluster {
-        let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
-        c.stop();
+    let opened = open();
+    match opened {
+        Ok((mut session, reader)) => {
+            let v = probe_and_check(session.as_mut(), writes, seed);
+            let _ = session.close();
+            let _ = reader.close();
+            v
+        }
+        Err(e) => unavailable(writes, format!("cannot open the store to read back: {e:#}")),
     }
-    write_report(&dir, &report)?;
-    Ok(crate::error::EXIT_OK)
 }

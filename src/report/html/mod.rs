@@ -7,6 +7,7 @@
 //! Written at the end of every run and experiment, and by `kvmeter report DIR` for any
 //! existing directory, including ones cut short by a crash (the page then says so).
 
+mod durability;
 mod experiment;
 mod faults;
 mod paper;
@@ -218,6 +219,8 @@ pub fn write_with_cost(dir: &Path, cost: Option<&Path>) -> anyhow::Result<Writte
         experiment::capacity(dir)?
     } else if dir.join("sweep.json").is_file() || dir.join("index.csv").is_file() {
         experiment::sweep(dir)?
+    } else if durability::is_durability(dir) {
+        durability::page(dir)?
     } else {
         run::page(dir)?
     };
