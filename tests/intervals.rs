@@ -148,9 +148,8 @@ fn a_stalled_server_gets_rows_of_zeros_and_no_row_holds_another_intervals_work()
     for r in &reads[..reads.len() - 1] {
         assert!((r.1 - r.0 as f64 * 0.5).abs() < 1e-9 && (r.2 - r.1 - 0.5).abs() < 1e-9);
     }
-    // The stall: at least two whole intervals of (near) zero completions; no row holds much
-    // more than the busiest rows around it do (the old code put the stalled interval's work
-    // in the next row).
+    // The stall: at least two whole intervals of (near) zero completions (the old code wrote
+    // no row for them and put the stalled interval's work in the next row).
     let mut full: Vec<u64> = reads[..reads.len() - 1].iter().map(|r| r.4).collect();
     full.sort();
     let median = full[full.len() / 2];
@@ -171,11 +170,8 @@ fn a_stalled_server_gets_rows_of_zeros_and_no_row_holds_another_intervals_work()
         let want: u64 = tl.range(a..b).map(|(_, n)| n).sum();
         assert_eq!(r.4, want, "row {} ({a}–{b} ms) against timeline.csv", r.0);
     }
-    let most = *full.last().unwrap();
-    assert!(
-        most <= full[full.len() - 2] * 3 / 2 + 50,
-        "one row holds far more than any other: {reads:?}"
-    );
+    // (So no row holds another interval's work: throughput comparisons between rows are left
+    // out, as this host's noise makes them flaky; the timeline is the exact reference.)
     drop(mc);
 }
 
