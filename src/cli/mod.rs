@@ -259,7 +259,8 @@ pub struct CommonArgs {
     /// Operations in each run phase, all threads together (YCSB operationcount; 0 = until --duration).
     #[arg(long, allow_negative_numbers = true)]
     pub ops: Option<i64>,
-    /// Stop each phase after this long (e.g. 30s, 2m); with --ops, whichever comes first.
+    /// Stop each phase after this long (e.g. 30s, 2m), warm-up included; with --ops, whichever
+    /// comes first.
     #[arg(long, value_name = "DURATION")]
     pub duration: Option<String>,
     /// Total ops/s across threads. Each thread follows a fixed schedule and latency is also
@@ -275,7 +276,8 @@ pub struct CommonArgs {
     /// Open-loop arrivals: poisson (exponential gaps, seeded; default) or fixed (every 1/rate).
     #[arg(long, value_name = "KIND", value_parser = ["fixed", "poisson"])]
     pub arrival: Option<String>,
-    /// Time at the start of each run phase excluded from the summary (kept in intervals.csv).
+    /// Time at the start of each run phase excluded from the summary (kept in intervals.csv);
+    /// part of --duration.
     #[arg(long, value_name = "DURATION")]
     pub warmup: Option<String>,
     /// Base seed of the per-thread random streams (recorded in the manifest; default: from the clock).

@@ -29,6 +29,11 @@ pub(super) struct Recovery {
     warmup_s: f64,
     /// Whether the cluster tells affected data from the rest.
     split: bool,
+    /// How long after a bucket ends it is read (half an interval): a completion is placed by
+    /// its own time but recorded a moment later, and a worker preempted in between (a loaded
+    /// host) must not miss its bucket. One bucket of grace was too little at `--timeline 1ms`.
+    /// The rings hold two intervals, so a bucket is still read long before its slot is reused.
+    grace_ns: u64,
 }
 
 pub(super) const TIMELINE_CSV: &str = "timeline.csv";
@@ -97,6 +102,7 @@ impl Recovery {
             phase: phase.name.clone(),
             warmup_s: phase.warmup.as_secs_f64(),
             split: affected_shard(plan).is_some(),
+            grace_ns: (plan.interval.as_nanos() / 2).min(u64::MAX as u128) as u64,
         })
     }
 
@@ -151,7 +157,7 @@ impl Recovery {
 impl Companion for Recovery {
     fn boundary(&mut self, _at: Duration) {
         let now = self.clock.now().saturating_sub(self.start_ns);
-        self.drain(now, false);
+        self.drain(now.saturating_sub(self.grace_ns), false);
     }
 
     fn finish(

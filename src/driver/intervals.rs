@@ -1,16 +1,21 @@
-//! A phase's interval loop, on the calling thread while the workers run: it closes an interval
-//! every `--interval` (and exactly at the end of warm-up), writes it to the run directory at
-//! once, calls the companions, and stops the workers at the deadline, on Ctrl-C, or when any
-//! thread panics. Workers that never stop are abandoned with the results so far written.
+//! A phase's interval loop, on the calling thread while the workers run. Intervals lie on a
+//! fixed grid from the phase's start (the first boundary exactly at the end of warm-up, then
+//! every `--interval`); an operation belongs to the interval in which it completed
+//! (`measure::handoff`). The loop tells the companions of each boundary on time, writes each
+//! row (intervals.csv, HDR logs, an agent's post, progress) once every worker has moved past
+//! it — in order, each interval its own row, zeros when nothing completed — and stops the
+//! workers at the deadline, on Ctrl-C, or when any thread panics. Workers that never stop are
+//! abandoned with every row so far written.
 
 use super::arrivals::Arrivals;
 use super::companion::Companion;
 use super::phase::{empty_summary, PhaseCtx};
 use super::{open_loop, test_panic, worker};
 use crate::measure::cpu::CpuTime;
-use crate::measure::{Collector, Stats};
+use crate::measure::{Collector, Grid, Stats};
 use crate::plan::PhasePlan;
 use crate::report::{self, Outcome};
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -24,18 +29,21 @@ pub(super) fn stop_grace(interrupted: bool) -> Duration {
     }
 }
 
-/// The interval loop's state: the interval being filled, the measured window so far, and
-/// where the schedule stands.
+/// The interval loop's state: the measured window so far, the rows written, the boundaries
+/// the clock has passed, and where the schedule stood at each.
 pub(super) struct Intervals<'a> {
     pub(super) phase: &'a PhasePlan,
     arrivals: Option<&'a Arrivals>,
     t0: Instant,
+    grid: Grid,
     wall_start: SystemTime,
     pub(super) measured: Stats,
-    interval: Stats,
-    /// Intervals written so far.
+    /// Rows written so far (the next row's index).
     pub(super) index: usize,
-    boundary_start: Instant,
+    /// Interval boundaries the clock has passed (the companions were told of them).
+    passed: u64,
+    /// The schedule's figures at each passed boundary whose row is not written yet.
+    sched: VecDeque<Option<report::rundir::ScheduleFigures>>,
     total_done: u64,
     pub(super) max_behind_ms: f64,
     /// Whether Ctrl-C stopped the workers.
@@ -51,20 +59,21 @@ pub(super) struct Intervals<'a> {
 impl<'a> Intervals<'a> {
     pub(super) fn new(
         phase: &'a PhasePlan,
+        shared: &worker::Shared,
         collector: &Collector,
-        t0: Instant,
         wall_start: SystemTime,
         arrivals: Option<&'a Arrivals>,
     ) -> Self {
         Intervals {
             phase,
             arrivals,
-            t0,
+            t0: shared.t0,
+            grid: shared.grid,
             wall_start,
             measured: collector.empty_stats(),
-            interval: collector.empty_stats(),
             index: 0,
-            boundary_start: t0,
+            passed: 0,
+            sched: VecDeque::new(),
             total_done: 0,
             max_behind_ms: 0.0,
             interrupted: false,
@@ -75,8 +84,10 @@ impl<'a> Intervals<'a> {
     }
 
     /// Until every worker has finished: stops them at the deadline, on Ctrl-C or when any
-    /// thread panics, and closes an interval at every boundary. Workers that do not stop
-    /// within `stop_grace` of being told to end the run from here (`super::abandon`).
+    /// thread panics, tells the companions of every boundary on time, and writes each row once
+    /// every worker has moved past it (`measure::handoff`): on time normally, late but exact
+    /// while a worker sits in one call. Workers that do not stop within `stop_grace` of being
+    /// told to end the run from here (`super::abandon`).
     pub(super) fn supervise(
         &mut self,
         ctx: &mut PhaseCtx,
@@ -85,32 +96,16 @@ impl<'a> Intervals<'a> {
         companions: &mut [Box<dyn Companion + '_>],
         threads: usize,
     ) -> anyhow::Result<()> {
-        let (t0, phase, interval) = (self.t0, self.phase, ctx.plan.interval);
-        // A duration beyond the clock's range (1e19 s from an agent's plan) fails the phase
-        // here rather than panicking in `Instant + Duration`.
-        let at = |d: Duration, what: &str| {
-            t0.checked_add(d).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "the phase's {what} ({} s) is beyond this clock's range",
-                    d.as_secs_f64()
-                )
-            })
-        };
-        let warmup_end = match phase.warmup.is_zero() {
-            true => None,
-            false => Some(at(phase.warmup, "warm-up")?),
-        };
-        let mut next_boundary = warmup_end.unwrap_or(at(interval, "interval")?);
-        let deadline = phase.duration.map(|d| at(d, "duration")).transpose()?;
-        let grace = (interval / 10).clamp(Duration::from_millis(5), Duration::from_millis(100));
+        let (grid, clock) = (self.grid, ctx.clock.clone());
+        let deadline = shared.deadline_ns;
         let panics0 = self.panics0;
         let mut stopped_at: Option<Instant> = None;
         loop {
-            let now = Instant::now();
+            let now = clock.now();
             if shared.finished.load(Ordering::Acquire) == threads {
                 return Ok(());
             }
-            if self.test_panic_at.is_some_and(|at| now >= at) {
+            if self.test_panic_at.is_some_and(|at| Instant::now() >= at) {
                 panic!(
                     "{}: a deliberate panic in the interval loop",
                     test_panic::VAR
@@ -128,62 +123,100 @@ impl<'a> Intervals<'a> {
                 self.interrupted = true;
                 shared.stop.store(true, Ordering::Relaxed);
             }
-            if deadline.is_some_and(|d| now >= d) {
+            if now >= deadline {
+                // Workers stop on their own clock; this reaches those asleep or stuck.
                 shared.stop.store(true, Ordering::Relaxed);
             }
             if shared.stop.load(Ordering::Relaxed) {
-                let since = *stopped_at.get_or_insert(now);
-                if now.duration_since(since) >= stop_grace(self.interrupted) {
-                    self.abandon(ctx, shared, threads);
+                let since = *stopped_at.get_or_insert_with(Instant::now);
+                if since.elapsed() >= stop_grace(self.interrupted) {
+                    self.abandon(ctx, shared, collector, companions, threads);
                 }
             }
-            if now >= next_boundary {
-                let ends_warmup = warmup_end == Some(next_boundary);
-                let in_warmup = warmup_end.is_some_and(|w| next_boundary <= w);
-                for c in companions.iter_mut() {
-                    c.boundary(next_boundary - t0);
-                }
-                if ends_warmup {
-                    // Telemetry's measured window starts with the operations'.
-                    if let Some(t) = ctx.telemetry {
-                        t.restart_window();
-                    }
-                    self.cpu_start = CpuTime::now();
-                }
-                collector.close_interval(&mut self.interval, grace);
-                let sched = open_loop::schedule_figures(phase, self.arrivals, ctx.clock.now());
-                self.write(ctx, companions, next_boundary - t0, in_warmup, sched)?;
-                self.boundary_start = next_boundary;
-                next_boundary += interval;
-                continue;
+            self.pass_boundaries(ctx, companions, now);
+            while let Some((k, stats)) = collector.next_row(self.passed) {
+                let end = grid.end(k);
+                self.write(ctx, companions, k, stats, end)?;
             }
-            let mut wake = next_boundary.min(now + Duration::from_millis(10));
-            if let Some(d) = deadline {
-                wake = wake.min(d.max(now));
+            // Wake at the next boundary, the deadline, or soon: sooner while a passed row
+            // waits for a worker's next completion (microseconds, unless it is stalled).
+            let poll = if (self.index as u64) < self.passed {
+                2_000_000
+            } else {
+                10_000_000
+            };
+            let wake = self.next_boundary().min(now + poll).min(deadline.max(now));
+            std::thread::sleep(Duration::from_nanos(wake.saturating_sub(now)));
+        }
+    }
+
+    /// The next boundary the clock will pass (clock ns); none after the deadline's.
+    fn next_boundary(&self) -> u64 {
+        let g = self.grid;
+        if g.start(self.passed) >= g.deadline {
+            return u64::MAX;
+        }
+        g.origin.saturating_add(g.end(self.passed))
+    }
+
+    /// Tells the companions of every boundary the clock `now` has passed (on time, whether or
+    /// not its row can be written yet), starts the measured window at the end of warm-up, and
+    /// notes the schedule's figures at each.
+    fn pass_boundaries(
+        &mut self,
+        ctx: &mut PhaseCtx,
+        companions: &mut [Box<dyn Companion + '_>],
+        now: u64,
+    ) {
+        while now >= self.next_boundary() {
+            let g = self.grid;
+            let at = Duration::from_nanos(g.end(self.passed));
+            for c in companions.iter_mut() {
+                c.boundary(at);
             }
-            std::thread::sleep(wake.saturating_duration_since(now));
+            if self.passed == 0 && !self.phase.warmup.is_zero() {
+                // Telemetry's measured window starts with the operations'.
+                if let Some(t) = ctx.telemetry {
+                    t.restart_window();
+                }
+                self.cpu_start = CpuTime::now();
+            }
+            let sched = open_loop::schedule_figures(self.phase, self.arrivals, now);
+            self.sched.push_back(sched);
+            self.passed += 1;
         }
     }
 
     /// Some worker did not stop (a store call that never returns): the scope holding the
-    /// workers cannot be left, so the run's results so far are written from here and the
-    /// process exits (130 after Ctrl-C, else 1).
-    fn abandon(&mut self, ctx: &mut PhaseCtx, shared: &worker::Shared, threads: usize) -> ! {
+    /// workers cannot be left, so every row so far is written (each interval its own; the
+    /// stuck workers' operations of the interval they stuck in are with them) with the run's
+    /// results, and the process exits (130 after Ctrl-C, else 1).
+    fn abandon(
+        &mut self,
+        ctx: &mut PhaseCtx,
+        shared: &worker::Shared,
+        collector: &Collector,
+        companions: &mut [Box<dyn Companion + '_>],
+        threads: usize,
+    ) -> ! {
         let stuck = threads - shared.finished.load(Ordering::Acquire);
+        let now = ctx.clock.now().saturating_sub(self.grid.origin);
+        let now = Duration::from_nanos(now.min(self.grid.deadline));
+        // Rows the clock has passed, then the interval it is in, up to now.
+        let _ = self.write_rest(ctx, collector, companions, now);
         let mut ps = empty_summary(self.phase);
         ps.started_at = humantime::format_rfc3339_millis(self.wall_start).to_string();
         ps.wall_seconds = self.t0.elapsed().as_secs_f64();
         ps.intervals = self.index;
-        ps.measured_seconds = self
-            .t0
-            .elapsed()
-            .saturating_sub(self.phase.warmup)
-            .as_secs_f64();
+        ps.measured_seconds = now.saturating_sub(self.phase.warmup).as_secs_f64();
         ps.fill(&self.measured);
         let why = format!(
             "{stuck} of {threads} workers did not stop within {:.0} s of being asked (a store call that does not return); the intervals so far are saved",
             stop_grace(self.interrupted).as_secs_f64()
         );
+        ps.window_note = Some(format!(
+            "abandoned: {stuck} of {threads} workers did not stop (a store call that does not return)"
+        ));
         let fatal = shared
             .fatal
             .lock()
@@ -208,63 +241,99 @@ impl<'a> Intervals<'a> {
         super::abandon(ctx.rundir, ctx.summary, ctx.manifest, ps, code)
     }
 
-    /// Writes the interval that ends `end` after the start (intervals.csv, HDR logs,
-    /// progress), adds it to the measured window after warm-up, and starts the next one.
+    /// Writes row `k`, which ends `end` ns after the start (intervals.csv, HDR logs, an
+    /// agent's post, progress), and adds it to the measured window after warm-up.
     fn write(
         &mut self,
         ctx: &mut PhaseCtx,
         companions: &mut [Box<dyn Companion + '_>],
-        end: Duration,
-        in_warmup: bool,
-        sched: Option<report::rundir::ScheduleFigures>,
+        k: u64,
+        stats: Stats,
+        end: u64,
     ) -> anyhow::Result<()> {
         let name = &self.phase.name;
-        let from = self.boundary_start - self.t0;
+        let from = Duration::from_nanos(self.grid.start(k));
+        let end = Duration::from_nanos(end).max(from);
+        let warmup = self.phase.warmup;
+        let in_warmup = !warmup.is_zero() && end <= warmup;
+        // The schedule at this row's boundary, or (a row the loop never saw close: the phase
+        // ended in it) at its end.
+        let sched = match self.sched.pop_front() {
+            Some(s) => s,
+            None => {
+                let at = self
+                    .arrivals
+                    .map(|a| a.start() + end.as_nanos() as u64)
+                    .unwrap_or(0);
+                open_loop::schedule_figures(self.phase, self.arrivals, at)
+            }
+        };
         let (a, b) = (from.as_secs_f64(), end.as_secs_f64());
         if let Some(behind) = sched.and_then(|f| f.behind_ms) {
             self.max_behind_ms = self.max_behind_ms.max(behind);
         }
+        let index = k as usize;
         ctx.rundir
-            .append_interval(name, self.index, a, b, in_warmup, &self.interval, sched)?;
+            .append_interval(name, index, a, b, in_warmup, &stats, sched)?;
         ctx.rundir
-            .log_histograms(name, self.wall_start, a, b, &self.interval)?;
+            .log_histograms(name, self.wall_start, a, b, &stats)?;
         if let Some(s) = ctx.sync.as_deref_mut() {
             s.interval(&super::IntervalRecord {
                 phase: name,
-                index: self.index,
+                index,
                 start_s: a,
                 end_s: b,
                 warmup: in_warmup,
-                stats: &self.interval,
+                stats: &stats,
             })?;
         }
-        self.total_done += self.interval.total_ops();
+        self.total_done += stats.total_ops();
         ctx.progress.interval(
             ctx.index,
             ctx.phases,
             self.phase,
-            &self.interval,
+            &stats,
             b - a,
             self.total_done,
             self.t0.elapsed(),
         );
         if !in_warmup {
-            self.measure(companions, from);
+            self.measured.add(&stats);
+            for c in companions.iter_mut() {
+                c.measured(from, &stats);
+            }
         }
-        self.interval.reset();
-        self.index += 1;
+        self.index = index + 1;
         Ok(())
     }
 
-    fn measure(&mut self, companions: &mut [Box<dyn Companion + '_>], from: Duration) {
-        self.measured.add(&self.interval);
-        for c in companions.iter_mut() {
-            c.measured(from, &self.interval);
+    /// Every row not written yet, each interval its own, the last one ending at `end` (the
+    /// phase's last completion): the phase's end, Ctrl-C, a panic, or workers abandoned.
+    fn write_rest(
+        &mut self,
+        ctx: &mut PhaseCtx,
+        collector: &Collector,
+        companions: &mut [Box<dyn Companion + '_>],
+        end: Duration,
+    ) -> anyhow::Result<()> {
+        let g = self.grid;
+        let end_ns = end.as_nanos() as u64;
+        let last = g
+            .index_at(end_ns)
+            .max(collector.last_with_data().unwrap_or(0));
+        while let Some((k, stats)) = collector.next_row_at_end(last) {
+            let row_end = if k == last { end_ns } else { g.end(k) };
+            // The phase ended exactly on a boundary: no empty row of no length after it.
+            if k == last && k > 0 && row_end <= g.start(k) && stats.is_empty() {
+                break;
+            }
+            self.write(ctx, companions, k, stats, row_end)?;
         }
+        Ok(())
     }
 
-    /// The last, partial interval (written when it holds operations, or when it is the only
-    /// one). Returns whether the phase ended inside its warm-up.
+    /// The rows left when the workers have stopped. Returns whether the phase ended inside its
+    /// warm-up.
     pub(super) fn close_last(
         &mut self,
         ctx: &mut PhaseCtx,
@@ -272,46 +341,8 @@ impl<'a> Intervals<'a> {
         companions: &mut [Box<dyn Companion + '_>],
         end: Duration,
     ) -> anyhow::Result<bool> {
-        collector.drain(&mut self.interval);
+        self.write_rest(ctx, collector, companions, end)?;
         let warmup = self.phase.warmup;
-        let in_warmup = !warmup.is_zero() && end <= warmup;
-        if self.interval.total_ops() > 0 || self.index == 0 {
-            let name = &self.phase.name;
-            let from = (self.boundary_start - self.t0).as_secs_f64();
-            // The backlog when the phase ended, not after the workers were joined.
-            let at = self
-                .arrivals
-                .map(|a| a.start() + end.as_nanos() as u64)
-                .unwrap_or(0);
-            let sched = open_loop::schedule_figures(self.phase, self.arrivals, at);
-            let to = end.as_secs_f64();
-            ctx.rundir.append_interval(
-                name,
-                self.index,
-                from,
-                to,
-                in_warmup,
-                &self.interval,
-                sched,
-            )?;
-            ctx.rundir
-                .log_histograms(name, self.wall_start, from, to, &self.interval)?;
-            if let Some(s) = ctx.sync.as_deref_mut() {
-                s.interval(&super::IntervalRecord {
-                    phase: name,
-                    index: self.index,
-                    start_s: from,
-                    end_s: to,
-                    warmup: in_warmup,
-                    stats: &self.interval,
-                })?;
-            }
-            self.index += 1;
-        }
-        if !in_warmup {
-            let from = self.boundary_start - self.t0;
-            self.measure(companions, from);
-        }
-        Ok(in_warmup)
+        Ok(!warmup.is_zero() && end <= warmup)
     }
 }

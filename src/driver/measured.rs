@@ -96,6 +96,8 @@ impl Worker<'_, '_> {
     ) {
         let service = t_end.saturating_sub(t_start);
         let from_intended = intended.map(|i| t_end.saturating_sub(i)).unwrap_or(service);
+        // Counted in the interval in which it completed.
+        self.rec.at(t_end);
         self.rec.record(m, st, service, from_intended, bytes);
         if let Some(t) = &self.timeline {
             let class = match self.sh.affected_shard {

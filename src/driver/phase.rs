@@ -75,6 +75,7 @@ pub fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
         wall_seconds: 0.0,
         warmup_seconds: phase.warmup.as_secs_f64(),
         measured_seconds: 0.0,
+        window_note: None,
         target_ops_per_s: phase.target,
         operations: 0,
         errors: 0,
@@ -128,26 +129,39 @@ pub(super) fn run(
     }
     let load = phase.kind == PhaseKind::Load;
     let is_run = phase.kind == PhaseKind::Run;
-    let timeline_start = ctx.clock.now();
+    // Checked before anything starts; its origin is set when the phase does.
+    let grid = phase_grid(phase, ctx.plan.interval, ctx.clock.now())?;
+    if let Some(s) = ctx.sync.as_deref_mut() {
+        s.before_phase(ctx.index, phase)?;
+    }
+    // The antagonists are up before the clock starts: the phase measures under them from its
+    // first interval, and starting them is not charged to the phase's duration.
+    let mut companions = start_companions(ctx, phase, &collector);
+    // The phase's start: the deadline, the interval grid, the schedule and the timeline all
+    // count from here (one instant, one clock reading).
+    let t0 = Instant::now();
+    let origin = ctx.clock.now();
+    let grid = crate::measure::Grid { origin, ..grid };
+    let deadline_ns = origin.saturating_add(grid.deadline);
+    let timeline_start = origin;
     let timeline = ctx.plan.timeline.filter(|_| is_run).map(|w| {
         // Each worker's ring covers two intervals, so the interval loop never misses a bucket.
         let ring = (2 * ctx.plan.interval.as_nanos() / w.as_nanos().max(1)) as usize + 8;
         Timeline::new(w.as_nanos() as u64, timeline_start, threads, ring)
     });
-    if let Some(s) = ctx.sync.as_deref_mut() {
-        s.before_phase(ctx.index, phase)?;
-    }
     let arrivals = phase
         .open_loop
         .as_ref()
-        .map(|o| Arrivals::new(o, ctx.clock.now(), phase.operations));
+        .map(|o| Arrivals::new(o, origin, phase.operations));
     let shared = worker::Shared {
         workload: &workload,
         stop: AtomicBool::new(false),
         fatal: Mutex::new(None),
         finished: AtomicUsize::new(0),
         end_ns: AtomicU64::new(0),
-        t0: Instant::now(),
+        t0,
+        grid,
+        deadline_ns,
         load,
         tick_ns: phase
             .target
@@ -170,14 +184,13 @@ pub(super) fn run(
     if let Some(t) = ctx.telemetry {
         t.begin(&phase.name);
     }
-    let mut companions = start_companions(ctx, phase, &collector);
     if let Some(r) = faults::Recovery::start(ctx, phase, timeline, timeline_start, shared.t0) {
         companions.push(Box::new(r));
     }
     test_panic::companion(test);
     let wall_start = SystemTime::now();
     ps.started_at = humantime::format_rfc3339_millis(wall_start).to_string();
-    let mut iv = Intervals::new(phase, &collector, shared.t0, wall_start, arrivals.as_ref());
+    let mut iv = Intervals::new(phase, &shared, &collector, wall_start, arrivals.as_ref());
     iv.panics0 = panics0;
     iv.test_panic_at = test
         .filter(|t| t.at == test_panic::Where::Main)
@@ -194,7 +207,10 @@ pub(super) fn run(
     )?;
     let cpu_end = CpuTime::now();
     // Finish.
-    let end = Duration::from_nanos(shared.end_ns.load(Ordering::Relaxed));
+    // The last completion; the measured window ends at the deadline when it was reached (the
+    // calls in flight then are counted in the last interval, `measure::Grid`).
+    let last = shared.end_ns.load(Ordering::Relaxed);
+    let end = Duration::from_nanos(last.min(grid.deadline));
     let in_warmup = iv.close_last(ctx, &collector, &mut companions, end)?;
     // Every companion stops, even when one before it failed to write its results.
     let mut finished = Ok(());
@@ -237,6 +253,8 @@ pub(super) fn run(
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     settle(&mut ps, fatal, close_result, iv.interrupted);
+    let late = Duration::from_nanos(last.saturating_sub(grid.deadline));
+    ps.window_note = window_note(phase, &ps, iv.interrupted, late);
     let ycsb = report::ycsb::report(
         &iv.measured,
         (ps.measured_seconds * 1000.0) as u64,
@@ -244,6 +262,37 @@ pub(super) fn run(
         &ctx.plan.ycsb_percentiles,
     );
     Ok((ps, Some(ycsb)))
+}
+
+/// The phase's interval grid from `origin` (clock ns) — the first boundary at the end of
+/// warm-up, else one interval in, the last at the deadline (none without `--duration`). A
+/// duration beyond the clock's range (1e19 s from an agent's plan) fails the phase here.
+fn phase_grid(
+    phase: &PhasePlan,
+    interval: Duration,
+    origin: u64,
+) -> anyhow::Result<crate::measure::Grid> {
+    let ns = |d: Duration, what: &str| {
+        u64::try_from(d.as_nanos())
+            .ok()
+            .and_then(|n| origin.checked_add(n).map(|_| n))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "the phase's {what} ({} s) is beyond this clock's range",
+                    d.as_secs_f64()
+                )
+            })
+    };
+    let width = ns(interval, "interval")?;
+    let first = match phase.warmup.is_zero() {
+        true => width,
+        false => ns(phase.warmup, "warm-up")?,
+    };
+    let grid = crate::measure::Grid::new(origin, first, width);
+    Ok(match phase.duration {
+        Some(d) => grid.until(ns(d, "duration")?),
+        None => grid,
+    })
 }
 
 /// Starts one thread per session and runs the interval loop until they have all finished.
@@ -334,6 +383,41 @@ fn sent_by_member(
             (name, *n)
         })
         .collect()
+}
+
+/// Why the measured window is not the plan's (`--duration` less warm-up), when it differs by
+/// more than a millisecond (issue 28 item 7). Workers stop on their own clock at the deadline,
+/// so the window overruns only by a call in flight then; it ends early when the phase was
+/// stopped or ran out of operations.
+fn window_note(
+    phase: &PhasePlan,
+    ps: &PhaseSummary,
+    interrupted: bool,
+    late: Duration,
+) -> Option<String> {
+    let planned = phase.duration?.saturating_sub(phase.warmup).as_secs_f64();
+    let got = ps.measured_seconds;
+    if got < planned - 1e-3 {
+        let why = if interrupted {
+            "stopped early (Ctrl-C, or the coordinator asked)".to_string()
+        } else if ps.outcome == Outcome::Failed {
+            "stopped early: the phase failed".into()
+        } else if phase.operations > 0 {
+            // --ops with --duration: whichever comes first, as planned.
+            return None;
+        } else {
+            "stopped early".into()
+        };
+        return Some(format!("{got:.3} s, not the planned {planned:.3} s: {why}"));
+    }
+    // The window is the plan's; say so when calls in flight at the deadline took long to
+    // return (a stalled store): their operations are in the last interval.
+    (late >= Duration::from_millis(100)).then(|| {
+        format!(
+            "the planned {planned:.3} s; the calls in flight at the deadline returned up to {:.3} s after it (counted in the last interval)",
+            late.as_secs_f64()
+        )
+    })
 }
 
 /// The phase's outcome: a worker's fatal error first, then a failed close, then Ctrl-C.

@@ -4,7 +4,9 @@
 //!
 //! The hot path allocates nothing and takes no lock: the key, values, read result and scan
 //! result live in buffers owned by the worker and reused; recording is a histogram increment;
-//! the only shared accesses are relaxed loads of the stop flag and the interval epoch.
+//! the only shared access is a relaxed load of the stop flag. Each completion's clock reading
+//! places the operation in its interval (`measure::handoff`) and is compared with the phase's
+//! deadline, so a worker stops on its own clock, not when the interval loop next wakes.
 
 use crate::measure::clock::Clock;
 use crate::measure::{Metric, WorkerRecorder};
@@ -21,9 +23,13 @@ pub struct Shared<'a> {
     pub stop: AtomicBool,
     pub fatal: Mutex<Option<String>>,
     pub finished: AtomicUsize,
-    /// Latest worker end, in ns since `t0`.
+    /// Latest worker end (its last completion), in ns since `t0` (`grid.origin`).
     pub end_ns: AtomicU64,
     pub t0: Instant,
+    /// The phase's interval grid; its origin is the clock reading at `t0`.
+    pub grid: crate::measure::Grid,
+    /// The phase's end (`--duration`), clock ns; `u64::MAX` when none.
+    pub deadline_ns: u64,
     pub load: bool,
     /// Per-thread schedule spacing when paced (`--target`).
     pub tick_ns: Option<u64>,
@@ -116,7 +122,8 @@ pub fn run_guarded(
         // The hook's text names the thread (kvm-worker-N), so the interval loop, which may
         // see the panic first, records the same words.
         sh.fail(crate::panics::message_of(p.as_ref()));
-        sh.end_ns.fetch_max(ns(sh.t0.elapsed()), Ordering::Relaxed);
+        let now = sh.clock.now().saturating_sub(sh.grid.origin);
+        sh.end_ns.fetch_max(now, Ordering::Relaxed);
         sh.finished.fetch_add(1, Ordering::Release);
         (Vec::new(), None, Vec::new())
     })
@@ -126,9 +133,10 @@ pub fn run(
     sh: &Shared,
     index: usize,
     session: Box<dyn Session>,
-    rec: WorkerRecorder,
+    mut rec: WorkerRecorder,
     ops: u64,
 ) -> Handback {
+    rec.start(sh.grid);
     // Pacing sleeps should wake on time, not up to 50 µs late (Linux's default timer slack).
     #[cfg(target_os = "linux")]
     unsafe {
@@ -170,12 +178,15 @@ pub fn run(
         ..
     } = w;
     let sent = session.sent_to();
+    // The phase ends with the last completion; closing the session is outside the measured
+    // window (its CLEANUP time is counted in the worker's last interval).
+    let last = rec.last().saturating_sub(sh.grid.origin);
     let t = Instant::now();
     let st = session.close();
     let took = ns(t.elapsed());
     rec.record(Metric::Cleanup, st, took, took, 0);
     rec.finish();
-    sh.end_ns.fetch_max(ns(sh.t0.elapsed()), Ordering::Relaxed);
+    sh.end_ns.fetch_max(last, Ordering::Relaxed);
     sh.finished.fetch_add(1, Ordering::Release);
     (samples, counted, sent)
 }
@@ -190,7 +201,7 @@ impl Worker<'_, '_> {
             self.sh.seed ^ 0x0A11_1FA1_5EED,
             self.sh.stream_base + self.index,
         );
-        while !self.sh.stop.load(Ordering::Relaxed) {
+        while self.go_on() {
             let Some(intended) = arrivals.take(&mut gaps) else {
                 break;
             };
@@ -198,17 +209,17 @@ impl Worker<'_, '_> {
             if intended > now {
                 self.flush_batch();
                 now = self.wait_until(intended);
-                if self.sh.stop.load(Ordering::Relaxed) {
+                if !self.go_on() {
                     break;
                 }
             }
+            self.rec.at(now);
             self.rec.record_lag(now.saturating_sub(intended));
             if self.depth > 1 {
                 self.pipelined(Some(intended));
             } else {
                 self.transaction(Some(intended));
             }
-            self.rec.tick();
         }
         self.flush_batch();
     }
@@ -227,12 +238,12 @@ impl Worker<'_, '_> {
         }
         let start = self.clock.now();
         let mut done = 0u64;
-        while (ops == 0 || done < ops) && !self.sh.stop.load(Ordering::Relaxed) {
+        while (ops == 0 || done < ops) && self.go_on() {
             let intended = match self.sh.tick_ns {
                 Some(tick) => {
                     let deadline = start.saturating_add(tick.saturating_mul(done));
                     let now = self.sleep_until(deadline);
-                    if self.sh.stop.load(Ordering::Relaxed) {
+                    if !self.go_on() {
                         break;
                     }
                     self.rec.record_lag(now.saturating_sub(deadline));
@@ -247,7 +258,6 @@ impl Worker<'_, '_> {
             } else {
                 self.transaction(intended);
             }
-            self.rec.tick();
             done += 1;
         }
         self.flush_batch();
@@ -319,24 +329,34 @@ impl Worker<'_, '_> {
             let e = self.wake_early_ns as i64;
             self.wake_early_ns = (e + (late + 2_000 - e) / 8).clamp(0, 200_000) as u64;
         }
-        while now < deadline && !self.sh.stop.load(Ordering::Relaxed) {
+        while now < deadline && self.go_on() {
             std::thread::yield_now();
             now = self.clock.now();
         }
         now
     }
 
-    /// Sleeps until `deadline` (clock ns), in slices short enough to notice a stop or an
-    /// interval change.
+    /// Whether to start another operation: not told to stop, and the phase's deadline not
+    /// reached by this worker's own clock (the last completion; a plain integer compare).
+    #[inline]
+    pub(super) fn go_on(&self) -> bool {
+        !self.sh.stop.load(Ordering::Relaxed) && self.rec.last() < self.sh.deadline_ns
+    }
+
+    /// Sleeps until `deadline` (clock ns), in slices short enough to notice a stop, waking at
+    /// each interval boundary to hand the interval over (a sleeping worker never holds a row
+    /// back) and at the phase's deadline.
     /// Returns the clock at wake-up, so callers need not read it again.
     pub(super) fn sleep_until(&mut self, deadline: u64) -> u64 {
+        let deadline = deadline.min(self.sh.deadline_ns);
         loop {
             let now = self.clock.now();
+            self.rec.at(now);
             if now >= deadline || self.sh.stop.load(Ordering::Relaxed) {
                 return now;
             }
-            self.rec.tick();
-            std::thread::sleep(Duration::from_nanos((deadline - now).min(20_000_000)));
+            let wake = deadline.min(self.rec.next_end()) - now;
+            std::thread::sleep(Duration::from_nanos(wake.clamp(1_000, 20_000_000)));
         }
     }
 

@@ -2,17 +2,16 @@
 //!
 //! Every worker records into its own `Stats` (HdrHistograms in nanoseconds, 3 significant
 //! digits, per metric: successful ops, failed ops, and intended-start latency when paced).
-//! The per-op path is a relaxed atomic load and a histogram increment: no lock, no allocation.
+//! The per-op path is an integer compare and a histogram increment: no lock, no allocation.
 //!
-//! Interval handoff: the collector bumps a shared epoch at each interval boundary; a worker
-//! that sees a new epoch (checked once per operation) hands its interval stats over through
-//! its slot's mutex — one lock per worker per interval, never per operation — and continues
-//! with the emptied set it gets back. An operation is counted in the interval in which it
-//! completes; if a worker is stuck in one long call past the collector's grace period, its
-//! operations land in the next interval (never lost, never double-counted).
+//! Interval handoff (`handoff.rs`): each operation is counted in the interval of the phase's
+//! fixed grid in which it completed; a worker hands an interval over, tagged with its index,
+//! when its clock passes the interval's end, and the collector writes a row once every worker
+//! has moved past it. Every interval has its row (zeros when nothing completed).
 
 pub mod clock;
 pub mod cpu;
+pub mod handoff;
 pub mod hdr;
 pub mod percentile;
 pub mod timeline;
@@ -20,9 +19,8 @@ pub mod wire;
 
 use crate::store::{ErrorKind, Status};
 use hdrhistogram::Histogram;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+
+pub use handoff::{Collector, Grid, WorkerRecorder};
 
 /// Highest trackable latency: one hour in ns. Longer values are clamped (saturating).
 pub const HIGHEST_NS: u64 = 3_600_000_000_000;
@@ -251,6 +249,38 @@ impl Stats {
         self.ops[m as usize].as_deref()
     }
 
+    /// No operation and no send lag recorded.
+    pub fn is_empty(&self) -> bool {
+        self.ops.iter().flatten().all(|o| o.count() == 0)
+            && self.lag.as_ref().is_none_or(|h| h.is_empty())
+    }
+
+    /// A set with the same metrics made up front, all empty (not a clone: nothing copied).
+    pub fn emptied(&self) -> Stats {
+        let mut s = Stats {
+            ops: Default::default(),
+            paced: self.paced,
+            lag: self.paced.then(|| Box::new(new_histogram())),
+        };
+        for (i, o) in self.ops.iter().enumerate() {
+            if o.is_some() {
+                s.ops[i] = Some(Box::new(OpStats::new(self.paced)));
+            }
+        }
+        s
+    }
+
+    /// The metrics an interval's row lists: those with operations, and the phase's own
+    /// operations even when none completed (a stalled interval is a row of zeros, not a
+    /// missing row). CLEANUP and VERIFY are listed only when they happened.
+    pub fn row_metrics(&self) -> impl Iterator<Item = (Metric, &OpStats)> {
+        Metric::ALL.into_iter().filter_map(|m| {
+            let o = self.get(m)?;
+            let planned = !matches!(m, Metric::Cleanup | Metric::Verify);
+            (planned || o.count() > 0).then_some((m, o))
+        })
+    }
+
     /// Metrics with at least one operation, in `Metric` order.
     pub fn metrics(&self) -> impl Iterator<Item = (Metric, &OpStats)> {
         Metric::ALL
@@ -275,190 +305,9 @@ impl Stats {
     }
 }
 
-struct SlotInner {
-    stats: Stats,
-    has_data: bool,
-    epoch: u64,
-}
-
-/// A worker's mailbox to the collector.
-pub struct Slot(Mutex<SlotInner>);
-
-/// Epoch a finished worker publishes with, so the collector never waits on it.
-const FINISHED: u64 = u64::MAX;
-
-/// The worker side: records, and hands its interval over when the epoch moves.
-pub struct WorkerRecorder {
-    pub stats: Stats,
-    slot: Arc<Slot>,
-    epoch: Arc<AtomicU64>,
-    seen: u64,
-}
-
-impl WorkerRecorder {
-    #[inline]
-    pub fn record(
-        &mut self,
-        m: Metric,
-        status: Status,
-        service_ns: u64,
-        intended_ns: u64,
-        bytes: u64,
-    ) {
-        self.stats.record(m, status, service_ns, intended_ns, bytes);
-    }
-
-    #[inline]
-    pub fn record_lag(&mut self, lag_ns: u64) {
-        self.stats.record_lag(lag_ns);
-    }
-
-    /// Call once per operation: hands the interval over if the collector moved the epoch.
-    #[inline]
-    pub fn tick(&mut self) {
-        let e = self.epoch.load(Ordering::Relaxed);
-        if e != self.seen {
-            self.publish(e);
-        }
-    }
-
-    #[cold]
-    fn publish(&mut self, e: u64) {
-        let mut s = self.slot.0.lock().unwrap_or_else(|p| p.into_inner());
-        if s.has_data {
-            s.stats.add(&self.stats);
-            self.stats.reset();
-        } else {
-            std::mem::swap(&mut s.stats, &mut self.stats);
-        }
-        s.has_data = true;
-        s.epoch = e;
-        self.seen = e;
-    }
-
-    /// Hands over everything left; the collector stops waiting for this worker.
-    pub fn finish(&mut self) {
-        self.publish(FINISHED);
-    }
-}
-
-impl Drop for WorkerRecorder {
-    /// A worker that panicked never called `finish`: what it recorded is still handed over,
-    /// and the collector stops waiting for it at each interval.
-    fn drop(&mut self) {
-        if self.seen != FINISHED {
-            self.publish(FINISHED);
-        }
-    }
-}
-
-/// The collector side, owned by the phase's main thread.
-pub struct Collector {
-    slots: Vec<Arc<Slot>>,
-    epoch: Arc<AtomicU64>,
-    metrics: Vec<Metric>,
-    paced: bool,
-}
-
-impl Collector {
-    pub fn new(metrics: &[Metric], paced: bool) -> Self {
-        Collector {
-            slots: Vec::new(),
-            epoch: Arc::new(AtomicU64::new(0)),
-            metrics: metrics.to_vec(),
-            paced,
-        }
-    }
-
-    pub fn worker(&mut self) -> WorkerRecorder {
-        let slot = Arc::new(Slot(Mutex::new(SlotInner {
-            stats: Stats::new(&self.metrics, self.paced),
-            has_data: false,
-            epoch: 0,
-        })));
-        self.slots.push(slot.clone());
-        WorkerRecorder {
-            stats: Stats::new(&self.metrics, self.paced),
-            slot,
-            epoch: self.epoch.clone(),
-            seen: 0,
-        }
-    }
-
-    pub fn empty_stats(&self) -> Stats {
-        Stats::new(&self.metrics, self.paced)
-    }
-
-    /// Closes the current interval: moves the epoch, waits up to `grace` for every live
-    /// worker to hand over, and merges what arrived into `into`.
-    pub fn close_interval(&self, into: &mut Stats, grace: Duration) {
-        let e = self.epoch.fetch_add(1, Ordering::Relaxed) + 1;
-        let deadline = Instant::now() + grace;
-        loop {
-            let all = self.slots.iter().all(|s| {
-                let g = s.0.lock().unwrap_or_else(|p| p.into_inner());
-                g.epoch >= e
-            });
-            if all || Instant::now() >= deadline {
-                break;
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        self.drain(into);
-    }
-
-    /// Merges whatever the workers handed over (used after they all finished).
-    pub fn drain(&self, into: &mut Stats) {
-        for s in &self.slots {
-            let mut g = s.0.lock().unwrap_or_else(|p| p.into_inner());
-            if g.has_data {
-                into.add(&g.stats);
-                g.stats.reset();
-                g.has_data = false;
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn handoff_loses_and_duplicates_nothing() {
-        let mut c = Collector::new(&[Metric::Read], false);
-        let workers: Vec<_> = (0..3).map(|_| c.worker()).collect();
-        let handles: Vec<_> = workers
-            .into_iter()
-            .map(|mut w| {
-                std::thread::spawn(move || {
-                    for i in 0..200_000u64 {
-                        w.record(Metric::Read, Status::Ok, 1000 + i % 7, 0, 10);
-                        w.tick();
-                    }
-                    w.finish();
-                })
-            })
-            .collect();
-        let mut total = c.empty_stats();
-        let mut intervals = 0;
-        while !handles.iter().all(|h| h.is_finished()) {
-            let mut iv = c.empty_stats();
-            c.close_interval(&mut iv, Duration::from_millis(20));
-            total.add(&iv);
-            intervals += 1;
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        for h in handles {
-            h.join().unwrap();
-        }
-        c.drain(&mut total);
-        let r = total.get(Metric::Read).unwrap();
-        assert_eq!(r.count(), 600_000);
-        assert_eq!(r.ok.len(), 600_000);
-        assert_eq!(r.bytes, 6_000_000);
-        assert!(intervals >= 1);
-    }
 
     #[test]
     fn failures_and_kinds_are_counted_apart() {

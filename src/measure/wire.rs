@@ -61,8 +61,10 @@ impl Stats {
                 .as_deref()
                 .filter(nonempty)
                 .map(|h| encode(h, &mut ser, &mut buf)),
+            // The phase's metrics even when nothing completed: the merged run directory
+            // keeps a stalled interval's rows of zeros too.
             ops: self
-                .metrics()
+                .row_metrics()
                 .map(|(m, o)| WireOp {
                     metric: m.name().to_string(),
                     ok: encode(&o.ok, &mut ser, &mut buf),

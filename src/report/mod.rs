@@ -118,6 +118,10 @@ pub struct PhaseSummary {
     pub warmup_seconds: f64,
     /// The window the figures below cover: from the end of warm-up to the last operation.
     pub measured_seconds: f64,
+    /// Why `measured_seconds` is not the plan's window (`--duration` less warm-up): stopped
+    /// early, workers abandoned, or a call in flight at the deadline returned late.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_note: Option<String>,
     pub target_ops_per_s: Option<f64>,
     /// Store operations issued (READ, UPDATE, INSERT, SCAN, DELETE; an RMW counts as its
     /// read and its update), measured window only.

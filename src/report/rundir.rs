@@ -316,7 +316,8 @@ impl RunDir {
             Some(n) => format!("{sched},{n}"),
             None => sched,
         };
-        for (m, o) in stats.metrics() {
+        // Every interval has its rows: the phase's operations even when none completed.
+        for (m, o) in stats.row_metrics() {
             let h = &o.ok;
             let (ip50, ip99, imax) = match &o.intended {
                 Some(i) => (
@@ -368,7 +369,9 @@ impl RunDir {
         end_s: f64,
         stats: &Stats,
     ) -> anyhow::Result<()> {
-        for (m, o) in stats.metrics() {
+        // One entry per interval in each metric's log (an empty histogram when nothing
+        // completed), so the logs' intervals are intervals.csv's; failures only when any.
+        for (m, o) in stats.row_metrics() {
             self.log_one(phase, m.name(), phase_start, start_s, end_s, &o.ok)?;
             if let Some(f) = &o.failed {
                 if !f.is_empty() {
@@ -382,7 +385,7 @@ impl RunDir {
                     )?;
                 }
             }
-            if let Some(i) = o.intended.as_ref().filter(|h| !h.is_empty()) {
+            if let Some(i) = o.intended.as_ref() {
                 self.log_one(
                     phase,
                     &format!("Intended-{}", m.name()),

@@ -38,6 +38,9 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
             continue;
         }
         phase_line(&mut out, p, b, r);
+        if let Some(w) = &p.window_note {
+            let _ = writeln!(out, "  measured window: {w}");
+        }
         open_loop_line(&mut out, p, b, r);
         ops_table(&mut out, p);
         if let Some(t) = &p.telemetry {
