@@ -17,12 +17,14 @@
 //! (`text::Placer`). Latency axes are log with ticks in µs/ms/s (`ticks`).
 
 mod bar;
+mod draw;
 pub mod text;
 pub mod ticks;
 
 pub use bar::BarChart;
 pub use ticks::Unit;
 
+use draw::{legend_entry, series};
 use std::fmt::Write as _;
 use text::{Anchor, Placer};
 
@@ -91,6 +93,9 @@ pub struct Series {
     pub dashed: bool,
     /// Draw a marker at each point (few points) rather than a bare line (a time series).
     pub markers: bool,
+    /// A step in x wider than this breaks the line: intervals without data (a stall) are a
+    /// gap, not a straight line drawn across them. None: always joined.
+    pub gap: Option<f64>,
 }
 
 impl Series {
@@ -531,88 +536,6 @@ fn axes(out: &mut String, f: &Frame, x: &Axis, y: &Axis, x_label: &str, y_label:
         &x_title,
     );
     y_title(out, y_label, mt);
-}
-
-fn series(out: &mut String, s: &Series, color: &str, x: &Axis, y: &Axis, c: &LineChart) {
-    let _ = write!(
-        out,
-        r#"<g class="series" data-series="{}" data-points="{}">"#,
-        escape(&s.name),
-        s.points.len()
-    );
-    let visible: Vec<&(f64, f64)> = s
-        .points
-        .iter()
-        .filter(|(a, b)| a.is_finite() && b.is_finite())
-        .filter(|(a, b)| {
-            (c.x_scale == Scale::Linear || *a > 0.0) && (c.y_scale == Scale::Linear || *b > 0.0)
-        })
-        .collect();
-    let path: Vec<String> = visible
-        .iter()
-        .map(|(a, b)| format!("{:.1},{:.1}", x.px(*a), y.px(*b)))
-        .collect();
-    let _ = write!(
-        out,
-        r#"<polyline fill="none" stroke="{color}" stroke-width="1.6"{} points="{}"><title>{}</title></polyline>"#,
-        if s.dashed {
-            r#" stroke-dasharray="5 3""#
-        } else {
-            ""
-        },
-        path.join(" "),
-        escape(&s.name)
-    );
-    for (i, (a, b)) in s.points.iter().enumerate() {
-        if let Some(Some((lo, hi))) = s.whiskers.get(i) {
-            let px = x.px(*a);
-            let _ = write!(
-                out,
-                r#"<line class="whisker" x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}" stroke="{color}"><title>{}: 95 % CI {} – {}</title></line>"#,
-                y.px(*lo),
-                y.px(*hi),
-                escape(&s.name),
-                y.unit.label(*lo),
-                y.unit.label(*hi)
-            );
-        }
-        // Few points (a short phase) would make an invisible line: mark each.
-        if (s.markers || s.points.len() <= 30) && a.is_finite() && b.is_finite() {
-            let _ = write!(
-                out,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"><title>{}: x {} y {}</title></circle>"#,
-                x.px(*a),
-                y.px(*b),
-                escape(&s.name),
-                short(*a),
-                y.unit.label(*b)
-            );
-        }
-    }
-    out.push_str("</g>");
-}
-
-fn legend_entry(out: &mut String, right: f64, ly: f64, name: &[String], color: &str, dashed: bool) {
-    let _ = write!(
-        out,
-        r#"<line x1="{}" y1="{ly:.1}" x2="{}" y2="{ly:.1}" stroke="{color}" stroke-width="2"{}/>"#,
-        right + 10.0,
-        right + 28.0,
-        if dashed {
-            r#" stroke-dasharray="5 3""#
-        } else {
-            ""
-        },
-    );
-    text::lines(
-        out,
-        right + 32.0,
-        ly + 4.0,
-        Anchor::Start,
-        FONT,
-        r#"class="legend""#,
-        name,
-    );
 }
 
 #[cfg(test)]

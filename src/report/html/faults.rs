@@ -94,7 +94,8 @@ pub(super) fn section(p: &mut Page, d: &RunData, ph: &PhaseSummary) {
                 .filter(|r| &r.2 == c)
                 .filter_map(|r| Some(((r.0 + r.1) / 2.0, r.4?)))
                 .collect();
-            l.series.push(Series::new(c, downsample(pts)));
+            let step = rows.first().map(|r| r.1 - r.0).unwrap_or(0.0);
+            l.series.push(super::gapped(c, pts, step));
         }
         mark(&mut l);
         p.figure(

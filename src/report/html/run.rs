@@ -355,14 +355,14 @@ fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: 
                 .filter(|r| r.count > 0)
                 .map(|r| (mid(r.start_s, r.end_s), get(r)))
                 .collect();
-            l.series.push(Series::new(label, downsample(pts)));
+            l.series.push(super::gapped(label, pts, interval_s(d)));
         }
         if rows.iter().any(|r| r.intended_p99_us.is_some()) {
             let pts = rows
                 .iter()
                 .filter_map(|r| Some((mid(r.start_s, r.end_s), r.intended_p99_us?)))
                 .collect();
-            let mut s = Series::new("p99 from intended start", downsample(pts));
+            let mut s = super::gapped("p99 from intended start", pts, interval_s(d));
             s.dashed = true;
             l.series.push(s);
         }
