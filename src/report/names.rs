@@ -53,6 +53,7 @@ pub const NAMES: &[(&str, &str)] = &[
     ("value-size", "value size (bytes)"),
     ("store-opt.block_cache_mb", "block cache (MiB)"),
     ("store-opt.cluster", "cluster members"),
+    ("store-opt.cpus", "server CPU set (point)"),
 ];
 
 /// The name of `key` on a figure. A `phase.metric` key is named by its metric (the legend or
