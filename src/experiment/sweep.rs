@@ -159,10 +159,22 @@ pub fn metrics_of(p: &PhaseSummary) -> Vec<(String, f64)> {
         m.push((format!("ops_per_joule{tag}"), e.ops_per_joule));
     }
     if let Some(t) = &p.telemetry {
-        if let Some(c) = t.process.as_ref().map(|p| p.cpu_pct) {
+        // A window too short for CPU shares has no process CPU % either.
+        let cpu_resolved = !t.unavailable.contains_key("cpu");
+        if let Some(c) = t
+            .process
+            .as_ref()
+            .map(|p| p.cpu_pct)
+            .filter(|_| cpu_resolved)
+        {
             m.push(("kvmeter_cpu_pct".to_string(), c));
         }
-        if let Some(c) = t.server.as_ref().map(|p| p.cpu_pct) {
+        if let Some(c) = t
+            .server
+            .as_ref()
+            .map(|p| p.cpu_pct)
+            .filter(|_| cpu_resolved)
+        {
             m.push(("server_cpu_pct".to_string(), c));
         }
         if let Some(c) = &t.cpu {

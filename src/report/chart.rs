@@ -10,8 +10,23 @@
 //! a reader's tool can find a series by), and the percentile-spectrum axis (1/(1−q) with
 //! percentile labels) needs custom tick labels anyway. The charts are small: axes, ticks,
 //! polylines, rectangles.
+//!
+//! Every text is sized from its content, never cut: titles and axis titles wrap, the legend
+//! column is as wide as its widest entry (long entries wrap), and labels on the plot (warm-up,
+//! SLO bounds, capacity and fault markers) are placed where they cover no other label
+//! (`text::Placer`). Latency axes are log with ticks in µs/ms/s (`ticks`).
 
+mod bar;
+mod draw;
+pub mod text;
+pub mod ticks;
+
+pub use bar::BarChart;
+pub use ticks::Unit;
+
+use draw::{legend_entry, series};
 use std::fmt::Write as _;
+use text::{Anchor, Placer};
 
 /// Text for inside an SVG or HTML element or attribute.
 pub fn escape(s: &str) -> String {
@@ -78,6 +93,9 @@ pub struct Series {
     pub dashed: bool,
     /// Draw a marker at each point (few points) rather than a bare line (a time series).
     pub markers: bool,
+    /// A step in x wider than this breaks the line: intervals without data (a stall) are a
+    /// gap, not a straight line drawn across them. None: always joined.
+    pub gap: Option<f64>,
 }
 
 impl Series {
@@ -100,6 +118,8 @@ pub struct LineChart {
     pub y_label: String,
     pub x_scale: Scale,
     pub y_scale: Scale,
+    /// How y tick values are written (latency: µs, ms, s).
+    pub y_unit: Unit,
     pub series: Vec<Series>,
     /// x ranges shaded grey, with a label (warm-up).
     pub shaded: Vec<(f64, f64, String)>,
@@ -120,6 +140,7 @@ impl LineChart {
             y_label: y_label.into(),
             x_scale: Scale::Linear,
             y_scale: Scale::Linear,
+            y_unit: Unit::Plain,
             series: vec![],
             shaded: vec![],
             hlines: vec![],
@@ -127,18 +148,52 @@ impl LineChart {
             y_from_zero: true,
         }
     }
+
+    /// A latency axis: log, ticks in µs/ms/s, not from zero.
+    pub fn latency_y(mut self) -> Self {
+        self.y_scale = Scale::Log10;
+        self.y_unit = Unit::Micros;
+        self.y_from_zero = false;
+        self
+    }
 }
 
-const W: f64 = 760.0;
-const H: f64 = 340.0;
-const ML: f64 = 72.0;
-const MR: f64 = 150.0;
-const MT: f64 = 34.0;
-const MB: f64 = 48.0;
+/// Plot area size; the margins around it grow with the text they hold.
+const PW: f64 = 538.0;
+const PH: f64 = 258.0;
+const FONT: f64 = 11.0;
+const TITLE_FONT: f64 = 13.0;
+/// Widest a legend entry grows before it wraps.
+const LEGEND_WRAP: f64 = 230.0;
+
+/// Where the plot area sits in the figure, from the text around it.
+pub(crate) struct Frame {
+    pub w: f64,
+    pub h: f64,
+    pub ml: f64,
+    pub mt: f64,
+    pub title: Vec<String>,
+}
+
+impl Frame {
+    fn right(&self) -> f64 {
+        self.ml + PW
+    }
+    fn bottom(&self) -> f64 {
+        self.mt + PH
+    }
+}
+
+/// The left margin holding the y tick labels and the (wrapped) y axis title.
+pub(crate) fn left_margin(y_title_lines: usize, widest_tick: f64) -> f64 {
+    let title = 8.0 + FONT * text::LINE * y_title_lines as f64;
+    (title + widest_tick + 12.0).max(58.0 + 14.0 * y_title_lines as f64)
+}
 
 /// Maps data to pixels on one axis.
 struct Axis {
     scale: Scale,
+    unit: Unit,
     lo: f64,
     hi: f64,
     px0: f64,
@@ -164,38 +219,14 @@ impl Axis {
     /// Tick values and their labels.
     fn ticks(&self) -> Vec<(f64, String)> {
         match self.scale {
-            Scale::Linear => {
-                let span = self.hi - self.lo;
-                if span <= 0.0 {
-                    return vec![(self.lo, short(self.lo))];
-                }
-                let raw = span / 5.0;
-                let mag = 10f64.powf(raw.log10().floor());
-                let step = [1.0, 2.0, 2.5, 5.0, 10.0]
-                    .iter()
-                    .map(|m| m * mag)
-                    .find(|s| span / s <= 6.0)
-                    .unwrap_or(10.0 * mag);
-                let mut v = (self.lo / step).ceil() * step;
-                let mut out = vec![];
-                while v <= self.hi + step * 1e-9 {
-                    out.push((v, short(v)));
-                    v += step;
-                }
-                out
-            }
-            Scale::Log10 => {
-                let mut out = vec![];
-                let mut d = self.lo.log10().floor() as i32;
-                while 10f64.powi(d) <= self.hi * 1.0001 {
-                    let v = 10f64.powi(d);
-                    if v >= self.lo * 0.9999 {
-                        out.push((v, short(v)));
-                    }
-                    d += 1;
-                }
-                out
-            }
+            Scale::Linear => ticks::linear(self.lo, self.hi)
+                .into_iter()
+                .map(|v| (v, self.unit.label(v)))
+                .collect(),
+            Scale::Log10 => ticks::log(self.lo, self.hi)
+                .into_iter()
+                .map(|v| (v, self.unit.label(v)))
+                .collect(),
             Scale::Percentile => {
                 let mut out = vec![];
                 for (q, label) in [
@@ -243,13 +274,7 @@ fn bounds(values: impl Iterator<Item = f64>, scale: Scale, from_zero: bool) -> (
             }
             hi += (hi - lo) * 0.05;
         }
-        Scale::Log10 => {
-            lo = 10f64.powf(lo.log10().floor());
-            hi = 10f64.powf(hi.log10().ceil());
-            if hi <= lo {
-                hi = lo * 10.0;
-            }
-        }
+        Scale::Log10 => (lo, hi) = ticks::log_range(lo, hi),
         Scale::Percentile => {
             lo = 1.0;
             if hi <= lo {
@@ -260,14 +285,44 @@ fn bounds(values: impl Iterator<Item = f64>, scale: Scale, from_zero: bool) -> (
     (lo, hi)
 }
 
-fn svg_open(out: &mut String, id: &str, title: &str, w: f64, h: f64) {
+/// Opens the figure and writes its (wrapped) title.
+pub(crate) fn svg_open(out: &mut String, id: &str, title: &str, f: &Frame) {
+    let (w, h) = (f.w, f.h);
     let _ = write!(
         out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-figure="{}" viewBox="0 0 {w} {h}" width="{w}" height="{h}" font-family="sans-serif" font-size="11" role="img"><title>{}</title><rect width="{w}" height="{h}" fill="white"/><text x="{}" y="18" font-size="13" text-anchor="middle">{}</text>"#,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-figure="{}" viewBox="0 0 {w} {h}" width="{w}" height="{h}" font-family="sans-serif" font-size="{FONT}" role="img"><title>{}</title><rect width="{w}" height="{h}" fill="white"/>"#,
         escape(id),
         escape(title),
+    );
+    text::lines(
+        out,
         w / 2.0,
-        escape(title)
+        18.0,
+        Anchor::Middle,
+        TITLE_FONT,
+        r#"class="title""#,
+        &f.title,
+    );
+}
+
+/// The title's lines and the top margin they need, for a figure `w` wide.
+pub(crate) fn title_lines(title: &str, w: f64) -> (Vec<String>, f64) {
+    let lines = text::wrap(title, TITLE_FONT, w - 20.0);
+    let mt = 34.0 + TITLE_FONT * text::LINE * (lines.len() as f64 - 1.0);
+    (lines, mt)
+}
+
+/// The y axis title, turned, wrapped to the plot's height.
+pub(crate) fn y_title(out: &mut String, label: &[String], mt: f64) {
+    let cy = mt + PH / 2.0;
+    text::lines(
+        out,
+        14.0,
+        cy,
+        Anchor::Middle,
+        FONT,
+        &format!(r#"class="axis-title" transform="rotate(-90 14 {cy:.1})""#),
+        label,
     );
 }
 
@@ -291,85 +346,172 @@ impl LineChart {
             })
             .chain(self.hlines.iter().map(|h| h.0));
         let (ylo, yhi) = bounds(ys, self.y_scale, self.y_from_zero);
-        let x = Axis {
-            scale: self.x_scale,
-            lo: xlo,
-            hi: xhi,
-            px0: ML,
-            px1: W - MR,
-        };
-        let y = Axis {
+        let mut y = Axis {
             scale: self.y_scale,
+            unit: self.y_unit,
             lo: ylo,
             hi: yhi,
-            px0: H - MB,
-            px1: MT,
+            px0: 0.0,
+            px1: 0.0,
+        };
+        // Margins from the text: y tick labels and title on the left, the legend on the right,
+        // the title on top.
+        let y_label = text::wrap(&self.y_label, FONT, PH);
+        let widest_tick = y
+            .ticks()
+            .iter()
+            .map(|t| text::width(&t.1, FONT))
+            .fold(0.0, f64::max);
+        let ml = left_margin(y_label.len(), widest_tick);
+        let legend: Vec<Vec<String>> = self
+            .series
+            .iter()
+            .map(|s| text::wrap(&s.name, FONT, LEGEND_WRAP))
+            .collect();
+        let legend_w = legend
+            .iter()
+            .map(|l| text::widest(l, FONT))
+            .fold(0.0, f64::max);
+        let mr = if legend.is_empty() {
+            20.0
+        } else {
+            42.0 + legend_w
+        };
+        let w = (ml + PW + mr).ceil();
+        let (title, mt) = title_lines(&self.title, w);
+        let legend_h: f64 = legend
+            .iter()
+            .map(|l| FONT * text::LINE * l.len() as f64 + 5.0)
+            .sum();
+        let h = (mt + PH + 48.0).max(mt + legend_h + 16.0).ceil();
+        let f = Frame {
+            w,
+            h,
+            ml,
+            mt,
+            title,
+        };
+        y.px0 = f.bottom();
+        y.px1 = f.mt;
+        let x = Axis {
+            scale: self.x_scale,
+            unit: Unit::Plain,
+            lo: xlo,
+            hi: xhi,
+            px0: f.ml,
+            px1: f.right(),
         };
         let mut out = String::new();
-        svg_open(&mut out, &self.id, &self.title, W, H);
+        svg_open(&mut out, &self.id, &self.title, &f);
+        let mut placer = Placer::new((f.ml, f.mt, f.right(), f.bottom()));
         for (a, b, label) in &self.shaded {
             let (pa, pb) = (x.px(*a), x.px(*b));
             let _ = write!(
                 out,
-                r##"<rect class="shaded" x="{pa:.1}" y="{MT}" width="{:.1}" height="{}" fill="#eeeeee"><title>{}</title></rect><text x="{:.1}" y="{}" fill="#888">{}</text>"##,
+                r##"<rect class="shaded" x="{pa:.1}" y="{}" width="{:.1}" height="{PH}" fill="#eeeeee"><title>{}</title></rect>"##,
+                f.mt,
                 (pb - pa).max(0.0),
-                H - MT - MB,
                 escape(label),
-                pa + 3.0,
-                MT + 12.0,
-                escape(label)
+            );
+            let cands: Vec<_> = (0..6)
+                .map(|k| (pa + 3.0, f.mt + 12.0 + 14.0 * k as f64, Anchor::Start))
+                .collect();
+            let (lx, ly, an) = placer.place(label, FONT, &cands);
+            text::lines(
+                &mut out,
+                lx,
+                ly,
+                an,
+                FONT,
+                r##"fill="#888" paint-order="stroke" stroke="white" stroke-width="3""##,
+                std::slice::from_ref(label),
             );
         }
-        axes(&mut out, &x, &y, &self.x_label, &self.y_label);
+        axes(&mut out, &f, &x, &y, &self.x_label, &y_label);
+        self.references(&mut out, &f, &x, &y, &mut placer);
+        let mut ly = f.mt + 8.0;
+        for (i, s) in self.series.iter().enumerate() {
+            let color = PALETTE[i % PALETTE.len()];
+            series(&mut out, s, color, &x, &y, self);
+            legend_entry(&mut out, f.right(), ly, &legend[i], color, s.dashed);
+            ly += FONT * text::LINE * legend[i].len() as f64 + 5.0;
+        }
+        out.push_str("</svg>\n");
+        out
+    }
+
+    /// Reference lines (SLO bounds) and markers (capacity, faults), their labels placed where
+    /// they cover no other label, each with a white halo so that a line under it stays readable.
+    fn references(&self, out: &mut String, f: &Frame, x: &Axis, y: &Axis, placer: &mut Placer) {
         for (v, label) in &self.hlines {
             let py = y.px(*v);
             let _ = write!(
                 out,
-                r##"<line class="reference" x1="{ML}" y1="{py:.1}" x2="{}" y2="{py:.1}" stroke="#c00" stroke-dasharray="6 4"/><text x="{}" y="{:.1}" fill="#c00" text-anchor="end">{}</text>"##,
-                W - MR,
-                W - MR - 4.0,
-                py - 4.0,
-                escape(label)
+                r##"<line class="reference" x1="{:.1}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#c00" stroke-dasharray="6 4"/>"##,
+                f.ml,
+                f.right(),
+            );
+            let (r, l) = (f.right() - 4.0, f.ml + 4.0);
+            let cands = [
+                (r, py - 4.0, Anchor::End),
+                (r, py + 13.0, Anchor::End),
+                (l, py - 4.0, Anchor::Start),
+                (l, py + 13.0, Anchor::Start),
+                ((l + r) / 2.0, py - 4.0, Anchor::Middle),
+                ((l + r) / 2.0, py + 13.0, Anchor::Middle),
+            ];
+            let (lx, ly, an) = placer.place(label, FONT, &cands);
+            text::lines(
+                out,
+                lx,
+                ly,
+                an,
+                FONT,
+                r##"class="reference-label" fill="#c00" paint-order="stroke" stroke="white" stroke-width="3""##,
+                std::slice::from_ref(label),
             );
         }
         for (v, label) in &self.vlines {
             let px = x.px(*v);
             let _ = write!(
                 out,
-                r##"<line class="marker" x1="{px:.1}" y1="{MT}" x2="{px:.1}" y2="{}" stroke="#444" stroke-dasharray="3 3"/><text x="{:.1}" y="{}" fill="#444">{}</text>"##,
-                H - MB,
-                px + 3.0,
-                MT + 24.0,
-                escape(label)
+                r##"<line class="marker" x1="{px:.1}" y1="{}" x2="{px:.1}" y2="{:.1}" stroke="#444" stroke-dasharray="3 3"/>"##,
+                f.mt,
+                f.bottom(),
+            );
+            let cands: Vec<_> = (0..16)
+                .flat_map(|k| {
+                    let ly = f.mt + 12.0 + 14.0 * k as f64;
+                    [(px + 3.0, ly, Anchor::Start), (px - 3.0, ly, Anchor::End)]
+                })
+                .collect();
+            let (lx, ly, an) = placer.place(label, FONT, &cands);
+            text::lines(
+                out,
+                lx,
+                ly,
+                an,
+                FONT,
+                r##"class="marker-label" fill="#444" paint-order="stroke" stroke="white" stroke-width="3""##,
+                std::slice::from_ref(label),
             );
         }
-        for (i, s) in self.series.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            series(&mut out, s, color, &x, &y, self);
-            legend(&mut out, i, &s.name, color, s.dashed);
-        }
-        out.push_str("</svg>\n");
-        out
     }
 }
 
-fn axes(out: &mut String, x: &Axis, y: &Axis, x_label: &str, y_label: &str) {
+fn axes(out: &mut String, f: &Frame, x: &Axis, y: &Axis, x_label: &str, y_label: &[String]) {
+    let (b, r, ml, mt) = (f.bottom(), f.right(), f.ml, f.mt);
     let _ = write!(
         out,
-        r##"<g class="axes" stroke="#000"><line x1="{ML}" y1="{}" x2="{}" y2="{}"/><line x1="{ML}" y1="{MT}" x2="{ML}" y2="{}"/></g>"##,
-        H - MB,
-        W - MR,
-        H - MB,
-        H - MB
+        r##"<g class="axes" stroke="#000"><line x1="{ml}" y1="{b}" x2="{r}" y2="{b}"/><line x1="{ml}" y1="{mt}" x2="{ml}" y2="{b}"/></g>"##,
     );
     for (v, label) in x.ticks() {
         let px = x.px(v);
         let _ = write!(
             out,
-            r##"<line x1="{px:.1}" y1="{}" x2="{px:.1}" y2="{}" stroke="#000"/><text x="{px:.1}" y="{}" text-anchor="middle">{}</text>"##,
-            H - MB,
-            H - MB + 4.0,
-            H - MB + 16.0,
+            r##"<line x1="{px:.1}" y1="{b}" x2="{px:.1}" y2="{}" stroke="#000"/><text class="x-tick" x="{px:.1}" y="{}" text-anchor="middle">{}</text>"##,
+            b + 4.0,
+            b + 16.0,
             escape(&label)
         );
     }
@@ -377,195 +519,23 @@ fn axes(out: &mut String, x: &Axis, y: &Axis, x_label: &str, y_label: &str) {
         let py = y.px(v);
         let _ = write!(
             out,
-            r##"<line x1="{ML}" y1="{py:.1}" x2="{}" y2="{py:.1}" stroke="#e4e4e4"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-            W - MR,
-            ML - 5.0,
+            r##"<line x1="{ml}" y1="{py:.1}" x2="{r}" y2="{py:.1}" stroke="#e4e4e4"/><text class="y-tick" x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            ml - 5.0,
             py + 4.0,
             escape(&label)
         );
     }
-    let _ = write!(
+    let x_title = text::wrap(x_label, FONT, PW);
+    text::lines(
         out,
-        r#"<text x="{}" y="{}" text-anchor="middle">{}</text><text x="14" y="{}" transform="rotate(-90 14 {})" text-anchor="middle">{}</text>"#,
-        (ML + W - MR) / 2.0,
-        H - 10.0,
-        escape(x_label),
-        (MT + H - MB) / 2.0,
-        (MT + H - MB) / 2.0,
-        escape(y_label)
+        (ml + r) / 2.0,
+        b + 32.0,
+        Anchor::Middle,
+        FONT,
+        r#"class="axis-title""#,
+        &x_title,
     );
-}
-
-fn series(out: &mut String, s: &Series, color: &str, x: &Axis, y: &Axis, c: &LineChart) {
-    let _ = write!(
-        out,
-        r#"<g class="series" data-series="{}" data-points="{}">"#,
-        escape(&s.name),
-        s.points.len()
-    );
-    let visible: Vec<&(f64, f64)> = s
-        .points
-        .iter()
-        .filter(|(a, b)| a.is_finite() && b.is_finite())
-        .filter(|(a, b)| {
-            (c.x_scale == Scale::Linear || *a > 0.0) && (c.y_scale == Scale::Linear || *b > 0.0)
-        })
-        .collect();
-    let path: Vec<String> = visible
-        .iter()
-        .map(|(a, b)| format!("{:.1},{:.1}", x.px(*a), y.px(*b)))
-        .collect();
-    let _ = write!(
-        out,
-        r#"<polyline fill="none" stroke="{color}" stroke-width="1.6"{} points="{}"><title>{}</title></polyline>"#,
-        if s.dashed {
-            r#" stroke-dasharray="5 3""#
-        } else {
-            ""
-        },
-        path.join(" "),
-        escape(&s.name)
-    );
-    for (i, (a, b)) in s.points.iter().enumerate() {
-        if let Some(Some((lo, hi))) = s.whiskers.get(i) {
-            let px = x.px(*a);
-            let _ = write!(
-                out,
-                r#"<line class="whisker" x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}" stroke="{color}"><title>{}: 95 % CI {} – {}</title></line>"#,
-                y.px(*lo),
-                y.px(*hi),
-                escape(&s.name),
-                short(*lo),
-                short(*hi)
-            );
-        }
-        // Few points (a short phase) would make an invisible line: mark each.
-        if (s.markers || s.points.len() <= 30) && a.is_finite() && b.is_finite() {
-            let _ = write!(
-                out,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"><title>{}: x {} y {}</title></circle>"#,
-                x.px(*a),
-                y.px(*b),
-                escape(&s.name),
-                short(*a),
-                short(*b)
-            );
-        }
-    }
-    out.push_str("</g>");
-}
-
-fn legend(out: &mut String, i: usize, name: &str, color: &str, dashed: bool) {
-    let ly = MT + 8.0 + 16.0 * i as f64;
-    let _ = write!(
-        out,
-        r#"<line x1="{}" y1="{ly:.1}" x2="{}" y2="{ly:.1}" stroke="{color}" stroke-width="2"{}/><text x="{}" y="{:.1}">{}</text>"#,
-        W - MR + 10.0,
-        W - MR + 28.0,
-        if dashed {
-            r#" stroke-dasharray="5 3""#
-        } else {
-            ""
-        },
-        W - MR + 32.0,
-        ly + 4.0,
-        escape(name)
-    );
-}
-
-/// A bar chart: one bar per label, optionally sorted by value (largest first).
-#[derive(Clone, Debug)]
-pub struct BarChart {
-    pub id: String,
-    pub title: String,
-    pub y_label: String,
-    /// (label, value, note shown on hover).
-    pub bars: Vec<(String, f64, String)>,
-    pub sorted: bool,
-}
-
-impl BarChart {
-    pub fn svg(&self) -> String {
-        let mut bars = self.bars.clone();
-        if self.sorted {
-            bars.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal));
-        }
-        let (ylo, yhi) = bounds(bars.iter().map(|b| b.1), Scale::Linear, true);
-        let y = Axis {
-            scale: Scale::Linear,
-            lo: ylo,
-            hi: yhi,
-            px0: H - MB,
-            px1: MT,
-        };
-        let mut out = String::new();
-        let n = bars.len().max(1) as f64;
-        let slot = (W - ML - 20.0) / n;
-        // Labels wider than their slot are turned 45° and the figure grows to hold them.
-        let longest = bars.iter().map(|b| b.0.chars().count()).max().unwrap_or(0) as f64;
-        let turned = longest * 6.0 > slot;
-        let extra = if turned {
-            (longest * 4.6).min(160.0)
-        } else {
-            0.0
-        };
-        svg_open(&mut out, &self.id, &self.title, W, H + extra);
-        for (v, label) in y.ticks() {
-            let py = y.px(v);
-            let _ = write!(
-                out,
-                r##"<line x1="{ML}" y1="{py:.1}" x2="{}" y2="{py:.1}" stroke="#e4e4e4"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-                W - 20.0,
-                ML - 5.0,
-                py + 4.0,
-                escape(&label)
-            );
-        }
-        let _ = write!(
-            out,
-            r##"<line x1="{ML}" y1="{}" x2="{}" y2="{}" stroke="#000"/><text x="14" y="{}" transform="rotate(-90 14 {})" text-anchor="middle">{}</text><g class="series" data-series="{}" data-points="{}">"##,
-            y.px(0.0),
-            W - 20.0,
-            y.px(0.0),
-            (MT + H - MB) / 2.0,
-            (MT + H - MB) / 2.0,
-            escape(&self.y_label),
-            escape(&self.title),
-            bars.len()
-        );
-        for (i, (label, v, note)) in bars.iter().enumerate() {
-            let x0 = ML + slot * i as f64 + slot * 0.15;
-            let (top, base) = (y.px(v.max(0.0)), y.px(v.min(0.0)));
-            let _ = write!(
-                out,
-                r##"<rect class="bar" x="{x0:.1}" y="{top:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{}: {}{}</title></rect><text x="{:.1}" y="{}" {} font-size="10">{}</text>"##,
-                slot * 0.7,
-                (base - top).max(0.5),
-                PALETTE[0],
-                escape(label),
-                short(*v),
-                if note.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", escape(note))
-                },
-                x0 + slot * 0.35,
-                H - MB + 14.0,
-                if turned {
-                    format!(
-                        r#"text-anchor="end" transform="rotate(-45 {:.1} {})""#,
-                        x0 + slot * 0.35,
-                        H - MB + 14.0
-                    )
-                } else {
-                    r#"text-anchor="middle""#.to_string()
-                },
-                escape(label)
-            );
-        }
-        out.push_str("</g></svg>\n");
-        out
-    }
+    y_title(out, y_label, mt);
 }
 
 #[cfg(test)]
@@ -600,6 +570,7 @@ mod tests {
         // Percentile axis ticks read as percentiles.
         let x = Axis {
             scale: Scale::Percentile,
+            unit: Unit::Plain,
             lo: 1.0,
             hi: 1000.0,
             px0: 0.0,
@@ -607,5 +578,36 @@ mod tests {
         };
         let labels: Vec<String> = x.ticks().into_iter().map(|t| t.1).collect();
         assert_eq!(labels, ["0%", "90%", "99%", "99.9%"]);
+    }
+
+    #[test]
+    fn a_figure_grows_to_hold_its_legend_and_title() {
+        const ML_MIN: f64 = 72.0;
+        let long = "p99 from intended start of a very long series name";
+        let mut c = LineChart::new("t", &"a long title ".repeat(12), "x", "y").latency_y();
+        c.series
+            .push(Series::new(long, vec![(0.0, 10.0), (1.0, 2000.0)]));
+        let s = c.svg();
+        let width: f64 = s
+            .split("width=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        // The legend's lines, whole, end inside the figure.
+        let legend_x = ML_MIN + PW + 32.0;
+        for line in text::wrap(long, FONT, LEGEND_WRAP) {
+            assert!(s.contains(&line), "{line}");
+            assert!(legend_x + text::width(&line, FONT) <= width);
+        }
+        // The title wrapped into several lines, each as wide as the figure at most.
+        assert!(s.matches("<tspan").count() >= 2);
+        // Latency ticks with units at 10 µs, 100 µs, 1 ms.
+        for t in ["10 µs", "100 µs", "1 ms"] {
+            assert!(s.contains(&format!(">{t}</text>")), "{t}");
+        }
     }
 }

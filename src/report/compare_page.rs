@@ -90,8 +90,9 @@ impl Comparison {
                 &format!("compare-{phase}-spectrum"),
                 &format!("{phase}: latency by percentile, first run of each side"),
                 "percentile",
-                "latency (µs)",
-            );
+                "latency (log scale)",
+            )
+            .latency_y();
             sp.x_scale = Scale::Percentile;
             for (side, d) in [("A", &a), ("B", &b)] {
                 let warmup = d.phase(&phase).map(|p| p.warmup_seconds).unwrap_or(0.0);

@@ -9,6 +9,7 @@ pub mod cost;
 pub mod html;
 pub mod javafmt;
 pub mod manifest;
+pub mod names;
 pub mod output;
 pub mod rundata;
 pub mod rundir;

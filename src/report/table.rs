@@ -45,7 +45,13 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
         ops_table(&mut out, p);
         if let Some(t) = &p.telemetry {
             out.push_str(&telemetry_lines(t));
-            energy_line(&mut out, p, t);
+            let model = p.energy.as_ref().is_some_and(|e| e.estimate);
+            if model && t.cpu.is_none() && t.unavailable.contains_key("cpu") {
+                // The model's power is a function of CPU busy: no busy, no estimate.
+                out.push_str("  power    ESTIMATE not given: the model needs the CPU share (too few samples)\n");
+            } else {
+                energy_line(&mut out, p, t);
+            }
         }
         pressure_lines(&mut out, p);
         for a in &p.antagonists {
@@ -225,39 +231,124 @@ fn pressure_lines(out: &mut String, p: &PhaseSummary) {
     }
 }
 
+/// Rounds `parts` to `decimals` so that the printed parts add up to the printed `total`
+/// (largest remainders take the leftover units); parts that round to zero are left out.
+/// `None` when the parts exceed the total by more than one printed unit (they do not describe
+/// it, and printing them would show a sum that is not the whole).
+fn adding_up<'a>(
+    total: f64,
+    parts: &[(&'a str, f64)],
+    decimals: i32,
+) -> Option<Vec<(&'a str, f64)>> {
+    let unit = 10f64.powi(-decimals);
+    let sum: f64 = parts.iter().map(|p| p.1).sum();
+    if sum > total + unit {
+        return None;
+    }
+    let whole = (total / unit).round() as i64;
+    let mut scaled: Vec<(usize, i64, f64)> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let x = (p.1 / unit).max(0.0);
+            (i, x.floor() as i64, x - x.floor())
+        })
+        .collect();
+    let mut left = whole - scaled.iter().map(|s| s.1).sum::<i64>();
+    scaled.sort_by(|a, b| b.2.total_cmp(&a.2));
+    for s in scaled.iter_mut() {
+        if left <= 0 {
+            break;
+        }
+        s.1 += 1;
+        left -= 1;
+    }
+    scaled.sort_by_key(|s| s.0);
+    Some(
+        scaled
+            .into_iter()
+            .filter(|s| s.1 > 0)
+            .map(|s| (parts[s.0].0, s.1 as f64 * unit))
+            .collect(),
+    )
+}
+
+/// "name v, name v" with `decimals`, or nothing; in parentheses after a leading space.
+fn group_text(parts: &[(&str, f64)], decimals: usize) -> String {
+    if parts.is_empty() {
+        return String::new();
+    }
+    let items: Vec<String> = parts
+        .iter()
+        .map(|(n, v)| format!("{n} {v:.decimals$}"))
+        .collect();
+    format!(" ({})", items.join(", "))
+}
+
+/// The machine's CPU line: busy and its parts (which add up to it), then iowait (idle time
+/// waiting on I/O: not busy).
+fn cpu_line(out: &mut String, c: &crate::telemetry::procfs::CpuShare) {
+    let busy = (c.busy * 10.0).round() / 10.0;
+    let parts = [
+        ("user", c.user + c.nice),
+        ("system", c.system),
+        ("irq+softirq", c.irq + c.softirq),
+        ("steal", c.steal),
+    ];
+    let split = adding_up(c.busy, &parts, 1).unwrap_or_default();
+    let _ = write!(out, "  cpu      {busy:.1} % busy{}", group_text(&split, 1));
+    if c.iowait >= 0.05 {
+        let _ = write!(out, ", {:.1} % iowait", c.iowait);
+    }
+}
+
+/// A process's CPU: its total and, for kvmeter's own process, the largest thread groups with
+/// the rest as "other", so that the groups add up to the total.
+fn process_text(what: &str, p: &crate::telemetry::ProcessFigures) -> String {
+    if p.cpu_pct_by_thread.is_empty() {
+        return format!("{what} {:.0} % of a CPU", p.cpu_pct);
+    }
+    let mut groups: Vec<(&str, f64)> = p
+        .cpu_pct_by_thread
+        .iter()
+        .map(|(g, v)| (g.as_str(), *v))
+        .collect();
+    groups.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let shown: f64 = groups.iter().take(3).map(|g| g.1).sum();
+    let rest: f64 = groups.iter().skip(3).map(|g| g.1).sum();
+    let mut parts: Vec<(&str, f64)> = groups.into_iter().take(3).collect();
+    parts.push(("other", (p.cpu_pct - shown).max(rest)));
+    let split = adding_up(p.cpu_pct, &parts, 0).unwrap_or_default();
+    format!(
+        "{what} {:.0} % of a CPU{}",
+        p.cpu_pct,
+        group_text(&split, 0)
+    )
+}
+
 fn telemetry_lines(t: &crate::telemetry::PhaseTelemetry) -> String {
     let mut out = String::new();
-    match &t.cpu {
-        Some(c) => {
-            let _ = write!(
-                out,
-                "  cpu      {:.1} % busy (user {:.1}, system {:.1}, iowait {:.1}, irq+softirq {:.1}, steal {:.1})",
-                c.busy, c.user + c.nice, c.system, c.iowait, c.irq + c.softirq, c.steal
-            );
+    let too_few = t.unavailable.get("cpu").filter(|_| t.cpu.is_none());
+    match (&t.cpu, too_few) {
+        (Some(c), _) => cpu_line(&mut out, c),
+        (None, Some(why)) => {
+            let _ = write!(out, "  cpu      {why}");
         }
-        None => out.push_str("  cpu      unavailable"),
+        (None, None) => out.push_str("  cpu      unavailable"),
     }
-    if let Some(p) = &t.process {
-        let mut groups: Vec<(&String, &f64)> = p.cpu_pct_by_thread.iter().collect();
-        groups.sort_by(|a, b| b.1.total_cmp(a.1));
-        let top: Vec<String> = groups
-            .iter()
-            .take(4)
-            .map(|(g, v)| format!("{g} {v:.0}"))
-            .collect();
-        let _ = write!(
-            out,
-            "; process {:.0} % of a CPU ({})",
-            p.cpu_pct,
-            top.join(", ")
-        );
+    // A window too short for CPU shares is too short for a process's CPU % as well.
+    if too_few.is_none() {
+        if let Some(p) = &t.process {
+            let _ = write!(out, "; {}", process_text("process", p));
+        }
     }
     if let Some(p) = &t.server {
-        let _ = write!(
-            out,
-            "; server {:.0} % of a CPU, RSS {:.0} MB",
-            p.cpu_pct, p.rss_peak_mb
-        );
+        if too_few.is_none() {
+            let _ = write!(out, "; server {:.0} % of a CPU,", p.cpu_pct);
+        } else {
+            out.push_str("; server");
+        }
+        let _ = write!(out, " RSS {:.0} MB", p.rss_peak_mb);
     }
     out.push('\n');
     match (&t.disk_device, &t.disk) {
@@ -288,5 +379,21 @@ mod tests {
         assert_eq!(super::group(999), "999");
         assert_eq!(super::num(1234.4), "1234");
         assert_eq!(super::num(1.234), "1.23");
+    }
+
+    #[test]
+    fn printed_parts_add_up_to_the_printed_whole() {
+        // 66.7 busy from three 22.2̅ parts: largest remainders make 22.3 + 22.2 + 22.2.
+        let p =
+            super::adding_up(66.666, &[("a", 22.222), ("b", 22.222), ("c", 22.222)], 1).unwrap();
+        let sum: f64 = p.iter().map(|x| x.1).sum();
+        assert!((sum - 66.7).abs() < 1e-9, "{p:?}");
+        // Zero parts are left out, not printed as 0.
+        let p =
+            super::adding_up(39.0, &[("kvm-worker", 38.3), ("x", 0.2), ("other", 0.5)], 0).unwrap();
+        assert_eq!(p, [("kvm-worker", 38.0), ("other", 1.0)]);
+        // Parts larger than the whole describe something else: no split.
+        assert!(super::adding_up(0.0, &[("kvmeter", 88.0)], 0).is_none());
+        assert_eq!(super::group_text(&[], 0), "");
     }
 }

@@ -230,7 +230,7 @@ impl Telemetry {
         s.phase.clear();
         let mut seen = std::mem::take(&mut s.seen);
         observe(&mut seen, &b);
-        window(
+        let mut t = window(
             &self.sources,
             &a,
             &b,
@@ -240,7 +240,9 @@ impl Telemetry {
                 seen: Some(&seen),
                 peak_w: s.peak_w,
             },
-        )
+        );
+        window::judge_cpu_resolution(&mut t, self.sources.ticks_per_s);
+        t
     }
 
     pub fn stop(mut self) {
@@ -384,6 +386,35 @@ mod tests {
     }
 
     #[test]
+    fn a_window_under_fifty_ticks_has_no_cpu_shares() {
+        let mut t = PhaseTelemetry {
+            seconds: 0.2,
+            cpu: Some(CpuShare::default()),
+            cpu_busy_pct_per_cpu: vec![66.7],
+            process: Some(ProcessFigures {
+                cpu_pct_by_thread: [("kvmeter".to_string(), 88.0)].into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        window::judge_cpu_resolution(&mut t, 100.0);
+        assert!(t.cpu.is_none() && t.cpu_busy_pct_per_cpu.is_empty());
+        assert!(t.process.unwrap().cpu_pct_by_thread.is_empty());
+        assert_eq!(
+            t.unavailable["cpu"],
+            "too few samples (0.200 s = 20 clock ticks of 10 ms; CPU shares need 50)"
+        );
+        // 0.5 s is 50 ticks: kept.
+        let mut t = PhaseTelemetry {
+            seconds: 0.5,
+            cpu: Some(CpuShare::default()),
+            ..Default::default()
+        };
+        window::judge_cpu_resolution(&mut t, 100.0);
+        assert!(t.cpu.is_some() && t.unavailable.is_empty());
+    }
+
+    #[test]
     fn sampler_writes_rows_on_this_machine() {
         let t = tempfile::tempdir().unwrap();
         let cfg = Config {
@@ -398,7 +429,8 @@ mod tests {
         };
         let tel = Telemetry::start(cfg, None, t.path()).unwrap();
         tel.begin("p");
-        std::thread::sleep(Duration::from_millis(250));
+        // Over the 50 clock ticks (0.5 s at CLK_TCK 100) a window needs for CPU shares.
+        std::thread::sleep(Duration::from_millis(600));
         let w = tel.end();
         tel.stop();
         assert!(w.samples >= 5, "{}", w.samples);

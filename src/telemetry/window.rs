@@ -71,6 +71,38 @@ impl ProcessFigures {
     }
 }
 
+/// Fewest clock ticks a phase's window must span for its CPU shares: the kernel accounts CPU
+/// time in whole ticks (10 ms at the usual CLK_TCK of 100), so a share over n ticks moves in
+/// steps of 100/n % and a 3-tick window prints "user 33.3, system 33.3, iowait 33.3". At 50
+/// ticks a step is 2 % of one CPU; below, the figures are noise and are not given.
+pub const MIN_CPU_TICKS: f64 = 50.0;
+
+/// A phase window too short for CPU shares loses them (machine, per CPU, per thread group)
+/// and says why under `unavailable["cpu"]`; the processes' CPU % stays in the data (as
+/// measured) but is not printed. Rows of telemetry.csv are not judged: they are the raw
+/// series, each as coarse as its interval.
+pub fn judge_cpu_resolution(t: &mut PhaseTelemetry, ticks_per_s: f64) {
+    let ticks = t.seconds * ticks_per_s;
+    if ticks >= MIN_CPU_TICKS {
+        return;
+    }
+    t.cpu = None;
+    t.cpu_busy_pct_per_cpu.clear();
+    for p in t.process.iter_mut().chain(t.server.iter_mut()) {
+        p.cpu_pct_by_thread.clear();
+    }
+    t.unavailable.insert(
+        "cpu".into(),
+        format!(
+            "too few samples ({:.3} s = {:.0} clock tick{} of {:.0} ms; CPU shares need {MIN_CPU_TICKS:.0})",
+            t.seconds,
+            ticks.floor(),
+            if ticks.floor() == 1.0 { "" } else { "s" },
+            1000.0 / ticks_per_s
+        ),
+    );
+}
+
 /// CPU % of one CPU per thread group (the harness's workers against the store's threads).
 fn cpu_by_thread(
     s: &Sources,

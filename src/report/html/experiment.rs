@@ -6,7 +6,9 @@
 
 use super::{Cell, Page};
 use crate::error::UsageError;
-use crate::report::chart::{short, LineChart, Scale, Series};
+use crate::report::chart::ticks::micros;
+use crate::report::chart::{short, LineChart, Series};
+use crate::report::names;
 use serde_json::Value;
 use std::path::Path;
 
@@ -18,13 +20,13 @@ fn read(path: &Path) -> anyhow::Result<Value> {
 }
 
 /// Metrics drawn for a sweep, in this order, where the points have them.
-const SWEEP_METRICS: [(&str, &str); 6] = [
-    ("throughput_ops_per_s", "throughput (ops/s)"),
-    ("latency_avg_us", "mean latency (µs)"),
-    ("latency_p99_us", "p99 latency (µs)"),
-    ("latency_p99_9_us", "p99.9 latency (µs)"),
-    ("intended_p99_us", "p99 from intended start (µs)"),
-    ("ops_per_joule", "operations per joule"),
+const SWEEP_METRICS: [&str; 6] = [
+    "throughput_ops_per_s",
+    "latency_avg_us",
+    "latency_p99_us",
+    "latency_p99_9_us",
+    "intended_p99_us",
+    "ops_per_joule",
 ];
 
 pub(super) fn sweep(dir: &Path) -> anyhow::Result<(Page, Option<Value>)> {
@@ -55,15 +57,16 @@ pub(super) fn sweep(dir: &Path) -> anyhow::Result<(Page, Option<Value>)> {
     );
     let points = s["points"].as_array().cloned().unwrap_or_default();
     let first = params.first().cloned().unwrap_or_default();
-    for (metric, label) in SWEEP_METRICS {
+    for metric in SWEEP_METRICS {
+        let label = &names::name(metric);
         let lines = sweep_lines(&points, &params, metric);
         if lines.is_empty() {
             continue;
         }
         let mut chart = LineChart::new(
             &format!("sweep-{metric}"),
-            &format!("{label} against {first}"),
-            &first,
+            &format!("{label} against {}", names::name(&first)),
+            &names::name(&first),
             label,
         );
         if metric.starts_with("ops_per_joule")
@@ -248,11 +251,10 @@ pub fn capacity_curve(c: &Value) -> String {
     let mut chart = LineChart::new(
         "capacity-curve",
         "latency from intended start against offered load",
-        "offered load (ops/s)",
-        "latency (µs, log)",
-    );
-    chart.y_scale = Scale::Log10;
-    chart.y_from_zero = false;
+        &names::name("offered_ops_per_s"),
+        "latency from intended start (log scale)",
+    )
+    .latency_y();
     for (key, name) in [("mean_us", "mean"), ("p50_us", "median"), ("p99_us", "p99")] {
         let pts: Vec<(f64, f64)> = sorted
             .iter()
@@ -266,7 +268,7 @@ pub fn capacity_curve(c: &Value) -> String {
         if let Some(b) = t["bound_us"].as_f64() {
             chart.hlines.push((
                 b,
-                format!("SLO {} < {} µs", t["stat"].as_str().unwrap_or(""), short(b)),
+                format!("SLO {} < {}", t["stat"].as_str().unwrap_or(""), micros(b)),
             ));
         }
     }

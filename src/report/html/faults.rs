@@ -4,7 +4,7 @@
 //! the event list. Read back from timeline.csv, events.csv and summary.json.
 
 use super::{downsample, Cell, Page};
-use crate::report::chart::{LineChart, Scale, Series};
+use crate::report::chart::{LineChart, Series};
 use crate::report::rundata::RunData;
 use crate::report::PhaseSummary;
 
@@ -65,7 +65,7 @@ pub(super) fn section(p: &mut Page, d: &RunData, ph: &PhaseSummary) {
             &format!("{name}-timeline"),
             &format!("{name}: successful operations per timeline bucket"),
             "time since the phase started (s)",
-            "operations/s",
+            &crate::report::names::name("ok_per_s"),
         );
         for c in &classes {
             let pts = rows
@@ -85,17 +85,17 @@ pub(super) fn section(p: &mut Page, d: &RunData, ph: &PhaseSummary) {
             &format!("{name}-timeline-p99"),
             &format!("{name}: p99 latency per timeline bucket"),
             "time since the phase started (s)",
-            "latency (µs, log)",
-        );
-        l.y_scale = Scale::Log10;
-        l.y_from_zero = false;
+            "p99 latency (log scale)",
+        )
+        .latency_y();
         for c in &classes {
             let pts = rows
                 .iter()
                 .filter(|r| &r.2 == c)
                 .filter_map(|r| Some(((r.0 + r.1) / 2.0, r.4?)))
                 .collect();
-            l.series.push(Series::new(c, downsample(pts)));
+            let step = rows.first().map(|r| r.1 - r.0).unwrap_or(0.0);
+            l.series.push(super::gapped(c, pts, step));
         }
         mark(&mut l);
         p.figure(

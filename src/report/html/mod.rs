@@ -182,6 +182,18 @@ pub fn downsample(points: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// A series over time whose rows are `step` apart: where rows are missing (an interval with
+/// no successful operation has no latency) the line breaks instead of bridging the gap. A
+/// downsampled series is left joined (its points are no longer `step` apart).
+pub fn gapped(name: &str, points: Vec<(f64, f64)>, step: f64) -> super::chart::Series {
+    let n = points.len();
+    let mut s = super::chart::Series::new(name, downsample(points));
+    if s.points.len() == n && step > 0.0 {
+        s.gap = Some(step * 1.5);
+    }
+    s
+}
+
 /// What `write` made.
 pub struct Written {
     pub path: PathBuf,

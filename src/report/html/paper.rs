@@ -7,7 +7,8 @@ use super::{Cell, Page};
 use crate::experiment::file::findings::{self, Checked};
 use crate::experiment::file::results;
 use crate::experiment::file::{run, Experiment, Figure, FigureKind};
-use crate::report::chart::{BarChart, LineChart, Scale, Series};
+use crate::report::chart::{BarChart, LineChart, Scale, Series, Unit};
+use crate::report::names;
 use crate::report::rundata::Table;
 use serde_json::Value;
 use std::path::Path;
@@ -168,16 +169,20 @@ fn figure(dir: &Path, exp: &Experiment, f: &Figure) -> Option<(String, String)> 
             if *log_x {
                 chart.x_scale = Scale::Log10;
             }
+            let latency = metrics.iter().all(|m| m.ends_with("_us"));
             if *log_y {
                 chart.y_scale = Scale::Log10;
                 chart.y_from_zero = false;
+                if latency {
+                    chart.y_unit = Unit::Micros;
+                }
             }
             for st in &f.steps {
                 let Some(j) = read_json(&steps.join(st).join("sweep.json")) else {
                     continue;
                 };
                 let param = j["params"][0]["name"].as_str().unwrap_or("").to_string();
-                chart.x_label = param.clone();
+                chart.x_label = names::name(&param);
                 for m in metrics {
                     let (phase, metric) = m.split_once('.').unwrap_or(("run", m));
                     let mut pts = vec![];
@@ -204,11 +209,11 @@ fn figure(dir: &Path, exp: &Experiment, f: &Figure) -> Option<(String, String)> 
                         continue;
                     }
                     // The legend names what differs between the lines.
-                    let short_metric = metric.trim_start_matches("latency_");
+                    let what = names::name(metric);
                     let mut name = match (f.steps.len() > 1, metrics.len() > 1) {
-                        (true, true) => format!("{} {phase} {short_metric}", label_of(exp, st)),
+                        (true, true) => format!("{} {phase}: {what}", label_of(exp, st)),
                         (true, false) => label_of(exp, st),
-                        (false, _) => format!("{phase} {short_metric}"),
+                        (false, _) => format!("{phase}: {what}"),
                     };
                     if estimate {
                         name += " (ESTIMATE)";
@@ -219,11 +224,18 @@ fn figure(dir: &Path, exp: &Experiment, f: &Figure) -> Option<(String, String)> 
                     chart.series.push(s);
                 }
             }
-            chart.y_label = if metrics.len() == 1 {
-                metrics[0].clone()
-            } else {
-                "value".into()
+            chart.y_label = match metrics.as_slice() {
+                [one] => names::name(one),
+                _ if latency => "latency (µs)".into(),
+                _ => metrics
+                    .iter()
+                    .map(|m| names::name(m))
+                    .collect::<Vec<_>>()
+                    .join(", "),
             };
+            if *log_y {
+                chart.y_label += " (log scale)";
+            }
             (!chart.series.is_empty()).then(|| (chart.svg(), caption))
         }
         FigureKind::Phases { metric, phase } => {
@@ -259,7 +271,11 @@ fn figure(dir: &Path, exp: &Experiment, f: &Figure) -> Option<(String, String)> 
             let b = BarChart {
                 id: f.id.clone(),
                 title: f.title.clone(),
-                y_label: format!("{metric}{}", if estimate { " (ESTIMATE)" } else { "" }),
+                y_label: format!(
+                    "{}{}",
+                    names::name(metric),
+                    if estimate { " (ESTIMATE)" } else { "" }
+                ),
                 bars,
                 sorted: false,
             };
@@ -271,7 +287,8 @@ fn figure(dir: &Path, exp: &Experiment, f: &Figure) -> Option<(String, String)> 
             point,
             phase,
         } => {
-            let mut chart = LineChart::new(&f.id, &f.title, "time (s)", &columns.join(", "));
+            let y_label: Vec<String> = columns.iter().map(|c| names::name(c)).collect();
+            let mut chart = LineChart::new(&f.id, &f.title, "time (s)", &y_label.join(", "));
             for st in &f.steps {
                 let mut d = steps.join(st);
                 if let Some(pt) = point {
@@ -326,9 +343,9 @@ fn figure(dir: &Path, exp: &Experiment, f: &Figure) -> Option<(String, String)> 
                             continue;
                         }
                         let mut name = if f.steps.len() > 1 {
-                            format!("{} {c}", label_of(exp, st))
+                            format!("{} {}", label_of(exp, st), names::name(c))
                         } else {
-                            c.clone()
+                            names::name(c)
                         };
                         if let Some(k) = cl.filter(|_| classes.len() > 1) {
                             name += &format!(" ({k})");
@@ -345,11 +362,10 @@ fn figure(dir: &Path, exp: &Experiment, f: &Figure) -> Option<(String, String)> 
             let mut chart = LineChart::new(
                 &f.id,
                 &f.title,
-                "offered load (ops/s)",
-                "latency from intended start (µs, log)",
-            );
-            chart.y_scale = Scale::Log10;
-            chart.y_from_zero = false;
+                &names::name("offered_ops_per_s"),
+                "latency from intended start (log scale)",
+            )
+            .latency_y();
             for st in &f.steps {
                 let Some(j) = read_json(&steps.join(st).join("capacity.json")) else {
                     continue;

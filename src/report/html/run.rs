@@ -6,6 +6,7 @@
 
 use super::{downsample, Cell, Page};
 use crate::report::chart::{short, BarChart, LineChart, Scale, Series};
+use crate::report::names;
 use crate::report::rundata::RunData;
 use crate::report::PhaseSummary;
 use hdrhistogram::Histogram;
@@ -271,15 +272,52 @@ fn mid(a: f64, b: f64) -> f64 {
     (a + b) / 2.0
 }
 
+/// The measurement interval of the run (manifest), 1 s when the manifest does not say.
+fn interval_s(d: &RunData) -> f64 {
+    d.manifest
+        .as_ref()
+        .and_then(|m| m["measurement"]["interval_s"].as_f64())
+        .filter(|x| *x > 0.0)
+        .unwrap_or(1.0)
+}
+
+/// A phase that fits in one interval has one row per operation: a figure over time would be a
+/// lone dot on an empty axis, so the page says so instead (the phase's table has its figures).
+fn shorter_than_an_interval(p: &mut Page, d: &RunData, name: &str, metrics: &[String]) -> bool {
+    let mut intervals: Vec<(u64, u64)> = metrics
+        .iter()
+        .flat_map(|m| d.series(name, m))
+        .map(|r| (r.start_s.to_bits(), r.end_s.to_bits()))
+        .collect();
+    intervals.sort();
+    intervals.dedup();
+    if intervals.len() >= 2 {
+        return false;
+    }
+    let secs = metrics
+        .iter()
+        .flat_map(|m| d.series(name, m))
+        .map(|r| r.end_s)
+        .fold(0.0, f64::max);
+    p.note(
+        "na short-phase",
+        &format!(
+            "{name}: phase shorter than one interval ({secs:.3} s measured, intervals of {} s): no series over time; the table above has its figures.",
+            short(interval_s(d))
+        ),
+    );
+    true
+}
+
 fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: f64) {
-    if metrics.is_empty() {
+    if metrics.is_empty() || shorter_than_an_interval(p, d, name, metrics) {
         return;
     }
     let mut t = LineChart::new(
         &format!("{name}-throughput"),
         &format!("{name}: throughput per interval"),
         "time since the phase started (s)",
-        "operations/s",
+        &names::name("ops_per_s"),
     );
     if warmup > 0.0 {
         t.shaded.push((0.0, warmup, "warm-up".into()));
@@ -299,10 +337,9 @@ fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: 
             &format!("{name}-{}-latency", m.to_lowercase()),
             &format!("{name}: {m} latency per interval"),
             "time since the phase started (s)",
-            "latency (µs, log)",
-        );
-        l.y_scale = Scale::Log10;
-        l.y_from_zero = false;
+            "latency (log scale)",
+        )
+        .latency_y();
         if warmup > 0.0 {
             l.shaded.push((0.0, warmup, "warm-up".into()));
         }
@@ -318,14 +355,14 @@ fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: 
                 .filter(|r| r.count > 0)
                 .map(|r| (mid(r.start_s, r.end_s), get(r)))
                 .collect();
-            l.series.push(Series::new(label, downsample(pts)));
+            l.series.push(super::gapped(label, pts, interval_s(d)));
         }
         if rows.iter().any(|r| r.intended_p99_us.is_some()) {
             let pts = rows
                 .iter()
                 .filter_map(|r| Some((mid(r.start_s, r.end_s), r.intended_p99_us?)))
                 .collect();
-            let mut s = Series::new("p99 from intended start", downsample(pts));
+            let mut s = super::gapped("p99 from intended start", pts, interval_s(d));
             s.dashed = true;
             l.series.push(s);
         }
@@ -355,8 +392,9 @@ fn spectrum(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: f
         &format!("{name}-spectrum"),
         &format!("{name}: latency by percentile (measured window)"),
         "percentile",
-        "latency (µs)",
-    );
+        "latency (log scale)",
+    )
+    .latency_y();
     c.x_scale = Scale::Percentile;
     for m in metrics {
         if let Some(h) = d.histogram(name, m, warmup) {
@@ -445,7 +483,7 @@ fn pressure(p: &mut Page, ph: &PhaseSummary) {
         &format!("{}-pressure-steps", ph.name),
         &format!("{}: throughput per step", ph.name),
         "step (w0..w25)",
-        "operations/s",
+        &names::name("ops_per_s"),
     );
     let mut s = Series::new(
         "ops/s",

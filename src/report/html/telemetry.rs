@@ -18,6 +18,15 @@ pub(super) fn section(p: &mut Page, d: &RunData) {
         return;
     }
     p.h2("Telemetry");
+    let samples = time.iter().flatten().count();
+    if samples < 2 {
+        // One sample is a lone dot on an empty axis: say why there is no figure instead.
+        p.note(
+            "na short-phase",
+            &format!("Telemetry: {samples} sample over the run (shorter than one --telemetry-interval): no series over time; each phase's telemetry line has its figures."),
+        );
+        return;
+    }
     let phases = t.text("phase").unwrap_or_default();
     let mut starts = vec![];
     for (i, ph) in phases.iter().enumerate() {
@@ -132,7 +141,7 @@ pub(super) fn thread_groups(p: &mut Page, d: &RunData, starts: &[(f64, String)])
     };
     let mut times: Vec<f64> = time.iter().flatten().copied().collect();
     times.dedup();
-    if times.is_empty() {
+    if times.len() < 2 {
         return;
     }
     let mut by_group: BTreeMap<&str, BTreeMap<u64, f64>> = BTreeMap::new();
