@@ -376,6 +376,11 @@ impl Expr {
                 if !v.is_finite() {
                     return Err(format!("{self} is not a finite number"));
                 }
+                // Exact inputs give an exact result (the interval's own rounding, e.g.
+                // a × (1 / b) against a / b, must not make it look uncertain).
+                if x.is_exact() && y.is_exact() {
+                    return Ok(Val::join(&x, &y, v, (v, v)));
+                }
                 let (lo, hi) = interval((x.lo, x.hi), *op, (y.lo, y.hi));
                 Ok(Val::join(&x, &y, v, (lo.min(v), hi.max(v))))
             }
@@ -484,6 +489,18 @@ mod tests {
             parse("{rf:x} + max({s:*})").unwrap().refs(),
             vec![("rf", "x"), ("s", "*")]
         );
+    }
+
+    /// 0.855 / 1 computed as 0.855 × (1 / 1) is the same number, but x / y as x × (1 / y)
+    /// is not always: exact inputs must stay exact.
+    #[test]
+    fn exact_inputs_give_an_exact_value() {
+        let v = parse("{rf:replicas=3/run.tput} / 3 / {rf:replicas=0/run.tput}")
+            .unwrap()
+            .eval(&t())
+            .unwrap();
+        assert!(v.is_exact(), "{v:?}");
+        assert!(v.why.is_empty());
     }
 
     #[test]
