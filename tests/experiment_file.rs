@@ -14,9 +14,10 @@ fn repo(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(p)
 }
 
-const VERDICTS: [&str; 4] = [
+const VERDICTS: [&str; 5] = [
     "reproduced",
     "not reproduced",
+    "inconclusive",
     "cannot be tested here",
     "not measured",
 ];

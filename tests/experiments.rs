@@ -270,10 +270,16 @@ fn capacity_reports_a_point_without_operations_as_a_miss() {
     assert_eq!(c["status"], "completed");
     assert!(c["capacity_ops_per_s"].is_null(), "{c}");
     assert_eq!(f(&c["upper_bound_ops_per_s"]), 1.0);
+    // Even the lowest rate failed: only an upper bound.
     assert!(
-        c["note"].as_str().unwrap().starts_with("below 1 ops/s"),
+        c["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("capacity ≤ 1 ops/s, an upper bound only"),
         "{c}"
     );
+    assert_eq!(c["capacity_bound"], "upper");
+    assert_eq!(c["capacity_text"], "≤ 1 ops/s");
     let points = c["points"].as_array().unwrap();
     assert_eq!(points.len(), 1);
     assert!(points[0]["mean_us"].is_null(), "{c}");

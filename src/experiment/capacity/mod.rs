@@ -8,7 +8,10 @@
 //! lowest failing rate until they are within the precision. A point whose figure lands within
 //! 10 % of a bound is repeated and judged on the median, so one noisy run does not move the
 //! answer. The result is the highest passing rate, with the lowest failing one as its upper
-//! bound: the capacity lies between them.
+//! bound: the capacity lies between them. A search that ends (at --max-rate or --max-points)
+//! with every rate passing has found only a lower bound, "≥ X ops/s", and one whose lowest
+//! rate failed only an upper bound, "≤ X": capacity.json says which (`capacity_bound`), and
+//! so does everything built on it (findings, the cost table).
 
 mod curve;
 
@@ -186,6 +189,12 @@ struct Result_ {
     upper_bound_ops_per_s: Option<f64>,
     /// Half the gap between the two: the capacity's uncertainty from the search.
     uncertainty_ops_per_s: Option<f64>,
+    /// What the search established: "bracketed" (between the two rates above), "lower" (only
+    /// capacity ≥ capacity_ops_per_s: every rate tried passed), "upper" (only capacity <
+    /// upper_bound_ops_per_s: every rate tried failed), or null (no point completed).
+    capacity_bound: Option<&'static str>,
+    /// The capacity as it should be read: "110000–120000 ops/s", "≥ 8000 ops/s", "≤ 500 ops/s".
+    capacity_text: String,
     note: String,
     verdicts: Vec<Verdict>,
     points: Vec<Point>,
@@ -279,6 +288,16 @@ pub fn next_rate(lo: Option<f64>, hi: Option<f64>, last: f64, s: &Settings) -> O
             (r >= 1.0).then_some(r)
         }
         (None, None) => Some(s.start_rate),
+    }
+}
+
+/// What a search's ends establish: its `capacity_bound` and how the capacity reads.
+pub fn bound_of(lo: Option<f64>, hi: Option<f64>) -> (Option<&'static str>, String) {
+    match (lo, hi) {
+        (Some(l), Some(h)) => (Some("bracketed"), format!("{l}–{h} ops/s")),
+        (Some(l), None) => (Some("lower"), format!("≥ {l} ops/s")),
+        (None, Some(h)) => (Some("upper"), format!("≤ {h} ops/s")),
+        (None, None) => (None, "none found".into()),
     }
 }
 
@@ -464,12 +483,17 @@ impl<'a> Search<'a> {
                 "capacity {} ops/s: the highest offered load that met {slo_text}; {} ops/s missed it, so the capacity lies between them (± {} ops/s)",
                 l, h, (h - l) / 2.0
             ),
-            (Some(l), None) => format!(
-                "at least {l} ops/s: every rate up to --max-rate met {slo_text}; raise --max-rate to find the limit"
+            (Some(l), None) if self.status == "completed" => format!(
+                "capacity ≥ {l} ops/s, a lower bound only: every rate up to --max-rate met {slo_text}; raise --max-rate to find the limit"
             ),
-            (None, Some(h)) => format!("below {h} ops/s: even the lowest rate tried missed {slo_text}"),
+            (Some(l), None) => format!(
+                "capacity ≥ {l} ops/s, a lower bound only: the search {} with every rate it tried meeting {slo_text}; raise --max-points to find the limit",
+                self.status.trim_start_matches("stopped: ")
+            ),
+            (None, Some(h)) => format!("capacity ≤ {h} ops/s, an upper bound only: even the lowest rate tried missed {slo_text}"),
             (None, None) => "no point completed".into(),
         };
+        let (bound, text) = bound_of(self.lo, self.hi);
         let result = Result_ {
             schema: "kvmeter-capacity/1",
             status: self.status.clone(),
@@ -482,6 +506,8 @@ impl<'a> Search<'a> {
             capacity_ops_per_s: self.lo,
             upper_bound_ops_per_s: self.hi,
             uncertainty_ops_per_s: self.lo.zip(self.hi).map(|(l, h)| (h - l) / 2.0),
+            capacity_bound: bound,
+            capacity_text: text,
             note: note.clone(),
             verdicts: self.verdicts,
             points: self.points.clone(),
@@ -566,6 +592,20 @@ mod tests {
         assert!((h - l) / l <= 0.05);
         assert_eq!(&tried[..7], &[1e3, 2e3, 4e3, 8e3, 16e3, 32e3, 64e3]);
         assert!(tried.len() <= 12, "{tried:?}");
+    }
+
+    #[test]
+    fn a_search_that_never_failed_is_a_lower_bound_and_one_that_never_passed_an_upper() {
+        assert_eq!(
+            bound_of(Some(8000.0), None),
+            (Some("lower"), "≥ 8000 ops/s".to_string())
+        );
+        assert_eq!(
+            bound_of(None, Some(500.0)),
+            (Some("upper"), "≤ 500 ops/s".to_string())
+        );
+        assert_eq!(bound_of(Some(1e5), Some(1.1e5)).0, Some("bracketed"));
+        assert_eq!(bound_of(None, None).0, None);
     }
 
     #[test]

@@ -7,6 +7,14 @@
 //! point: each must be checked against the experiment's steps when the file is read, with the
 //! file's line, and an estimate (energy from a model, not a meter) must stay labelled through
 //! the arithmetic; general expression crates give neither without wrapping every value.
+//!
+//! Every value also carries the interval its true value lies in, with the reasons: a capacity
+//! search that stopped with every rate passing gives only "≥ X" ([X, ∞)), the spread of a
+//! sweep point's repeats or the disagreement of two identical steps widens a figure to what
+//! kvmeter can tell apart. The interval goes through the arithmetic (interval arithmetic:
+//! each operation gives the smallest interval holding every result of its inputs' intervals),
+//! so a finding can say whether its comparison holds for the whole interval, for none of it,
+//! or cannot be decided (findings.rs).
 
 use std::fmt;
 
@@ -21,11 +29,83 @@ pub enum Expr {
 
 pub const FUNCTIONS: [&str; 6] = ["max", "min", "mean", "first", "last", "count"];
 
-/// A computed figure: its value and whether any input was an estimate.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// A computed figure: its value, whether any input was an estimate, and the interval
+/// `[lo, hi]` its true value lies in (both `v` for an exact figure; ±∞ for an open side) with
+/// why it is wider than the value (one sentence per input that widened it).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Val {
     pub v: f64,
     pub estimate: bool,
+    pub lo: f64,
+    pub hi: f64,
+    pub why: Vec<String>,
+}
+
+impl Val {
+    pub fn exact(v: f64, estimate: bool) -> Self {
+        Val {
+            v,
+            estimate,
+            lo: v,
+            hi: v,
+            why: vec![],
+        }
+    }
+
+    /// Is the true value this value (no bound, no noise)?
+    pub fn is_exact(&self) -> bool {
+        self.lo == self.v && self.hi == self.v
+    }
+
+    /// Combines the labels of two inputs into a result with value `v` and interval `lo..hi`.
+    fn join(a: &Val, b: &Val, v: f64, (lo, hi): (f64, f64)) -> Val {
+        let mut why = a.why.clone();
+        why.extend(b.why.iter().filter(|w| !a.why.contains(w)).cloned());
+        Val {
+            v,
+            estimate: a.estimate || b.estimate,
+            lo,
+            hi,
+            why,
+        }
+    }
+}
+
+/// A product where 0 × ∞ is 0: an exact zero times an unbounded side is still zero.
+fn mul0(a: f64, b: f64) -> f64 {
+    if a == 0.0 || b == 0.0 {
+        0.0
+    } else {
+        a * b
+    }
+}
+
+/// The interval of `a op b` over every pair of values from the two intervals.
+fn interval(a: (f64, f64), op: char, b: (f64, f64)) -> (f64, f64) {
+    let span = |xs: [f64; 4]| {
+        (
+            xs.iter().copied().fold(f64::INFINITY, f64::min),
+            xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        )
+    };
+    match op {
+        '+' => (a.0 + b.0, a.1 + b.1),
+        '-' => (a.0 - b.1, a.1 - b.0),
+        '*' => span([
+            mul0(a.0, b.0),
+            mul0(a.0, b.1),
+            mul0(a.1, b.0),
+            mul0(a.1, b.1),
+        ]),
+        _ => {
+            // A divisor that may be zero leaves the quotient unbounded on both sides.
+            if b.0 <= 0.0 && b.1 >= 0.0 {
+                (f64::NEG_INFINITY, f64::INFINITY)
+            } else {
+                interval(a, '*', (1.0 / b.1, 1.0 / b.0))
+            }
+        }
+    }
 }
 
 /// What an expression reads its references from.
@@ -214,17 +294,49 @@ impl Expr {
                     all.extend(a.values(l)?);
                 }
                 let est = all.iter().any(|v| v.estimate);
-                let xs = all.iter().map(|v| v.v);
-                let v = match name.as_str() {
-                    "max" => xs.fold(f64::NEG_INFINITY, f64::max),
-                    "min" => xs.fold(f64::INFINITY, f64::min),
-                    "mean" => xs.sum::<f64>() / all.len() as f64,
-                    "first" => all[0].v,
-                    "last" => all[all.len() - 1].v,
-                    "count" => all.len() as f64,
-                    _ => return Err(format!("unknown function {name}")),
+                let n = all.len() as f64;
+                // Each function is monotone in every input: its interval is the function of
+                // the low ends and of the high ends.
+                let f = |pick: fn(&Val) -> f64| -> Option<f64> {
+                    let xs = all.iter().map(pick);
+                    Some(match name.as_str() {
+                        "max" => xs.fold(f64::NEG_INFINITY, f64::max),
+                        "min" => xs.fold(f64::INFINITY, f64::min),
+                        "mean" => xs.sum::<f64>() / n,
+                        _ => return None,
+                    })
                 };
-                Ok(vec![Val { v, estimate: est }])
+                let mut why: Vec<String> = vec![];
+                let mut widen = |x: &Val| {
+                    for w in &x.why {
+                        if !why.contains(w) {
+                            why.push(w.clone());
+                        }
+                    }
+                };
+                let out = match name.as_str() {
+                    "first" => all[0].clone(),
+                    "last" => all[all.len() - 1].clone(),
+                    "count" => Val::exact(n, false),
+                    _ => {
+                        let (Some(v), Some(lo), Some(hi)) = (f(|x| x.v), f(|x| x.lo), f(|x| x.hi))
+                        else {
+                            return Err(format!("unknown function {name}"));
+                        };
+                        all.iter().for_each(&mut widen);
+                        Val {
+                            v,
+                            estimate: est,
+                            lo,
+                            hi,
+                            why,
+                        }
+                    }
+                };
+                Ok(vec![Val {
+                    estimate: est,
+                    ..out
+                }])
             }
             _ => Ok(vec![self.eval(l)?]),
         }
@@ -232,10 +344,7 @@ impl Expr {
 
     pub fn eval(&self, l: &dyn Lookup) -> Result<Val, String> {
         match self {
-            Expr::Num(n) => Ok(Val {
-                v: *n,
-                estimate: false,
-            }),
+            Expr::Num(n) => Ok(Val::exact(*n, false)),
             Expr::Ref { step, key } => {
                 let v = self.values(l)?;
                 if v.len() > 1 {
@@ -244,12 +353,17 @@ impl Expr {
                         v.len()
                     ));
                 }
-                Ok(v[0])
+                Ok(v[0].clone())
             }
-            Expr::Call(..) => Ok(self.values(l)?[0]),
+            Expr::Call(..) => Ok(self.values(l)?.swap_remove(0)),
             Expr::Neg(e) => {
                 let v = e.eval(l)?;
-                Ok(Val { v: -v.v, ..v })
+                Ok(Val {
+                    v: -v.v,
+                    lo: -v.hi,
+                    hi: -v.lo,
+                    ..v
+                })
             }
             Expr::Bin(a, op, b) => {
                 let (x, y) = (a.eval(l)?, b.eval(l)?);
@@ -262,10 +376,13 @@ impl Expr {
                 if !v.is_finite() {
                     return Err(format!("{self} is not a finite number"));
                 }
-                Ok(Val {
-                    v,
-                    estimate: x.estimate || y.estimate,
-                })
+                // Exact inputs give an exact result (the interval's own rounding, e.g.
+                // a × (1 / b) against a / b, must not make it look uncertain).
+                if x.is_exact() && y.is_exact() {
+                    return Ok(Val::join(&x, &y, v, (v, v)));
+                }
+                let (lo, hi) = interval((x.lo, x.hi), *op, (y.lo, y.hi));
+                Ok(Val::join(&x, &y, v, (lo.min(v), hi.max(v))))
             }
         }
     }
@@ -307,10 +424,7 @@ mod tests {
                 .0
                 .iter()
                 .filter(|(s, k, _, _)| *s == step && matches(pattern, k))
-                .map(|(_, _, v, e)| Val {
-                    v: *v,
-                    estimate: *e,
-                })
+                .map(|(_, _, v, e)| Val::exact(*v, *e))
                 .collect())
         }
     }
@@ -375,6 +489,18 @@ mod tests {
             parse("{rf:x} + max({s:*})").unwrap().refs(),
             vec![("rf", "x"), ("s", "*")]
         );
+    }
+
+    /// 0.855 / 1 computed as 0.855 × (1 / 1) is the same number, but x / y as x × (1 / y)
+    /// is not always: exact inputs must stay exact.
+    #[test]
+    fn exact_inputs_give_an_exact_value() {
+        let v = parse("{rf:replicas=3/run.tput} / 3 / {rf:replicas=0/run.tput}")
+            .unwrap()
+            .eval(&t())
+            .unwrap();
+        assert!(v.is_exact(), "{v:?}");
+        assert!(v.why.is_empty());
     }
 
     #[test]

@@ -1,13 +1,21 @@
 //! The paper's findings, checked against this run: each `[[finding]]` names the claim, where
 //! the paper states it, the paper's value, an expression over the steps' results that gives
 //! this run's value, and the comparison that counts as reproducing it. The verdict is computed,
-//! never written by hand: reproduced, not reproduced, cannot be tested here (the machine lacks
-//! what the finding needs — measured power, hardware counters, cores, devices, hosts — and
-//! says which), or not measured (a step did not complete).
+//! never written by hand: reproduced, not reproduced, inconclusive (the value is a bound, or
+//! noisy, on both sides of the comparison — see below), cannot be tested here (the machine
+//! lacks what the finding needs — measured power, hardware counters, cores, devices, hosts —
+//! and says which), or not measured (a step did not complete).
+//!
+//! A value carries the interval its true value lies in (expr.rs): a capacity that is only
+//! "≥ X", a sweep point's repeats, identical steps that disagree (noise.rs). The comparison is
+//! decided only when it holds for the whole interval (reproduced) or for none of it (not
+//! reproduced); otherwise the verdict is inconclusive and says which bound or noise left it
+//! open. An exact value within 0.5 % of the threshold is inconclusive too: a ratio of 1.00×
+//! cannot reproduce a claim of a difference when nothing tells a single run's noise apart.
 
-use super::expr;
+use super::expr::{self, Val};
 use super::node::{Loc, Node, V};
-use super::results::Results;
+use super::results::{interval_text, Results};
 use super::{step_named, Experiment, Finding, PaperValue, Step};
 use crate::error::UsageError;
 use std::fmt::Write as _;
@@ -205,10 +213,13 @@ pub struct Checked {
     pub paper: PaperValue,
     pub unit: String,
     pub value: Option<f64>,
+    /// The interval the true value lies in, when it is not exact (null for an open side).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<(f64, f64)>,
     pub estimate: bool,
     pub expression: String,
     pub expect: String,
-    /// reproduced, not reproduced, cannot be tested here, not measured
+    /// reproduced, not reproduced, inconclusive, cannot be tested here, not measured
     pub verdict: String,
     pub why: String,
     pub note: String,
@@ -223,6 +234,102 @@ fn holds(v: f64, op: &str, x: f64) -> bool {
     }
 }
 
+/// A value within this share of its threshold is the threshold, to what one run can show.
+const TIE: f64 = 0.005;
+
+/// The verdict on `v` against `op x`, with why.
+pub fn decide(v: &Val, op: &str, x: f64) -> (&'static str, String) {
+    let expect = format!("{op} {}", short(x));
+    if v.is_exact() {
+        if x != 0.0 && (v.v - x).abs() <= TIE * x.abs() {
+            return (
+                "inconclusive",
+                format!(
+                    "{} is the threshold {} itself to within {} %; with no noise measured, one run cannot show a difference this small",
+                    sig(v.v),
+                    sig(x),
+                    TIE * 100.0
+                ),
+            );
+        }
+        return if holds(v.v, op, x) {
+            ("reproduced", format!("{} {expect}", sig(v.v)))
+        } else {
+            ("not reproduced", format!("{} is not {expect}", sig(v.v)))
+        };
+    }
+    // The comparisons are monotone: the interval's ends decide for all of it.
+    let (all, none) = if op.starts_with('>') {
+        (holds(v.lo, op, x), !holds(v.hi, op, x))
+    } else {
+        (holds(v.hi, op, x), !holds(v.lo, op, x))
+    };
+    let range = interval_text(v.lo, v.hi);
+    let because = v.why.join("; ");
+    if all {
+        (
+            "reproduced",
+            format!("{} {expect} over all of {range} ({because})", sig(v.v)),
+        )
+    } else if none {
+        (
+            "not reproduced",
+            format!(
+                "{} is not {expect} anywhere in {range} ({because})",
+                sig(v.v)
+            ),
+        )
+    } else {
+        (
+            "inconclusive",
+            format!("the value lies in {range}, on both sides of {expect}: {because}",),
+        )
+    }
+}
+
+pub const VERDICTS: [&str; 5] = [
+    "reproduced",
+    "not reproduced",
+    "inconclusive",
+    "cannot be tested here",
+    "not measured",
+];
+
+/// "2 reproduced, 0 not reproduced, 3 inconclusive, 1 cannot be tested here, 0 not measured".
+pub fn counts(checked: &[Checked]) -> String {
+    let parts: Vec<String> = VERDICTS
+        .iter()
+        .map(|v| format!("{} {v}", checked.iter().filter(|c| c.verdict == *v).count()))
+        .collect();
+    format!("Verdicts: {}.", parts.join(", "))
+}
+
+/// One line on identical steps: what they gave and how far apart.
+pub fn disagreement_text(d: &super::noise::Disagreement) -> String {
+    let quoted: Vec<String> = d.steps.iter().map(|s| format!("'{s}'")).collect();
+    format!(
+        "identical steps {} (`kvmeter {}`): {} {} — {} apart{}",
+        quoted.join(" and "),
+        d.command.trim(),
+        d.key,
+        d.values
+            .iter()
+            .map(|v| sig(*v))
+            .collect::<Vec<_>>()
+            .join(" against "),
+        if d.spread_pct.is_finite() {
+            format!("{:.1} %", d.spread_pct)
+        } else {
+            "—".into()
+        },
+        if d.spread_pct > 10.0 {
+            "; NOISY: comparisons on these steps are decided only beyond this difference"
+        } else {
+            ""
+        }
+    )
+}
+
 pub fn check(exp: &Experiment, results: &Results) -> Vec<Checked> {
     exp.findings
         .iter()
@@ -232,6 +339,11 @@ pub fn check(exp: &Experiment, results: &Results) -> Vec<Checked> {
                 Ok(v) => (Some(v.v), v.estimate),
                 Err(_) => (None, false),
             };
+            let interval = got
+                .as_ref()
+                .ok()
+                .filter(|v| !v.is_exact())
+                .map(|v| (v.lo, v.hi));
             let lacking: Vec<String> = f
                 .needs
                 .iter()
@@ -241,13 +353,9 @@ pub fn check(exp: &Experiment, results: &Results) -> Vec<Checked> {
             let (verdict, why) = if !lacking.is_empty() {
                 ("cannot be tested here", lacking.join("; "))
             } else {
-                match (&got, value) {
-                    (Err(e), _) => ("not measured", e.clone()),
-                    (Ok(_), Some(v)) if holds(v, &f.expect.0, f.expect.1) => {
-                        ("reproduced", format!("{} {expect}", sig(v)))
-                    }
-                    (Ok(_), Some(v)) => ("not reproduced", format!("{} is not {expect}", sig(v))),
-                    _ => unreachable!(),
+                match &got {
+                    Err(e) => ("not measured", e.clone()),
+                    Ok(v) => decide(v, &f.expect.0, f.expect.1),
                 }
             };
             Checked {
@@ -257,6 +365,7 @@ pub fn check(exp: &Experiment, results: &Results) -> Vec<Checked> {
                 paper: f.paper.clone(),
                 unit: f.unit.clone(),
                 value,
+                interval,
                 estimate,
                 expression: f.value_text.clone(),
                 expect,
@@ -284,6 +393,16 @@ pub fn sig(x: f64) -> String {
     }
 }
 
+/// `sig` without trailing zeros: "400" rather than "400.0" where a bound is printed.
+pub fn short(x: f64) -> String {
+    let s = sig(x);
+    if s.contains('.') && !s.contains('e') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
 pub fn paper_text(p: &PaperValue, unit: &str) -> String {
     match p {
         PaperValue::Number(x) => format!("{} {unit}", sig(*x)).trim().to_string(),
@@ -291,19 +410,29 @@ pub fn paper_text(p: &PaperValue, unit: &str) -> String {
     }
 }
 
+/// This run's value as printed: "319.7 µs", "≥ 8000 ops/s" for a one-sided bound, "1.09 ×
+/// (0.95–1.2)" for a value with an interval around it.
 pub fn value_text(c: &Checked) -> String {
-    match c.value {
-        Some(v) => format!(
-            "{}{}",
-            format!("{} {}", sig(v), c.unit).trim(),
-            if c.estimate { " (ESTIMATE)" } else { "" }
-        ),
-        None => "—".into(),
-    }
+    let Some(v) = c.value else {
+        return "—".into();
+    };
+    let shown = match c.interval {
+        None => sig(v),
+        Some((lo, hi)) if lo == v && hi == f64::INFINITY => format!("≥ {}", short(v)),
+        Some((lo, hi)) if hi == v && (lo <= 0.0 && v > 0.0 || lo == f64::NEG_INFINITY) => {
+            format!("≤ {}", short(v))
+        }
+        Some((lo, hi)) => format!("{} ({})", sig(v), interval_text(lo, hi)),
+    };
+    format!(
+        "{}{}",
+        format!("{shown} {}", c.unit).trim(),
+        if c.estimate { " (ESTIMATE)" } else { "" }
+    )
 }
 
 /// findings.md: one line per finding, then how each was computed.
-pub fn markdown(exp: &Experiment, checked: &[Checked], when: &str) -> String {
+pub fn markdown(exp: &Experiment, checked: &[Checked], res: &Results, when: &str) -> String {
     let mut out = String::new();
     let m = crate::machine::machine();
     let _ = writeln!(out, "# Findings: {}\n", exp.title);
@@ -323,15 +452,17 @@ pub fn markdown(exp: &Experiment, checked: &[Checked], when: &str) -> String {
         "Machine: {} ({} logical CPUs, {}), {}  ",
         m.cpu_model, m.logical_cpus, m.virtualization, when
     );
-    let count = |v: &str| checked.iter().filter(|c| c.verdict == v).count();
-    let _ = writeln!(
-        out,
-        "Verdicts: {} reproduced, {} not reproduced, {} cannot be tested here, {} not measured.\n",
-        count("reproduced"),
-        count("not reproduced"),
-        count("cannot be tested here"),
-        count("not measured")
-    );
+    let _ = writeln!(out, "{}\n", counts(checked));
+    if !res.identical.is_empty() {
+        let _ = writeln!(
+            out,
+            "Identical steps (the same command, run more than once: their disagreement is noise, and comparisons on them must exceed it):\n"
+        );
+        for d in &res.identical {
+            let _ = writeln!(out, "- {}", disagreement_text(d));
+        }
+        let _ = writeln!(out);
+    }
     let _ = writeln!(out, "| # | finding | source | paper | this run | verdict |");
     let _ = writeln!(out, "|---|---|---|---:|---:|---|");
     let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");

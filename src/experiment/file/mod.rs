@@ -13,6 +13,7 @@ pub mod expr;
 pub mod figures;
 pub mod findings;
 pub mod node;
+pub mod noise;
 pub mod results;
 pub mod run;
 
@@ -655,3 +656,5 @@ pub fn step_named<'a>(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod verdict_tests;

@@ -11,6 +11,12 @@
 //! - sweep: `<param>=<value>[,...]/<phase>.<figure>`, the mean over the point's repetitions.
 //! - capacity: capacity_ops_per_s, upper_bound_ops_per_s, and
 //!   max_p50_us_up_to_capacity / max_mean_us_up_to_capacity (the curve below the capacity).
+//!
+//! A figure that is not an exact value has an entry in its step's `bounds`: the interval its
+//! true value lies in and why. A capacity search that ended with every rate passing gives
+//! "capacity ≥ X" ([X, ∞)); one whose lowest rate failed "≤ X"; one that found both ends the
+//! bracket between them. A sweep point run more than once spans its repeats' lowest to highest
+//! value, and identical steps (noise.rs) widen each other's figures by their disagreement.
 
 use super::expr::{matches, Lookup, Val};
 use serde_json::Value;
@@ -19,6 +25,34 @@ use std::path::Path;
 
 /// (key, value, from an estimate) in the step's order.
 type Figures = Vec<(String, f64, bool)>;
+
+/// The interval a figure's true value lies in (JSON: null for an open side) and why.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Bound {
+    pub key: String,
+    pub low: f64,
+    pub high: f64,
+    pub why: String,
+}
+
+impl Bound {
+    /// "≥ 8000", "≤ 500", "1000–1100": the interval as it is printed.
+    pub fn text(&self) -> String {
+        interval_text(self.low, self.high)
+    }
+}
+
+/// An interval as people write it: "≥ lo" or "≤ hi" for an open side, "lo–hi" otherwise.
+pub fn interval_text(lo: f64, hi: f64) -> String {
+    use super::findings::short as sig;
+    match (lo.is_finite(), hi.is_finite()) {
+        (true, false) => format!("≥ {}", sig(lo)),
+        (false, true) => format!("≤ {}", sig(hi)),
+        (true, true) if lo == hi => sig(lo),
+        (true, true) => format!("{}–{}", sig(lo), sig(hi)),
+        _ => "unbounded".into(),
+    }
+}
 
 /// One step's figures, in order.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -29,12 +63,33 @@ pub struct StepResults {
     /// reached" still found a capacity).
     pub detail: String,
     pub figures: Vec<(String, f64, bool)>,
+    /// The figures that are bounds or noisy, with their intervals (none: every figure exact).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bounds: Vec<Bound>,
+}
+
+impl StepResults {
+    /// The interval of figure `key` with its reasons: the hull of its bounds and its value.
+    pub fn interval(&self, key: &str, v: f64) -> (f64, f64, Vec<String>) {
+        self.bounds
+            .iter()
+            .filter(|b| b.key == key)
+            .fold((v, v, vec![]), |(lo, hi, mut why), b| {
+                if !why.contains(&b.why) {
+                    why.push(b.why.clone());
+                }
+                (lo.min(b.low), hi.max(b.high), why)
+            })
+    }
 }
 
 /// All steps' figures by step name.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Results {
     pub steps: BTreeMap<String, StepResults>,
+    /// Groups of steps that ran the same command, and how far their figures disagree.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub identical: Vec<super::noise::Disagreement>,
 }
 
 impl Lookup for Results {
@@ -49,9 +104,14 @@ impl Lookup for Results {
         Ok(s.figures
             .iter()
             .filter(|(k, _, _)| matches(pattern, k))
-            .map(|(_, v, e)| Val {
-                v: *v,
-                estimate: *e,
+            .map(|(k, v, e)| {
+                let (lo, hi, why) = s.interval(k, *v);
+                Val {
+                    lo,
+                    hi,
+                    why,
+                    ..Val::exact(*v, *e)
+                }
             })
             .collect())
     }
@@ -95,7 +155,7 @@ fn energy_key(k: &str) -> bool {
     k.contains("ops_per_joule") || k.contains("joules_per_op") || k.contains(".energy.")
 }
 
-fn plan_figures(dir: &Path) -> Option<(String, Figures)> {
+fn plan_figures(dir: &Path) -> Option<(String, Figures, Vec<Bound>)> {
     let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
     let s: crate::report::Summary = serde_json::from_str(&text).ok()?;
     let raw: Value = serde_json::from_str(&text).ok()?;
@@ -122,7 +182,7 @@ fn plan_figures(dir: &Path) -> Option<(String, Figures)> {
                 .map(|(k, v)| (k.clone(), v, estimate && energy_key(&k))),
         );
     }
-    Some((s.status.name().to_string(), out))
+    Some((s.status.name().to_string(), out, vec![]))
 }
 
 /// A sweep.json's points with their labels (`threads=4`, `a=1,b=2`): the `<point>` of a
@@ -149,31 +209,118 @@ pub fn sweep_points(sweep: &Value) -> Vec<(String, &Value)> {
         .collect()
 }
 
-fn sweep_figures(dir: &Path) -> Option<(String, Figures)> {
+/// A figure of several runs spans its runs' lowest to highest value: what kvmeter can see of
+/// the noise (a 95 % interval of two or three runs is wider than anything it could decide).
+fn repeats_bound(key: &str, spread: &Value) -> Option<Bound> {
+    let xs: Vec<f64> = spread["values"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_f64)
+        .collect();
+    if xs.len() < 2 {
+        return None;
+    }
+    let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (lo < hi).then(|| Bound {
+        key: key.to_string(),
+        low: lo,
+        high: hi,
+        why: format!(
+            "{key}: its {} repeats range {}–{}",
+            xs.len(),
+            super::findings::sig(lo),
+            super::findings::sig(hi)
+        ),
+    })
+}
+
+fn sweep_figures(dir: &Path) -> Option<(String, Figures, Vec<Bound>)> {
     let j = read_json(&dir.join("sweep.json"))?;
     let mut out = vec![];
+    let mut bounds = vec![];
     for (label, p) in sweep_points(&j) {
         for (phase, metrics) in p["phases"].as_object().into_iter().flatten() {
             for (m, spread) in metrics.as_object().into_iter().flatten() {
                 if let Some(v) = spread["mean"].as_f64() {
                     let estimate = m.ends_with("_estimate");
                     let m = m.trim_end_matches("_estimate");
-                    out.push((format!("{label}/{phase}.{m}"), v, estimate));
+                    let key = format!("{label}/{phase}.{m}");
+                    bounds.extend(repeats_bound(&key, spread));
+                    out.push((key, v, estimate));
                 }
             }
         }
     }
-    Some((j["status"].as_str().unwrap_or("unknown").to_string(), out))
+    let status = j["status"].as_str().unwrap_or("unknown").to_string();
+    Some((status, out, bounds))
 }
 
-fn capacity_figures(dir: &Path) -> Option<(String, Figures)> {
+/// What a capacity search found, as an interval: `[lo, hi]` when it bracketed the capacity,
+/// `[lo, ∞)` when every rate it tried passed, `[0, hi]` when even its lowest rate failed.
+pub fn capacity_interval(j: &Value) -> Option<Bound> {
+    let lo = j["capacity_ops_per_s"].as_f64();
+    let hi = j["upper_bound_ops_per_s"].as_f64();
+    let stopped = j["status"].as_str().unwrap_or("");
+    let (low, high, why) = match (lo, hi) {
+        (Some(l), Some(h)) => (
+            l,
+            h,
+            format!(
+                "the search brackets the capacity between {} (met the SLO) and {} ops/s (missed it)",
+                sig(l),
+                sig(h)
+            ),
+        ),
+        (Some(l), None) => (
+            l,
+            f64::INFINITY,
+            format!(
+                "the capacity is only a lower bound, ≥ {} ops/s: every rate the search tried met the SLO ({})",
+                sig(l),
+                if stopped.contains("max-points") {
+                    "it stopped at its point limit"
+                } else {
+                    "it reached its highest rate"
+                }
+            ),
+        ),
+        (None, Some(h)) => (
+            0.0,
+            h,
+            format!(
+                "the capacity is only an upper bound, ≤ {} ops/s: even the lowest rate the search tried missed the SLO",
+                sig(h)
+            ),
+        ),
+        (None, None) => return None,
+    };
+    Some(Bound {
+        key: "capacity_ops_per_s".into(),
+        low,
+        high,
+        why,
+    })
+}
+
+use super::findings::short as sig;
+
+fn capacity_figures(dir: &Path) -> Option<(String, Figures, Vec<Bound>)> {
     let j = read_json(&dir.join("capacity.json"))?;
     let mut out = vec![];
-    for k in [
-        "capacity_ops_per_s",
-        "upper_bound_ops_per_s",
-        "uncertainty_ops_per_s",
-    ] {
+    let mut bounds = vec![];
+    let cap_b = capacity_interval(&j);
+    if let Some(b) = &cap_b {
+        // The figure is the end the search established: the highest pass, or the lowest fail.
+        let v = if b.high.is_finite() && j["capacity_ops_per_s"].is_null() {
+            b.high
+        } else {
+            b.low
+        };
+        out.push(("capacity_ops_per_s".to_string(), v, false));
+        bounds.push(b.clone());
+    }
+    for k in ["upper_bound_ops_per_s", "uncertainty_ops_per_s"] {
         if let Some(v) = j[k].as_f64() {
             out.push((k.to_string(), v, false));
         }
@@ -195,17 +342,29 @@ fn capacity_figures(dir: &Path) -> Option<(String, Figures)> {
                 .fold(f64::NAN, f64::max);
             if m.is_finite() {
                 out.push((key.to_string(), m, false));
+                // Below an open-ended capacity lie loads the search never tried.
+                if cap_b.as_ref().is_some_and(|b| !b.high.is_finite()) {
+                    bounds.push(Bound {
+                        key: key.to_string(),
+                        low: m,
+                        high: f64::INFINITY,
+                        why: format!(
+                            "{key} is a lower bound: the capacity is ≥ {} ops/s, and the loads above it were never tried",
+                            sig(cap)
+                        ),
+                    });
+                }
             }
         }
     }
     let status = j["status"].as_str().unwrap_or("unknown").to_string();
-    Some((status, out))
+    Some((status, out, bounds))
 }
 
 /// The figures of the step whose output directory is `dir`; `None` if it has none (never ran,
 /// or died before writing any).
 pub fn of_step(dir: &Path) -> Option<StepResults> {
-    let (status, figures) = if dir.join("capacity.json").is_file() {
+    let (status, figures, bounds) = if dir.join("capacity.json").is_file() {
         capacity_figures(dir)?
     } else if dir.join("sweep.json").is_file() {
         sweep_figures(dir)?
@@ -216,6 +375,7 @@ pub fn of_step(dir: &Path) -> Option<StepResults> {
         status: String::new(),
         detail: status,
         figures,
+        bounds,
     })
 }
 

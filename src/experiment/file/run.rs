@@ -364,6 +364,9 @@ pub fn collect(exp: &Experiment, root: &Path, st: &State) -> Results {
     let mut r = Results::default();
     for (step, s) in exp.steps.iter().zip(&st.steps) {
         let mut got = results::of_step(&root.join("steps").join(&step.name)).unwrap_or_default();
+        for b in &mut got.bounds {
+            b.why = format!("{}: {}", step.name, b.why);
+        }
         got.status = if s.status == "completed" {
             "completed".into()
         } else {
@@ -371,6 +374,7 @@ pub fn collect(exp: &Experiment, root: &Path, st: &State) -> Results {
         };
         r.steps.insert(step.name.clone(), got);
     }
+    super::noise::apply(&exp.steps, &mut r);
     r
 }
 
@@ -392,7 +396,7 @@ pub fn finish(exp: &Experiment, root: &Path, st: &State) -> anyhow::Result<()> {
         .filter_map(|s| s.finished_at.clone())
         .max()
         .unwrap_or_else(now);
-    let md = findings::markdown(exp, &checked, &when);
+    let md = findings::markdown(exp, &checked, &res, &when);
     write_atomic(&root.join("findings.md"), md.as_bytes())?;
     match crate::report::html::write(root) {
         Ok(w) => eprintln!("report: {} ({} figures)", w.path.display(), w.figures),
@@ -411,6 +415,10 @@ pub fn finish(exp: &Experiment, root: &Path, st: &State) -> anyhow::Result<()> {
                 c.why.clone()
             }
         );
+    }
+    println!("{}", findings::counts(&checked));
+    for d in &res.identical {
+        println!("{}", findings::disagreement_text(d));
     }
     Ok(())
 }

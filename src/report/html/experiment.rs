@@ -188,7 +188,11 @@ pub(super) fn capacity(dir: &Path) -> anyhow::Result<(Page, Option<Value>)> {
         c["slo_text"].as_str().unwrap_or("")
     ));
     p.note(
-        if c["status"] == "completed" {
+        // A capacity that is only a bound is flagged like a partial result.
+        if c["status"] == "completed"
+            && c["capacity_bound"] != "lower"
+            && c["capacity_bound"] != "upper"
+        {
             "na"
         } else {
             "partial"
@@ -273,7 +277,15 @@ pub fn capacity_curve(c: &Value) -> String {
         }
     }
     if let Some(cap) = c["capacity_ops_per_s"].as_f64() {
-        chart.vlines.push((cap, format!("capacity {}", short(cap))));
+        // A search that never failed found only a lower bound: the line says so.
+        let ge = if c["capacity_bound"].as_str() == Some("lower") {
+            "≥ "
+        } else {
+            ""
+        };
+        chart
+            .vlines
+            .push((cap, format!("capacity {ge}{}", short(cap))));
     }
     chart.svg()
 }

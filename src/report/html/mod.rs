@@ -272,38 +272,35 @@ fn cost_section(p: &mut Page, f: &super::cost::CostFile, r: &[super::cost::Machi
         .iter()
         .map(|c| {
             let k = |f: &str| format!("cost.{}.{f}", c.name);
+            let t = super::cost::texts(c);
+            // A figure over a bound is a range: shown as text, never as one number.
+            let num = |key: &str, v: f64, text: String| {
+                if c.ranges.is_some() {
+                    Cell::text(text)
+                } else {
+                    Cell::num(&k(key), v, text)
+                }
+            };
             vec![
                 Cell::text(format!(
                     "{}{}",
                     c.name,
                     if c.estimate { " (ESTIMATE)" } else { "" }
                 )),
-                Cell::num(&k("nodes"), c.nodes as f64, c.nodes.to_string()),
+                num("nodes", c.nodes as f64, t.nodes),
                 Cell::text(c.bound_by.clone()),
-                Cell::num(
-                    &k("capacity_ops_per_s"),
-                    c.capacity_ops_per_s,
-                    format!("{:.0}", c.capacity_ops_per_s),
-                ),
-                Cell::num(
-                    &k("power_load_w"),
-                    c.power_load_w,
-                    format!("{:.0}", c.power_load_w),
-                ),
-                Cell::num(
-                    &k("ops_per_s_per_w"),
-                    c.ops_per_s_per_w,
-                    format!("{:.0}", c.ops_per_s_per_w),
-                ),
-                Cell::num(&k("tco_usd"), c.tco_usd, format!("{:.0}", c.tco_usd)),
-                Cell::num(
-                    &k("usd_per_billion_ops"),
+                num("capacity_ops_per_s", c.capacity_ops_per_s, t.capacity),
+                num("power_load_w", c.power_load_w, t.power_w),
+                num("ops_per_s_per_w", c.ops_per_s_per_w, t.ops_per_s_per_w),
+                num("tco_usd", c.tco_usd, t.tco_usd),
+                num(
+                    "usd_per_billion_ops",
                     c.usd_per_billion_ops,
-                    format!("{:.3}", c.usd_per_billion_ops),
+                    t.usd_per_billion_ops,
                 ),
                 match c.break_even_price_usd {
                     Some(b) => Cell::num(&k("break_even_price_usd"), b, format!("{b:.0}")),
-                    None => Cell::text("reference"),
+                    None => Cell::text(c.break_even.clone()),
                 },
             ]
         })
@@ -333,7 +330,14 @@ fn cost_section(p: &mut Page, f: &super::cost::CostFile, r: &[super::cost::Machi
                 (
                     c.name.clone(),
                     c.ops_per_s_per_w,
-                    format!("{} nodes", c.nodes),
+                    match &c.ranges {
+                        // The bar is the low end of what a bound capacity gives.
+                        Some(_) => {
+                            let t = super::cost::texts(c);
+                            format!("ops/s/W {}, {} nodes", t.ops_per_s_per_w, t.nodes)
+                        }
+                        None => format!("{} nodes", c.nodes),
+                    },
                 )
             })
             .collect(),

@@ -58,7 +58,7 @@ pub fn page(dir: &Path) -> anyhow::Result<(Page, Option<Value>)> {
     if !exp.about.is_empty() {
         p.note("", &exp.about);
     }
-    findings_table(&mut p, &checked);
+    findings_table(&mut p, &checked, &res);
     p.h2("Figures");
     for f in &exp.figures {
         match figure(dir, &exp, f) {
@@ -92,8 +92,15 @@ pub fn page(dir: &Path) -> anyhow::Result<(Page, Option<Value>)> {
     Ok((p, Some(data)))
 }
 
-fn findings_table(p: &mut Page, checked: &[Checked]) {
+fn findings_table(p: &mut Page, checked: &[Checked], res: &results::Results) {
     p.h2("Findings: the paper against this run");
+    p.note("", &findings::counts(checked));
+    for d in &res.identical {
+        p.note(
+            if d.spread_pct > 10.0 { "partial" } else { "" },
+            &findings::disagreement_text(d),
+        );
+    }
     let rows: Vec<Vec<Cell>> = checked
         .iter()
         .map(|c| {
@@ -388,9 +395,14 @@ fn figure(dir: &Path, exp: &Experiment, f: &Figure) -> Option<(String, String)> 
                     chart.series.push(s);
                 }
                 if let Some(cap) = j["capacity_ops_per_s"].as_f64() {
+                    let ge = if j["capacity_bound"].as_str() == Some("lower") {
+                        " ≥"
+                    } else {
+                        ""
+                    };
                     chart
                         .vlines
-                        .push((cap, format!("{} capacity", label_of(exp, st))));
+                        .push((cap, format!("{} capacity{ge}", label_of(exp, st))));
                 }
             }
             chart.hlines.push((1000.0, "1 ms".into()));
