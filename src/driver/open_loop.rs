@@ -61,7 +61,11 @@ pub(super) fn summary(
     let short = ratio < 0.99 - slack;
     let behind = max_behind_ms > 100.0;
     let warning = (short || behind).then(|| {
-        let cpu_pct = telemetry.and_then(|t| t.process.as_ref()).map(|p| p.cpu_pct);
+        // No CPU figure from a window too short for CPU shares (telemetry's 50-tick rule).
+        let cpu_pct = telemetry
+            .filter(|t| !t.unavailable.contains_key("cpu"))
+            .and_then(|t| t.process.as_ref())
+            .map(|p| p.cpu_pct);
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let cpu = cpu_pct
             .map(|c| format!("; kvmeter itself used {c:.0} % of a CPU"))

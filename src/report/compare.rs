@@ -142,7 +142,12 @@ fn metric(p: &super::PhaseSummary, name: &str) -> Option<f64> {
         "error_rate" => (p.operations > 0).then(|| p.errors as f64 / p.operations as f64),
         "ops_per_joule" => p.energy.as_ref().map(|e| e.ops_per_joule),
         "cpu_s_per_op" => {
-            let cpu = p.telemetry.as_ref()?.process.as_ref()?.cpu_pct;
+            let t = p.telemetry.as_ref()?;
+            // A window too short for CPU shares (telemetry's 50-tick rule) has no figure.
+            if t.unavailable.contains_key("cpu") {
+                return None;
+            }
+            let cpu = t.process.as_ref()?.cpu_pct;
             (p.operations > 0).then(|| cpu / 100.0 * p.measured_seconds / p.operations as f64)
         }
         _ => None,
