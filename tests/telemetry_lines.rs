@@ -46,7 +46,8 @@ fn a_phase_of_a_few_milliseconds_says_it_has_too_few_samples() {
     assert_eq!(cpu.len(), 2, "{out}");
     for l in cpu {
         assert!(
-            l.starts_with("  cpu      too few samples (") && l.contains("CPU shares need 50)"),
+            l.starts_with("  cpu      unavailable: too few samples (")
+                && l.contains("CPU shares need 50)"),
             "{l}"
         );
         // No shares, no process CPU, no empty group.

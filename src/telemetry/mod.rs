@@ -402,7 +402,7 @@ mod tests {
         assert!(t.process.unwrap().cpu_pct_by_thread.is_empty());
         assert_eq!(
             t.unavailable["cpu"],
-            "too few samples (0.200 s = 20 clock ticks of 10 ms; CPU shares need 50)"
+            "unavailable: too few samples (0.200 s = 20 clock ticks of 10 ms; CPU shares need 50)"
         );
         // 0.5 s is 50 ticks: kept.
         let mut t = PhaseTelemetry {

@@ -94,7 +94,7 @@ pub fn judge_cpu_resolution(t: &mut PhaseTelemetry, ticks_per_s: f64) {
     t.unavailable.insert(
         "cpu".into(),
         format!(
-            "too few samples ({:.3} s = {:.0} clock tick{} of {:.0} ms; CPU shares need {MIN_CPU_TICKS:.0})",
+            "unavailable: too few samples ({:.3} s = {:.0} clock tick{} of {:.0} ms; CPU shares need {MIN_CPU_TICKS:.0})",
             t.seconds,
             ticks.floor(),
             if ticks.floor() == 1.0 { "" } else { "s" },
