@@ -306,13 +306,14 @@ fn corrected_latency_matches_ground_truth_and_service_time_shows_coordinated_omi
     );
 }
 
-/// A pool of 32 workers at 200 arrivals/s; the server stalls 100 ms. At most ~20 arrivals come
+/// A pool of 64 workers at 100 arrivals/s; the server stalls 300 ms. About 30 arrivals come
 /// due during the stall, so free workers keep sending on time: the slow replies do not hold
 /// the schedule back, and the stall shows in the service times themselves. (The stall is long
-/// against this VM's scheduling noise, which can delay a single send by ~15 ms.)
+/// against this VM's scheduling noise: with the other tests of this file running beside it on
+/// 2 vCPUs, a single send was seen up to 77 ms late, with the old binary as with the new.)
 #[test]
 fn a_pool_keeps_the_schedule_through_a_short_stall() {
-    let (addr, server) = start_stall_server(200, Duration::from_millis(100));
+    let (addr, server) = start_stall_server(150, Duration::from_millis(300));
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r");
     let s = run_against(
@@ -320,29 +321,29 @@ fn a_pool_keeps_the_schedule_through_a_short_stall() {
         &out,
         &[
             "--rate",
-            "200",
+            "100",
             "--arrival",
             "fixed",
             "--threads",
-            "32",
+            "64",
             "--ops",
-            "600",
+            "400",
         ],
     );
     let run = phase(&s, "run");
-    assert_eq!(server.log.lock().unwrap().len(), 600);
+    assert_eq!(server.log.lock().unwrap().len(), 400);
     let ol = &run["open_loop"];
     assert_eq!(ol["kept_up"], true, "{ol}");
-    assert_eq!(ol["workers"], 32);
-    // Sends stayed on time (well under the 100 ms stall) ...
+    assert_eq!(ol["workers"], 64);
+    // Sends stayed on time (well under the 300 ms stall) ...
     let lag_max = ol["send_lag_us"]["max"].as_f64().unwrap();
-    assert!(lag_max < 50_000.0, "send lag max {lag_max} µs");
+    assert!(lag_max < 150_000.0, "send lag max {lag_max} µs");
     // ... and requests caught in the stall waited for it as service time.
     let service_max = run["ops"]["READ"]["latency_us"]["max"].as_f64().unwrap();
-    assert!(service_max >= 75_000.0, "service max {service_max} µs");
+    assert!(service_max >= 225_000.0, "service max {service_max} µs");
     let achieved = ol["achieved_ops_per_s"].as_f64().unwrap();
     assert!(
-        (achieved - 200.0).abs() / 200.0 < 0.05,
+        (achieved - 100.0).abs() / 100.0 < 0.05,
         "achieved {achieved}"
     );
     assert!(
