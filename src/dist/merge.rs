@@ -330,14 +330,11 @@ fn trusted_request(
     Ok(req)
 }
 
-/// `kvmeter dist merge DIR... [--out OUT]`: the merged run from agents' run directories, for
-/// when the coordinator died (or to check its result): the same records the agents posted,
-/// merged by the same code.
-pub fn offline(
+/// Each agent's record (dist/agent.json) by index: all of one run (job and plan hash), each
+/// agent once.
+fn read_agents(
     dirs: &[std::path::PathBuf],
-    out: Option<std::path::PathBuf>,
-    plugin: Option<String>,
-) -> anyhow::Result<i32> {
+) -> anyhow::Result<BTreeMap<usize, (std::path::PathBuf, super::AgentRecord)>> {
     use super::AgentRecord;
     use crate::error::UsageError;
     let mut agents: BTreeMap<usize, (std::path::PathBuf, AgentRecord)> = BTreeMap::new();
@@ -377,6 +374,19 @@ pub fn offline(
         }
         agents.insert(i, (d.clone(), r));
     }
+    Ok(agents)
+}
+
+/// `kvmeter dist merge DIR... [--out OUT]`: the merged run from agents' run directories, for
+/// when the coordinator died (or to check its result): the same records the agents posted,
+/// merged by the same code.
+pub fn offline(
+    dirs: &[std::path::PathBuf],
+    out: Option<std::path::PathBuf>,
+    plugin: Option<String>,
+) -> anyhow::Result<i32> {
+    use crate::error::UsageError;
+    let agents = read_agents(dirs)?;
     let Some((_, first)) = agents.values().next() else {
         return Err(UsageError::new("kvmeter dist merge: give the agents' run directories").into());
     };

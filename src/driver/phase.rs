@@ -236,7 +236,43 @@ pub(super) fn run(
     ps.kvmeter_cpu = cpu_end.since(iv.cpu_start, ps.operations);
     ps.error_samples = samples;
     ps.sent_to = sent_by_member(ctx, &sent);
-    if let (Some(o), Some(_)) = (&phase.open_loop, &arrivals) {
+    let fatal = shared
+        .fatal
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let late = Duration::from_nanos(last.saturating_sub(grid.deadline));
+    let paced = arrivals.is_some();
+    let ycsb = conclude(
+        ctx,
+        phase,
+        &mut ps,
+        &iv,
+        threads,
+        paced,
+        fatal,
+        close_result,
+        late,
+    );
+    Ok((ps, Some(ycsb)))
+}
+
+/// The phase's verdict and derived figures once its measurements are in: the open-loop
+/// figures, energy, the outcome (a fatal error, the store's close, Ctrl-C), why the window is
+/// not the plan's, and YCSB's text report.
+#[allow(clippy::too_many_arguments)]
+fn conclude(
+    ctx: &PhaseCtx,
+    phase: &PhasePlan,
+    ps: &mut PhaseSummary,
+    iv: &Intervals<'_>,
+    threads: usize,
+    paced: bool,
+    fatal: Option<String>,
+    close_result: anyhow::Result<()>,
+    late: Duration,
+) -> String {
+    if let (Some(o), true) = (&phase.open_loop, paced) {
         ps.open_loop = Some(open_loop::summary(
             o,
             threads,
@@ -246,22 +282,15 @@ pub(super) fn run(
             ps.telemetry.as_ref(),
         ));
     }
-    energy(&mut ps, ctx.idle);
-    let fatal = shared
-        .fatal
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    settle(&mut ps, fatal, close_result, iv.interrupted);
-    let late = Duration::from_nanos(last.saturating_sub(grid.deadline));
-    ps.window_note = window_note(phase, &ps, iv.interrupted, late);
-    let ycsb = report::ycsb::report(
+    energy(ps, ctx.idle);
+    settle(ps, fatal, close_result, iv.interrupted);
+    ps.window_note = window_note(phase, ps, iv.interrupted, late);
+    report::ycsb::report(
         &iv.measured,
         (ps.measured_seconds * 1000.0) as u64,
         iv.measured.transactions(),
         &ctx.plan.ycsb_percentiles,
-    );
-    Ok((ps, Some(ycsb)))
+    )
 }
 
 /// The phase's interval grid from `origin` (clock ns) — the first boundary at the end of

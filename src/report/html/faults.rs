@@ -104,9 +104,15 @@ pub(super) fn section(p: &mut Page, d: &RunData, ph: &PhaseSummary) {
             "p99 of successful operations per bucket (log-linear bins, within 7 %); empty buckets have no point.",
         );
     }
-    if ph.faults.is_empty() {
-        return;
+    if !ph.faults.is_empty() {
+        fault_tables(p, ph);
     }
+}
+
+/// The per-fault figures (unavailability, recovery, latency before and during, errors,
+/// energy) and the fault events, as tables.
+fn fault_tables(p: &mut Page, ph: &PhaseSummary) {
+    let name = &ph.name;
     let opt = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "—".into());
     let us = |v: Option<f64>| v.map(|x| format!("{x:.0}")).unwrap_or_else(|| "—".into());
     let rows: Vec<Vec<Cell>> = ph
