@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 KVMETER_SETUP_TESTS=1 bash scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --release --all-targets --features all-stores --quiet -- -D warnings
-cargo test --release --features all-stores
+# --no-fail-fast: one failing file does not hide the others' results.
+cargo test --release --features all-stores --no-fail-fast

@@ -59,7 +59,7 @@ fn durability(t: &Path, name: &str, durable: bool, restart: bool, extra: &[&str]
     let mut child = Command::new(bin())
         .args(["durability", "--store", "redis", "--store-opt"])
         .arg(format!("addr=127.0.0.1:{port}"))
-        .args(["--duration", "2s", "--writers", &WRITERS.to_string()])
+        .args(["--duration", "4s", "--writers", &WRITERS.to_string()])
         .args(extra)
         .arg("--out")
         .arg(&out)
@@ -68,9 +68,18 @@ fn durability(t: &Path, name: &str, durable: bool, restart: bool, extra: &[&str]
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // The kill comes once writer 0 has logged 20 writes, or any write after 1.5 s: a disk
+    // whose fsync takes tens of ms (CI's) makes `appendfsync always` that slow, and the 4 s
+    // of writes leave time after the restart either way.
     let started = Instant::now();
     let log = out.join("writes-0.csv");
-    while std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0) < 1000 {
+    loop {
+        let logged = std::fs::read_to_string(&log)
+            .map(|s| s.lines().count().saturating_sub(1))
+            .unwrap_or(0);
+        if logged >= 20 || (logged >= 1 && started.elapsed() > Duration::from_millis(1500)) {
+            break;
+        }
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "no writes logged"
@@ -202,7 +211,7 @@ fn redis_with_appendfsync_always_loses_nothing_and_passes_fail_on_loss() {
     let t = tempfile::tempdir().unwrap();
     let c = durability(t.path(), "durable", true, true, &["--fail-on-loss"]);
     let (acked, lost) = independent(&c);
-    assert!(acked > 100, "acked {acked}");
+    assert!(acked >= 10, "acked {acked}");
     assert_eq!(lost, 0);
     assert_eq!(c.code, 0);
     let (d, _) = files(&c, true, "completed");
