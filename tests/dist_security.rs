@@ -9,7 +9,7 @@ mod common;
 
 use base64::Engine;
 use common::servers::*;
-use common::{json, kvmeter, phase, TEST_PLAN_KEY};
+use common::{copy_dir, json, kvmeter, phase, TEST_PLAN_KEY};
 use kvmeter::dist::seal::Seal;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -313,19 +313,6 @@ fn a_hostile_writer_cannot_join_stop_or_stall_a_job_that_completes_and_merges_ex
         counts(phase(&offline, "run")),
         counts(phase(&merged, "run"))
     );
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let t = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &t);
-        } else {
-            std::fs::copy(e.path(), t).unwrap();
-        }
-    }
 }
 
 #[test]

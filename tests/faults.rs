@@ -9,11 +9,6 @@ use std::time::{Duration, Instant};
 mod common;
 use common::*;
 
-fn alive(pid: i64) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid as i32, 0) == 0 }
-}
-
 fn member_pids(manifest: &Value) -> Vec<i64> {
     manifest["store"]["server"]["members"]
         .as_array()

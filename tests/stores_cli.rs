@@ -17,11 +17,6 @@ use std::time::{Duration, Instant};
 mod common;
 use common::*;
 
-fn alive(pid: i64) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid as i32, 0) == 0 }
-}
-
 /// The default suite (load A, run A B C F D, clear, load E, run E) on one store.
 fn suite_on(store: &str) {
     let t = tempfile::tempdir().unwrap();

@@ -66,3 +66,23 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// Copies a directory tree (a run or experiment directory) into `to`, which it creates.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let t = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), &t).unwrap();
+        }
+    }
+}
+
+/// Whether a process (a member kvmeter started) still exists.
+pub fn alive(pid: i64) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid as i32, 0) == 0 }
+}

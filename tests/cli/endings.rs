@@ -1,0 +1,213 @@
+//! How a run ends other than on time: SIGKILL, SIGINT, a fatal store error, a full disk;
+//! every completed interval stays written.
+
+use super::*;
+
+fn spawn_long_run(out: &Path) -> std::process::Child {
+    std::process::Command::new(bin())
+        .args([
+            "run",
+            "-P",
+            "workloadc",
+            "--store",
+            "null",
+            "--phase",
+            "run",
+            "--duration",
+            "60s",
+            "--interval",
+            "200ms",
+        ])
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn complete_rows(out: &Path) -> usize {
+    let csv = std::fs::read_to_string(out.join("intervals.csv")).unwrap();
+    let width = csv.lines().next().unwrap().split(',').count();
+    for l in csv.lines() {
+        assert_eq!(l.split(',').count(), width, "torn row: {l}");
+    }
+    assert!(csv.ends_with('\n'));
+    csv.lines().count() - 1
+}
+
+#[test]
+fn sigkill_keeps_every_completed_interval() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("killed");
+    let mut child = spawn_long_run(&out);
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let rows = complete_rows(&out);
+    assert!(rows >= 4, "only {rows} interval rows after 1.5 s at 200 ms");
+    let m = json(&out.join("manifest.json"));
+    assert_eq!(m["status"], "running");
+    validate("manifest.schema.json", &m);
+    assert!(hlog_total(&out.join("latency/run.READ.hlog")) > 0);
+}
+
+#[test]
+fn sigint_ends_the_phase_with_results() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("int");
+    let child = spawn_long_run(&out);
+    std::thread::sleep(Duration::from_millis(1500));
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130));
+    let s = json(&out.join("summary.json"));
+    validate("summary.schema.json", &s);
+    assert_eq!(s["status"], "interrupted");
+    let run = phase(&s, "run");
+    assert_eq!(run["outcome"], "interrupted");
+    assert!(count(run, "READ") > 0);
+    assert!(run["measured_seconds"].as_f64().unwrap() < 5.0);
+    assert_eq!(json(&out.join("manifest.json"))["status"], "interrupted");
+    complete_rows(&out);
+}
+
+/// A real store failure mid-run: RocksDB's WAL hits a file-size limit (RLIMIT_FSIZE, with
+/// SIGXFSZ ignored so the write fails with EFBIG, as on a full disk). The phase must end as
+/// failed with the error reported, exit 1, and the results so far written.
+#[cfg(feature = "rocksdb")]
+#[test]
+fn fatal_store_error_ends_the_phase_with_results() {
+    use std::os::unix::process::CommandExt;
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("full");
+    let mut cmd = std::process::Command::new(bin());
+    cmd.args([
+        "run",
+        "-P",
+        "workloada",
+        "--records",
+        "300000",
+        "--ops",
+        "1000",
+        "--out",
+    ])
+    .arg(&out)
+    .args(["--data-dir"])
+    .arg(t.path().join("data"))
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let lim = libc::rlimit {
+                rlim_cur: 16 << 20,
+                rlim_max: 16 << 20,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let o = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("INSERT failed: io error"), "{err}");
+    let s = json(&out.join("summary.json"));
+    validate("summary.schema.json", &s);
+    assert_eq!(s["status"], "failed");
+    let load = phase(&s, "load");
+    assert_eq!(load["outcome"], "failed");
+    assert!(
+        load["error"].as_str().unwrap().contains("io error"),
+        "{load}"
+    );
+    let inserted = load["ops"]["INSERT"]["ok"].as_u64().unwrap();
+    // 16 MiB of WAL holds roughly 15,000 records of ~1.1 kB; some must have succeeded.
+    assert!((5_000..300_000).contains(&inserted), "{inserted}");
+    assert!(load["ops"]["INSERT"]["errors"]["io"].as_u64().unwrap() >= 1);
+    assert!(load["error_samples"][0]["message"].as_str().unwrap().len() > 3);
+    // The run phase never started.
+    assert!(s["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["name"] != "run"));
+    assert_eq!(json(&out.join("manifest.json"))["status"], "failed");
+    complete_rows(&out);
+}
+
+/// A disk that fills mid-run ends the run with exit 1 and what was written so far; it used to
+/// leave the workers running with no interval loop to stop them (a hang that ignored SIGTERM).
+/// Needs root to mount a 64 KiB tmpfs; CI runs as root.
+#[test]
+fn a_full_disk_ends_the_run_and_keeps_what_was_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&mnt)
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !mounted {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    let out = mnt.join("run");
+    let mut child = std::process::Command::new(bin())
+        .args([
+            "run",
+            "-P",
+            "workloada",
+            "--store",
+            "null",
+            "--duration",
+            "20s",
+        ])
+        .args(["--interval", "100ms", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > Duration::from_secs(15) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    use std::io::Read;
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    let leftovers: Vec<String> = std::fs::read_dir(&out)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".tmp"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let summary = std::fs::read_to_string(out.join("summary.json"));
+    let _ = std::process::Command::new("umount").arg(&mnt).status();
+    let status = status.expect("kvmeter did not end within 15 s after the disk filled");
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // The load phase completed before the disk filled, and its summary is readable.
+    let s: serde_json::Value = serde_json::from_str(&summary.unwrap()).unwrap();
+    assert_eq!(s["phases"][0]["name"], "load");
+    assert_eq!(s["phases"][0]["outcome"], "completed");
+    assert_eq!(s["phases"][0]["operations"], 1000);
+}
