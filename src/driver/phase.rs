@@ -10,9 +10,7 @@ use super::datadir::DataDir;
 use super::intervals::Intervals;
 use super::progress::Progress;
 use super::test_panic;
-use super::{
-    antagonists, faults, metrics_for, now_rfc3339, open_loop, pressure, split_ops, worker,
-};
+use super::{antagonists, faults, metrics_for, now_rfc3339, open_loop, pressure, worker};
 use crate::antagonist::io::IoAntagonists;
 use crate::measure::clock::Clock;
 use crate::measure::cpu::CpuTime;
@@ -344,7 +342,7 @@ fn run_workers(
                 let my_ops = if phase.open_loop.is_some() {
                     0
                 } else {
-                    split_ops(phase.operations, threads, i)
+                    crate::plan::split_ops(phase.operations, threads, i)
                 };
                 std::thread::Builder::new()
                     .name(format!("kvm-worker-{i}"))

@@ -121,7 +121,7 @@ pub struct Plan {
     pub power_model_given: bool,
     pub antagonists: Vec<Antagonist>,
     /// Faults fired during every run phase (`--fault`), on servers kvmeter started.
-    pub faults: Vec<crate::fault::Fault>,
+    pub faults: Vec<super::Fault>,
     /// The recovery timeline's bucket (`--timeline`; 100 ms by default with faults).
     #[serde(serialize_with = "ser_opt_secs")]
     pub timeline: Option<Duration>,

@@ -19,7 +19,6 @@ pub mod net;
 pub mod null;
 mod options;
 pub mod plugin;
-pub mod record;
 pub mod redis;
 pub mod registry;
 #[cfg(feature = "rocksdb")]
@@ -30,7 +29,9 @@ pub mod sqlite;
 pub mod wiredtiger;
 
 pub use options::{OptSpec, StoreOptions};
-pub use record::{Record, RecordView};
+// The record types live in the leaf `crate::record` (the workload builds records too, and
+// sits beside store, not above it); re-exported so adapters and tests keep `store::` paths.
+pub use crate::record::{self, Fields, Record, RecordView};
 pub use registry::{names, not_built, registry};
 
 use std::path::Path;
@@ -49,23 +50,6 @@ pub fn version_of(kind: &StoreKind) -> String {
     match plugin::loaded(kind.name) {
         Some(p) => p.describe(),
         None => (kind.version)(),
-    }
-}
-
-/// Which fields a read or scan asks for: YCSB's `null` (all) or a set of one name.
-#[derive(Clone, Copy, Debug)]
-pub enum Fields<'a> {
-    All,
-    One(&'a [u8]),
-}
-
-impl Fields<'_> {
-    #[inline]
-    pub fn wants(&self, name: &[u8]) -> bool {
-        match self {
-            Fields::All => true,
-            Fields::One(n) => *n == name,
-        }
     }
 }
 

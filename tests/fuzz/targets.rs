@@ -391,7 +391,7 @@ fn seeds_fault() -> Vec<Vec<u8>> {
 
 fn fault(input: &[u8]) -> bool {
     let l = lines(input);
-    let _ = kvmeter::fault::Fault::parse(l.get(1).map(String::as_str).unwrap_or(""));
+    let _ = kvmeter::plan::Fault::parse(l.get(1).map(String::as_str).unwrap_or(""));
     let mut req = run_request();
     req.store = l[0].clone();
     if !["redis", "etcd", "memcached"].contains(&req.store.as_str()) {

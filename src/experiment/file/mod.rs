@@ -198,7 +198,7 @@ fn flag_of(command: &clap::Command, key: &str) -> Option<(String, bool, bool)> {
 /// threads as hardware threads).
 fn expand(w: String) -> String {
     if w.contains("$cpus") {
-        w.replace("$cpus", &crate::experiment::sweep::cpus().to_string())
+        w.replace("$cpus", &crate::machine::cpu_count().to_string())
     } else {
         w
     }
