@@ -3,6 +3,7 @@
 //! See docs/architecture.md for the map of modules.
 
 pub mod antagonist;
+pub mod args;
 pub mod calibrate;
 pub mod cli;
 pub mod dist;

@@ -333,10 +333,10 @@ fn flags(input: &[u8]) -> bool {
         return false;
     }
     let args = std::iter::once("kvmeter".to_string()).chain(t.split('\n').map(str::to_string));
-    let Ok(cli) = kvmeter::cli::Cli::try_parse_from(args) else {
+    let Ok(cli) = kvmeter::args::Cli::try_parse_from(args) else {
         return false;
     };
-    match kvmeter::cli::job_of(cli.command) {
+    match kvmeter::experiment::job::Job::from_command(cli.command) {
         Ok(Some(job)) => job.check().is_ok(),
         _ => false,
     }

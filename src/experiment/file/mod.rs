@@ -404,7 +404,7 @@ pub fn from_text(
             format!("[settings] {k}: the experiment decides where each step's results go"),
         ));
     }
-    let cli = <crate::cli::Cli as clap::CommandFactory>::command();
+    let cli = <crate::args::Cli as clap::CommandFactory>::command();
     let empty = Vec::new();
     let raw_steps = match root.get("step").map(|s| &s.v) {
         Some(V::Arr(a)) => a,
@@ -531,18 +531,19 @@ pub fn from_text(
                     .map(|(_, l)| *l)
                     .unwrap_or(raw.line)
             };
-            let parsed = <crate::cli::Cli as clap::Parser>::try_parse_from(&argv).map_err(|e| {
-                let first = e
-                    .render()
-                    .to_string()
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .trim_start_matches("error: ")
-                    .to_string();
-                loc.err(line_for(&first), format!("step '{name}': {first}"))
-            })?;
-            let job = crate::cli::job_of(parsed.command)
+            let parsed =
+                <crate::args::Cli as clap::Parser>::try_parse_from(&argv).map_err(|e| {
+                    let first = e
+                        .render()
+                        .to_string()
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                        .trim_start_matches("error: ")
+                        .to_string();
+                    loc.err(line_for(&first), format!("step '{name}': {first}"))
+                })?;
+            let job = Job::from_command(parsed.command)
                 .map_err(|e| loc.err(line_for(&e.0), format!("step '{name}': {}", e.0)))?
                 .expect("step commands are measuring commands");
             job.check()
