@@ -137,16 +137,13 @@ impl Job {
             p.phases
                 .iter()
                 .map(|ph| {
+                    // A pressure phase's duration is already its warm-up and 26 steps
+                    // (plan::phase), with no operation count.
                     let by_ops = ph.operations as f64 / GUESS_OPS_PER_S;
-                    let run = match ph.duration {
+                    1.0 + match ph.duration {
                         Some(d) if ph.operations > 0 => d.as_secs_f64().min(by_ops),
                         Some(d) => d.as_secs_f64(),
                         None => by_ops,
-                    };
-                    // A pressure phase is 26 steps (w0..w25) of its own length.
-                    match &ph.pressure {
-                        Some(p) => 1.0 + 26.0 * p.step.as_secs_f64(),
-                        None => 1.0 + run,
                     }
                 })
                 .sum()

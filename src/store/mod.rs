@@ -32,7 +32,7 @@ pub use options::{OptSpec, StoreOptions};
 // The record types live in the leaf `crate::record` (the workload builds records too, and
 // sits beside store, not above it); re-exported so adapters and tests keep `store::` paths.
 pub use crate::record::{self, Fields, Record, RecordView};
-pub use registry::{names, not_built, registry};
+pub use registry::{built_in, names, not_built};
 
 use std::path::Path;
 
@@ -42,7 +42,7 @@ pub fn find(name: &str) -> Option<&'static StoreKind> {
     if plugin::is_plugin(name) {
         return plugin::kind(name).ok();
     }
-    registry::find(name)
+    registry::find_built_in(name)
 }
 
 /// The store's version for the manifest and `kvmeter stores`: a plug-in's from its library.
