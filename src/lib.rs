@@ -3,6 +3,7 @@
 //! See docs/architecture.md for the map of modules.
 
 pub mod antagonist;
+pub mod args;
 pub mod calibrate;
 pub mod cli;
 pub mod dist;
@@ -15,7 +16,9 @@ pub mod machine;
 pub mod measure;
 pub mod panics;
 pub mod plan;
+pub mod record;
 pub mod report;
 pub mod store;
 pub mod telemetry;
+pub mod values;
 pub mod workload;

@@ -5,6 +5,15 @@
 use serde::Serialize;
 use std::path::Path;
 
+/// The CPUs this process can use (the affinity mask and cgroup quota included, as
+/// `available_parallelism` reads them); 1 when unknown. The one place kvmeter asks: the
+/// manifest's `logical_cpus`, `threads-per-cpu`, `$cpus` and the managed servers' `cpus=` check.
+pub fn cpu_count() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Machine {
     pub hostname: String,
@@ -66,9 +75,7 @@ pub fn machine() -> Machine {
     Machine {
         hostname: read("/proc/sys/kernel/hostname").trim().to_string(),
         cpu_model,
-        logical_cpus: std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
+        logical_cpus: cpu_count(),
         cpu_affinity: affinity(),
         memory_bytes,
         kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),

@@ -28,7 +28,7 @@ pub(super) fn stores(plugins: &[String]) -> anyhow::Result<i32> {
 
 pub fn stores_report() -> String {
     let mut out = String::new();
-    for k in crate::store::registry() {
+    for k in crate::store::built_in() {
         describe_store(&mut out, k);
     }
     for (name, feature) in crate::store::not_built() {

@@ -1,7 +1,9 @@
 //! What runs beside a phase's workers and acts at its interval boundaries: the pressure scale
-//! (`pressure.rs`) and the `--antagonist` loads (`antagonists.rs`). The interval loop calls
-//! every companion at the same three points, so a new one (a fault schedule, say) joins
-//! without touching the loop.
+//! (`pressure.rs`), the `--antagonist` loads (`antagonists.rs`) and the fault companion
+//! (`faults.rs`: the `--fault` schedule and the `--timeline` buckets). The interval loop calls
+//! every companion at the same three points, so a new one joins without touching the loop;
+//! `phase.rs` starts them (the loads before the phase's clock, the fault companion on it) and
+//! lists them in one vector.
 
 use crate::measure::Stats;
 use crate::report::rundir::RunDir;

@@ -1,22 +1,25 @@
-//! The recovery companion of a run phase: the fault schedule (`fault::schedule`) and the
-//! recovery timeline (`measure::timeline`) side by side. At every interval boundary it writes
+//! The fault companion of a run phase: the fault schedule (`fault::schedule`) and the
+//! recovery timeline (`measure::timeline`) side by side. Its siblings are `PressureScale` and
+//! `RunningAntagonists`; it starts with the phase's clock, they just before it. At every interval boundary it writes
 //! the timeline buckets that are complete to `timeline.csv`; at the end it stops the
 //! schedule, and reads the timeline around each fault (`fault::recovery`) into the summary.
 
 use super::companion::Companion;
-use super::phase::PhaseCtx;
 use crate::fault::recovery;
 use crate::fault::schedule::Schedule;
 use crate::measure::clock::Clock;
 use crate::measure::timeline::{Bucket, ClassBucket, Timeline, AFFECTED, REST};
-use crate::plan::{PhaseKind, PhasePlan};
+use crate::plan::{PhaseKind, PhasePlan, Plan};
 use crate::report::rundir::RunDir;
 use crate::report::PhaseSummary;
+use crate::store::cluster::Cluster;
 use crate::store::ErrorKind;
 use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub(super) struct Recovery {
+pub(super) struct FaultCompanion {
     timeline: Option<Timeline>,
     clock: Clock,
     start_ns: u64,
@@ -38,35 +41,39 @@ pub(super) struct Recovery {
 
 pub(super) const TIMELINE_CSV: &str = "timeline.csv";
 
-/// The shard the faults hit, where the cluster shards data by master (a Redis Cluster's
-/// `master:i`): the first such target. Elsewhere every operation is on affected data.
-pub(super) fn affected_shard(plan: &crate::plan::Plan) -> Option<u16> {
-    if plan.store_options.u64("cluster").unwrap_or(0) == 0 {
-        return None;
-    }
-    plan.faults.iter().find_map(|f| {
-        f.target
-            .strip_prefix("master:")
-            .and_then(|i| i.parse().ok())
-    })
+/// What the fault companion starts from: the phase and its cluster, and the phase's start
+/// (`t0`, and `start_ns`, the clock reading the timeline counts from).
+pub(super) struct FaultStart<'a> {
+    pub plan: &'a Plan,
+    pub phase: &'a PhasePlan,
+    /// The managed server or cluster the faults act on.
+    pub cluster: Option<&'a Arc<Mutex<Cluster>>>,
+    /// The run directory (timeline.csv, events.csv).
+    pub root: &'a Path,
+    pub clock: &'a Clock,
+    pub timeline: Option<Timeline>,
+    pub start_ns: u64,
+    pub t0: Instant,
 }
 
-impl Recovery {
+impl FaultCompanion {
     /// `None` when the phase has neither a timeline nor faults.
-    /// `start_ns`: the clock reading the timeline counts from; `t0`: the phase's start.
-    pub(super) fn start(
-        ctx: &PhaseCtx,
-        phase: &PhasePlan,
-        timeline: Option<Timeline>,
-        start_ns: u64,
-        t0: Instant,
-    ) -> Option<Recovery> {
-        let (plan, rundir) = (ctx.plan, &*ctx.rundir);
-        let cluster = ctx.cluster.filter(|_| phase.kind == PhaseKind::Run);
+    pub(super) fn start(s: FaultStart) -> Option<FaultCompanion> {
+        let FaultStart {
+            plan,
+            phase,
+            cluster,
+            root,
+            clock,
+            timeline,
+            start_ns,
+            t0,
+        } = s;
+        let cluster = cluster.filter(|_| phase.kind == PhaseKind::Run);
         if timeline.is_none() && (plan.faults.is_empty() || cluster.is_none()) {
             return None;
         }
-        let path = rundir.root().join(TIMELINE_CSV);
+        let path = root.join(TIMELINE_CSV);
         let csv = timeline.as_ref().and_then(|_| {
             let (mut f, new) = crate::report::rundir::append(&path)
                 .map_err(|e| eprintln!("warning: {}: {e}", path.display()))
@@ -86,14 +93,14 @@ impl Recovery {
                 plan.faults.clone(),
                 c.clone(),
                 t0,
-                rundir.root().join("events.csv"),
+                root.join("events.csv"),
                 phase.name.clone(),
             )),
             _ => None,
         };
-        Some(Recovery {
+        Some(FaultCompanion {
             timeline,
-            clock: ctx.clock.clone(),
+            clock: clock.clone(),
             start_ns,
             csv,
             kept: vec![],
@@ -101,7 +108,7 @@ impl Recovery {
             specs: plan.faults.iter().map(|f| f.spec.clone()).collect(),
             phase: phase.name.clone(),
             warmup_s: phase.warmup.as_secs_f64(),
-            split: affected_shard(plan).is_some(),
+            split: plan.affected_shard().is_some(),
             grace_ns: (plan.interval.as_nanos() / 2).min(u64::MAX as u128) as u64,
         })
     }
@@ -154,7 +161,7 @@ impl Recovery {
     }
 }
 
-impl Companion for Recovery {
+impl Companion for FaultCompanion {
     fn boundary(&mut self, _at: Duration) {
         let now = self.clock.now().saturating_sub(self.start_ns);
         self.drain(now.saturating_sub(self.grace_ns), false);

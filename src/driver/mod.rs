@@ -407,29 +407,9 @@ fn metrics_for(load: bool, ops: &[Op], verify: bool) -> Vec<Metric> {
     m
 }
 
-/// YCSB's split of operations over threads (§8.2): thread i gets n/t, plus one if i < n%t.
-pub fn split_ops(total: u64, threads: usize, i: usize) -> u64 {
-    if total == 0 {
-        return 0;
-    }
-    let t = threads as u64;
-    total / t + u64::from((i as u64) < total % t)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ops_split_like_ycsb() {
-        let v: Vec<u64> = (0..3).map(|i| split_ops(10, 3, i)).collect();
-        assert_eq!(v, [4, 3, 3]);
-        assert_eq!(split_ops(0, 4, 2), 0);
-        assert_eq!(
-            (0..4).map(|i| split_ops(1_000_003, 4, i)).sum::<u64>(),
-            1_000_003
-        );
-    }
 
     #[test]
     fn metric_sets() {

@@ -66,7 +66,7 @@ pub(super) fn summary(
             .filter(|t| !t.unavailable.contains_key("cpu"))
             .and_then(|t| t.process.as_ref())
             .map(|p| p.cpu_pct);
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = crate::machine::cpu_count();
         let cpu = cpu_pct
             .map(|c| format!("; kvmeter itself used {c:.0} % of a CPU"))
             .unwrap_or_default();

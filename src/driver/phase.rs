@@ -1,6 +1,6 @@
 //! One phase: open the store and one session per worker, start the workers and the phase's
-//! companions (pressure scale, antagonists), then the interval loop on the calling thread
-//! (`intervals.rs`); at the end, the phase's summary.
+//! companions (pressure scale, antagonists, the fault schedule and timeline), then the
+//! interval loop on the calling thread (`intervals.rs`); at the end, the phase's summary.
 //!
 //! `run` reads as start / interval loop / finish; the loop's state lives in `Intervals`.
 
@@ -10,9 +10,7 @@ use super::datadir::DataDir;
 use super::intervals::Intervals;
 use super::progress::Progress;
 use super::test_panic;
-use super::{
-    antagonists, faults, metrics_for, now_rfc3339, open_loop, pressure, split_ops, worker,
-};
+use super::{antagonists, faults, metrics_for, now_rfc3339, open_loop, pressure, worker};
 use crate::antagonist::io::IoAntagonists;
 use crate::measure::clock::Clock;
 use crate::measure::cpu::CpuTime;
@@ -179,13 +177,25 @@ pub(super) fn run(
             .map(|t| (0..threads).map(|i| t.worker(i)).collect())
             .unwrap_or_default(),
         tolerate_fatal: is_run && !ctx.plan.faults.is_empty(),
-        affected_shard: faults::affected_shard(ctx.plan),
+        affected_shard: ctx.plan.affected_shard(),
     };
     if let Some(t) = ctx.telemetry {
         t.begin(&phase.name);
     }
-    if let Some(r) = faults::Recovery::start(ctx, phase, timeline, timeline_start, shared.t0) {
-        companions.push(Box::new(r));
+    // The fault companion starts on the phase's clock, after the loads: its schedule and its
+    // timeline count from t0 (`start_companions`).
+    let fault_start = faults::FaultStart {
+        plan: ctx.plan,
+        phase,
+        cluster: ctx.cluster,
+        root: ctx.rundir.root(),
+        clock: ctx.clock,
+        timeline,
+        start_ns: timeline_start,
+        t0: shared.t0,
+    };
+    if let Some(f) = faults::FaultCompanion::start(fault_start) {
+        companions.push(Box::new(f));
     }
     test_panic::companion(test);
     let wall_start = SystemTime::now();
@@ -344,7 +354,7 @@ fn run_workers(
                 let my_ops = if phase.open_loop.is_some() {
                     0
                 } else {
-                    split_ops(phase.operations, threads, i)
+                    crate::plan::split_ops(phase.operations, threads, i)
                 };
                 std::thread::Builder::new()
                     .name(format!("kvm-worker-{i}"))
@@ -549,8 +559,12 @@ impl Opened {
     }
 }
 
-/// The pressure scale (run phases of `kvmeter pressure`) and the `--antagonist` loads (every
-/// run phase), in the order they finish.
+/// The companions that load the machine: the pressure scale (run phases of `kvmeter
+/// pressure`) and the `--antagonist` loads (every run phase), in the order they finish. They
+/// start before the phase's clock, so the phase measures under them from its first interval
+/// and starting them is not charged to it; the third companion, `faults::FaultCompanion` (the
+/// `--fault` schedule and the `--timeline` buckets), starts on the clock, since both count from
+/// the phase's start, and finishes after them.
 fn start_companions<'a>(
     ctx: &PhaseCtx<'a>,
     phase: &'a PhasePlan,

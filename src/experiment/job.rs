@@ -3,16 +3,17 @@
 //! experiment file's steps (`kvmeter experiment`) both go through here, so a step is checked and
 //! run exactly as the same command typed by hand.
 
-use super::capacity::Settings;
+use super::capacity::{self, Settings};
 use super::sweep::Param;
+use crate::args::Command;
 use crate::error::UsageError;
 use crate::plan::Request;
 
 /// A measuring command, fully parsed.
 #[derive(Clone, Debug)]
 pub enum Job {
-    /// run, suite, pressure: one plan, one run directory.
-    Plan(Request),
+    /// run, suite, pressure: one request, planned into one run (one run directory).
+    Run(Request),
     Sweep {
         base: Request,
         params: Vec<Param>,
@@ -29,16 +30,65 @@ pub enum Job {
 const GUESS_OPS_PER_S: f64 = 100_000.0;
 
 impl Job {
+    /// A measuring command as a `Job` (checked and run the same way from the command line and
+    /// from an experiment file's steps); `None` for the others.
+    pub fn from_command(command: Command) -> Result<Option<Job>, UsageError> {
+        Ok(Some(match command {
+            Command::Run(r) => Job::Run(r.common.into_request("run", r.workload, Some(r.phase))),
+            Command::Suite(c) => Job::Run(c.into_request("suite", vec![], None)),
+            Command::Pressure(p) => {
+                let mut r = p.common.into_request("pressure", p.workload, Some(p.phase));
+                r.block_sizes = p.block_sizes;
+                r.step = p.step;
+                r.random_ratio = p.random_ratio;
+                Job::Run(r)
+            }
+            Command::Capacity(a) => {
+                let settings = Settings {
+                    slo: Settings::parse_slo(&a.slo)?,
+                    require_achieved: a.require_achieved,
+                    start_rate: a.start_rate,
+                    max_rate: a.max_rate,
+                    factor: a.step_factor,
+                    precision: a.precision,
+                    repeat: a.repeat,
+                    max_points: a.max_points,
+                };
+                let mut r = a
+                    .common
+                    .into_request("capacity", a.workload, Some("both".into()));
+                r.duration
+                    .get_or_insert_with(|| capacity::POINT_DURATION.into());
+                r.warmup
+                    .get_or_insert_with(|| capacity::POINT_WARMUP.into());
+                Job::Capacity { base: r, settings }
+            }
+            Command::Sweep(a) => {
+                let params = a
+                    .param
+                    .iter()
+                    .map(|p| Param::parse(p))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Job::Sweep {
+                    base: a.common.into_request("sweep", a.workload, Some(a.phase)),
+                    params,
+                    repeat: a.repeat,
+                }
+            }
+            _ => return Ok(None),
+        }))
+    }
+
     pub fn request(&self) -> &Request {
         match self {
-            Job::Plan(r) => r,
+            Job::Run(r) => r,
             Job::Sweep { base, .. } | Job::Capacity { base, .. } => base,
         }
     }
 
     pub fn request_mut(&mut self) -> &mut Request {
         match self {
-            Job::Plan(r) => r,
+            Job::Run(r) => r,
             Job::Sweep { base, .. } | Job::Capacity { base, .. } => base,
         }
     }
@@ -46,7 +96,7 @@ impl Job {
     /// Everything `execute` would refuse, refused now: nothing is created or started.
     pub fn check(&self) -> Result<(), UsageError> {
         match self {
-            Job::Plan(r) => crate::plan::build(r).map(|_| ()),
+            Job::Run(r) => crate::plan::build(r).map(|_| ()),
             Job::Sweep {
                 base,
                 params,
@@ -59,7 +109,7 @@ impl Job {
     /// Runs it; the exit code as the command's.
     pub fn execute(self) -> anyhow::Result<i32> {
         match self {
-            Job::Plan(r) => crate::plan::build(&r)
+            Job::Run(r) => crate::plan::build(&r)
                 .map_err(anyhow::Error::from)
                 .and_then(crate::driver::execute),
             Job::Sweep {
@@ -87,22 +137,19 @@ impl Job {
             p.phases
                 .iter()
                 .map(|ph| {
+                    // A pressure phase's duration is already its warm-up and 26 steps
+                    // (plan::phase), with no operation count.
                     let by_ops = ph.operations as f64 / GUESS_OPS_PER_S;
-                    let run = match ph.duration {
+                    1.0 + match ph.duration {
                         Some(d) if ph.operations > 0 => d.as_secs_f64().min(by_ops),
                         Some(d) => d.as_secs_f64(),
                         None => by_ops,
-                    };
-                    // A pressure phase is 26 steps (w0..w25) of its own length.
-                    match &ph.pressure {
-                        Some(p) => 1.0 + 26.0 * p.step.as_secs_f64(),
-                        None => 1.0 + run,
                     }
                 })
                 .sum()
         };
         match self {
-            Job::Plan(r) => plan_s(r),
+            Job::Run(r) => plan_s(r),
             Job::Sweep {
                 base,
                 params,

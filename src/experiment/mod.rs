@@ -1,6 +1,10 @@
-//! Experiments made of many runs: `kvmeter capacity` (the highest offered load meeting a latency
-//! SLO, papers/003) and `kvmeter sweep` (any parameter over a list, repeated, with confidence
-//! intervals; papers/000 Fig. 7 and 8, papers/002 Table II).
+//! The commands made of many runs, and the one value they all become: `job` (a measuring
+//! command — run, suite, pressure, sweep, capacity — checked without side effects, then
+//! executed; the command line and experiment files share it), `capacity` (the highest offered
+//! load meeting a latency SLO, papers/003), `sweep` (any parameter over a list, repeated, with
+//! confidence intervals; papers/000 Fig. 7 and 8, papers/002 Table II), `durability`
+//! (acknowledged writes read back after faults or writer kills) and `file` (`kvmeter
+//! experiment`: a TOML file of steps, figures and findings, run resumably).
 //!
 //! Each point is an ordinary run — its own plan, run directory, manifest and summary — made in
 //! this process one after another. The experiment reads each point's figures back from its

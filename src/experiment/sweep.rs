@@ -69,19 +69,14 @@ fn rate(name: &str, v: &str) -> Result<f64, UsageError> {
         })
 }
 
-/// Online CPUs, for threads-per-cpu.
-pub fn cpus() -> i64 {
-    std::thread::available_parallelism()
-        .map(|n| n.get() as i64)
-        .unwrap_or(1)
-}
-
 /// Sets one parameter's value on a request. Later settings win over the base command line's
 /// (`--store-opt` and `-p` are applied in order).
 pub fn apply(req: &mut Request, name: &str, v: &str) -> Result<(), UsageError> {
     match name {
         "threads" | "connections" => req.threads = Some(whole(name, v)?),
-        "threads-per-cpu" => req.threads = Some(whole(name, v)? * cpus()),
+        "threads-per-cpu" => {
+            req.threads = Some(whole(name, v)? * crate::machine::cpu_count() as i64)
+        }
         "rate" => req.rate = Some(rate(name, v)?),
         "target" => req.target = Some(rate(name, v)?),
         "records" => req.records = Some(whole(name, v)?),
@@ -512,7 +507,7 @@ mod tests {
     fn parameters_map_onto_the_request() {
         let mut r = Request::default();
         apply(&mut r, "threads-per-cpu", "4").unwrap();
-        assert_eq!(r.threads, Some(4 * cpus()));
+        assert_eq!(r.threads, Some(4 * crate::machine::cpu_count() as i64));
         apply(&mut r, "connections", "8").unwrap();
         assert_eq!(r.threads, Some(8));
         apply(&mut r, "value-size", "4096").unwrap();

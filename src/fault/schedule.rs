@@ -6,7 +6,7 @@
 //! Only members of a cluster kvmeter started are ever signalled (`Cluster` holds only
 //! children of this process).
 
-use super::{Action, Fault};
+use crate::plan::fault::{Action, Fault};
 use crate::store::cluster::Cluster;
 use serde::Serialize;
 use std::io::Write;

@@ -1,8 +1,8 @@
 //! `--antagonist` specifications (docs/interference.md): co-located I/O, memory-bandwidth and
 //! CPU loads that run during every run phase (papers/000 §memory bandwidth, papers/004).
 
-use super::values::{parse_cpus, parse_size};
 use crate::error::UsageError;
+use crate::values::{parse_cpus, parse_size};
 use serde::Serialize;
 
 /// A co-located antagonist (`--antagonist`), running during every run phase.
@@ -75,7 +75,7 @@ impl Antagonist {
                     Some(v) => parse_cpus(v).ok_or_else(|| {
                         bad(&format!(
                             "cpus={v}: expected 1, 0-3 or 0/2/5 with CPU ids below {}",
-                            super::values::MAX_CPU
+                            crate::values::MAX_CPU
                         ))
                     }),
                 }

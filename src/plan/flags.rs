@@ -3,9 +3,9 @@
 //! resolved and long before anything is created.
 
 use super::props::check_known;
-use super::values::parse_duration;
 use super::Request;
 use crate::error::UsageError;
+use crate::values::parse_duration;
 use std::time::Duration;
 
 pub(super) struct Flags {

@@ -7,9 +7,12 @@
 //!
 //! `build` only orchestrates; one module per concern: `flags` (the command's own values),
 //! `layout` (which phases), `phase` (one phase's resolution), `workload` (YCSB's core
-//! properties), `props` (property sources and Java parsing rules), `antagonist`, `values`.
+//! properties), `props` (property sources and Java parsing rules), `antagonist` and `fault`
+//! (the `--antagonist` and `--fault` specs), `share` (a distributed agent's part). The value
+//! syntax (durations, sizes, CPU lists) is `crate::values`, a leaf the store layer shares.
 
 mod antagonist;
+pub mod fault;
 mod flags;
 mod javaprops;
 mod layout;
@@ -19,15 +22,17 @@ mod phase;
 pub mod props;
 mod request;
 mod share;
-mod values;
 mod workload;
 
+pub use crate::values::{parse_cpus, parse_duration, parse_size};
+pub use fault::Fault;
 pub use javaprops::latin1;
 pub use model::*;
 pub use props::BUILTIN_WORKLOADS;
 pub use request::{Request, WorkloadText};
-pub use share::{apply_share, is_host_own_option, plan_hash, portable_store_name, slice};
-pub use values::{parse_cpus, parse_duration, parse_size};
+pub use share::{
+    apply_share, is_host_own_option, plan_hash, portable_store_name, slice, split_ops,
+};
 
 use crate::error::UsageError;
 use crate::store::{StoreKind, StoreOptions};
@@ -125,14 +130,14 @@ fn faults(
     adapter: &StoreKind,
     opts: &StoreOptions,
     phases: &[PhasePlan],
-) -> Result<Vec<crate::fault::Fault>, UsageError> {
+) -> Result<Vec<Fault>, UsageError> {
     if req.faults.is_empty() {
         return Ok(vec![]);
     }
     let faults = req
         .faults
         .iter()
-        .map(|f| crate::fault::Fault::parse(f))
+        .map(|f| Fault::parse(f))
         .collect::<Result<Vec<_>, _>>()?;
     let Some(spec) = adapter.server else {
         return Err(UsageError::new(format!(
@@ -173,7 +178,7 @@ fn faults(
 /// `--timeline`: shorter than the interval; 100 ms by default when there are faults.
 fn timeline(
     req: &Request,
-    faults: &[crate::fault::Fault],
+    faults: &[Fault],
     interval: Duration,
 ) -> Result<Option<Duration>, UsageError> {
     let t = match (&req.timeline, faults.is_empty()) {

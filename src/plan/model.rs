@@ -121,7 +121,7 @@ pub struct Plan {
     pub power_model_given: bool,
     pub antagonists: Vec<Antagonist>,
     /// Faults fired during every run phase (`--fault`), on servers kvmeter started.
-    pub faults: Vec<crate::fault::Fault>,
+    pub faults: Vec<super::Fault>,
     /// The recovery timeline's bucket (`--timeline`; 100 ms by default with faults).
     #[serde(serialize_with = "ser_opt_secs")]
     pub timeline: Option<Duration>,
@@ -191,6 +191,19 @@ fn is_zero(v: &f64) -> bool {
 pub const OPEN_LOOP_WORKERS: i64 = 16;
 
 impl Plan {
+    /// The shard the faults hit, where the cluster shards data by master (a Redis Cluster's
+    /// `master:i`): the first such target. Elsewhere every operation is on affected data.
+    pub fn affected_shard(&self) -> Option<u16> {
+        if self.store_options.u64("cluster").unwrap_or(0) == 0 {
+            return None;
+        }
+        self.faults.iter().find_map(|f| {
+            f.target
+                .strip_prefix("master:")
+                .and_then(|i| i.parse().ok())
+        })
+    }
+
     /// What telemetry samples in this run (`None`: turned off with --telemetry-interval 0).
     /// A calibrated power model replaces the default one; `--power-model` wins over both.
     pub fn telemetry_config(

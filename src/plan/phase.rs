@@ -182,7 +182,7 @@ impl Resolver<'_> {
         user_gave_ops: bool,
     ) -> Result<Option<Duration>, UsageError> {
         let secs = p.int("maxexecutiontime", 0)?;
-        if !(0..=super::values::MAX_DURATION.as_secs() as i64).contains(&secs) {
+        if !(0..=crate::values::MAX_DURATION.as_secs() as i64).contains(&secs) {
             return Err(p.bad(
                 "maxexecutiontime",
                 "seconds from 0 to 3153600000 (100 years)",

@@ -17,7 +17,15 @@
 //! directory, stdout format, warnings, meters, files and secrets) taken out.
 
 use super::{PhaseKind, Plan, Share};
-use crate::driver::split_ops;
+
+/// YCSB's split of operations over threads (§8.2): thread i gets n/t, plus one if i < n%t.
+pub fn split_ops(total: u64, threads: usize, i: usize) -> u64 {
+    if total == 0 {
+        return 0;
+    }
+    let t = threads as u64;
+    total / t + u64::from((i as u64) < total % t)
+}
 
 /// Agent `index` of `count`'s slice of `total` items: (offset, length), the first
 /// `total % count` agents one longer.
@@ -142,6 +150,17 @@ pub fn plan_hash(plan: &Plan) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ops_split_like_ycsb() {
+        let v: Vec<u64> = (0..3).map(|i| split_ops(10, 3, i)).collect();
+        assert_eq!(v, [4, 3, 3]);
+        assert_eq!(split_ops(0, 4, 2), 0);
+        assert_eq!(
+            (0..4).map(|i| split_ops(1_000_003, 4, i)).sum::<u64>(),
+            1_000_003
+        );
+    }
 
     #[test]
     fn slices_cover_the_range_once() {

@@ -399,7 +399,7 @@ impl Managed {
 
 /// The CPUs `--store-opt cpus=` pins managed servers to (empty: not pinned).
 pub fn cpus_of(opts: &StoreOptions) -> Vec<usize> {
-    crate::plan::parse_cpus(opts.str("cpus")).unwrap_or_default()
+    crate::values::parse_cpus(opts.str("cpus")).unwrap_or_default()
 }
 
 /// Checks `--store-opt cpus=` (a list such as 1 or 0-1 or 0/2, each below the CPU count).
@@ -408,10 +408,8 @@ pub fn check_cpus(opts: &StoreOptions) -> Result<(), UsageError> {
     if v.is_empty() {
         return Ok(());
     }
-    let n = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    let cpus = crate::plan::parse_cpus(v)
+    let n = crate::machine::cpu_count();
+    let cpus = crate::values::parse_cpus(v)
         .filter(|c| !c.is_empty())
         .ok_or_else(|| {
             UsageError::new(format!(

@@ -19,7 +19,6 @@ pub mod net;
 pub mod null;
 mod options;
 pub mod plugin;
-pub mod record;
 pub mod redis;
 pub mod registry;
 #[cfg(feature = "rocksdb")]
@@ -30,8 +29,10 @@ pub mod sqlite;
 pub mod wiredtiger;
 
 pub use options::{OptSpec, StoreOptions};
-pub use record::{Record, RecordView};
-pub use registry::{names, not_built, registry};
+// The record types live in the leaf `crate::record` (the workload builds records too, and
+// sits beside store, not above it); re-exported so adapters and tests keep `store::` paths.
+pub use crate::record::{self, Fields, Record, RecordView};
+pub use registry::{built_in, names, not_built};
 
 use std::path::Path;
 
@@ -41,7 +42,7 @@ pub fn find(name: &str) -> Option<&'static StoreKind> {
     if plugin::is_plugin(name) {
         return plugin::kind(name).ok();
     }
-    registry::find(name)
+    registry::find_built_in(name)
 }
 
 /// The store's version for the manifest and `kvmeter stores`: a plug-in's from its library.
@@ -49,23 +50,6 @@ pub fn version_of(kind: &StoreKind) -> String {
     match plugin::loaded(kind.name) {
         Some(p) => p.describe(),
         None => (kind.version)(),
-    }
-}
-
-/// Which fields a read or scan asks for: YCSB's `null` (all) or a set of one name.
-#[derive(Clone, Copy, Debug)]
-pub enum Fields<'a> {
-    All,
-    One(&'a [u8]),
-}
-
-impl Fields<'_> {
-    #[inline]
-    pub fn wants(&self, name: &[u8]) -> bool {
-        match self {
-            Fields::All => true,
-            Fields::One(n) => *n == name,
-        }
     }
 }
 

@@ -204,7 +204,7 @@ pub fn max_reply(o: &super::StoreOptions) -> Result<usize, crate::error::UsageEr
     if v.is_empty() || v == "auto" {
         return Ok(DEFAULT_MAX_REPLY);
     }
-    let n = crate::plan::parse_size("--store-opt max_reply", v)?;
+    let n = crate::values::parse_size("--store-opt max_reply", v)?;
     if n < MIN_MAX_REPLY as u64 || n > MAX_MAX_REPLY as u64 {
         return Err(crate::error::UsageError::new(format!(
             "--store-opt max_reply={v}: expected auto or a size from 64KiB to 1TiB"

@@ -48,17 +48,18 @@ pub fn entries() -> [Entry; 9] {
     ]
 }
 
-/// The adapters in this build.
-pub fn registry() -> Vec<&'static StoreKind> {
+/// The adapters in this build (plug-ins are not listed: `store::find` loads those).
+pub fn built_in() -> Vec<&'static StoreKind> {
     entries().into_iter().filter_map(|e| e.kind).collect()
 }
 
-pub fn find(name: &str) -> Option<&'static StoreKind> {
-    registry().into_iter().find(|k| k.name == name)
+/// A built-in adapter by name; `store::find` is the one `--store` uses (plug-ins too).
+pub fn find_built_in(name: &str) -> Option<&'static StoreKind> {
+    built_in().into_iter().find(|k| k.name == name)
 }
 
 pub fn names() -> Vec<&'static str> {
-    registry().iter().map(|k| k.name).collect()
+    built_in().iter().map(|k| k.name).collect()
 }
 
 /// Stores this build leaves out, with the cargo feature that adds each.
@@ -87,7 +88,7 @@ mod tests {
                 assert_eq!(k.name, e.name);
             }
         }
-        assert!(super::find("null").is_some());
+        assert!(super::find_built_in("null").is_some());
         assert!(super::feature_of("null").is_none());
     }
 }

@@ -1,6 +1,7 @@
 //! YCSB's core workload (`CoreWorkload`): keys, values and the operation stream, exactly as
 //! ycsb-workload-spec §2–§6 describes. It knows nothing of time or stores: the driver asks it
-//! for the next operation, which it writes into the worker's reusable `OpBuffers`.
+//! for the next operation, which it writes into the worker's reusable `OpBuffers` (its records
+//! are `crate::record`'s, the leaf the stores encode from).
 
 mod config;
 pub mod generators;
@@ -9,7 +10,7 @@ pub mod rng;
 
 pub use config::{Distribution, FieldLengthDistribution, WorkloadConfig};
 
-use crate::store::{Fields, Record, RecordView};
+use crate::record::{Fields, Record, RecordView};
 use generators::*;
 pub use rng::Rng;
 use serde::Serialize;

@@ -333,10 +333,10 @@ fn flags(input: &[u8]) -> bool {
         return false;
     }
     let args = std::iter::once("kvmeter".to_string()).chain(t.split('\n').map(str::to_string));
-    let Ok(cli) = kvmeter::cli::Cli::try_parse_from(args) else {
+    let Ok(cli) = kvmeter::args::Cli::try_parse_from(args) else {
         return false;
     };
-    match kvmeter::cli::job_of(cli.command) {
+    match kvmeter::experiment::job::Job::from_command(cli.command) {
         Ok(Some(job)) => job.check().is_ok(),
         _ => false,
     }
@@ -391,7 +391,7 @@ fn seeds_fault() -> Vec<Vec<u8>> {
 
 fn fault(input: &[u8]) -> bool {
     let l = lines(input);
-    let _ = kvmeter::fault::Fault::parse(l.get(1).map(String::as_str).unwrap_or(""));
+    let _ = kvmeter::plan::Fault::parse(l.get(1).map(String::as_str).unwrap_or(""));
     let mut req = run_request();
     req.store = l[0].clone();
     if !["redis", "etcd", "memcached"].contains(&req.store.as_str()) {

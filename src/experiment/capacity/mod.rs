@@ -23,6 +23,12 @@ use curve::{csv_row, render, CSV_HEADER};
 use serde::Serialize;
 use std::path::Path;
 
+/// Each point's run phase lasts this long unless --duration says otherwise (warm-up
+/// included), with this warm-up unless --warmup does: long enough for a latency figure, short
+/// enough for a search of up to 30 points.
+pub const POINT_DURATION: &str = "10s";
+pub const POINT_WARMUP: &str = "2s";
+
 /// One term of the SLO: a statistic of the latency from intended start, under a bound.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Term {
@@ -334,7 +340,7 @@ pub fn run(base: &Request, out: Option<&Path>, s: Settings) -> anyhow::Result<i3
         } else {
             ""
         },
-        base.duration.as_deref().unwrap_or("10s"),
+        base.duration.as_deref().unwrap_or(POINT_DURATION),
         search.root.display()
     );
     let mut rate = s.start_rate;

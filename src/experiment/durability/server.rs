@@ -8,7 +8,7 @@ use super::{Outcome, Report, Settings, Write};
 use crate::driver::datadir::DataDir;
 use crate::error::UsageError;
 use crate::fault::schedule::Schedule;
-use crate::fault::Fault;
+use crate::plan::Fault;
 use crate::store::cluster::StartCtx;
 use crate::store::{Status, StoreKind, StoreOptions};
 use std::io::Write as _;

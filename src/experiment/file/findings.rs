@@ -189,7 +189,7 @@ fn missing(need: &str, exp: &Experiment, estimate: bool) -> Option<String> {
         return (!any).then(|| "no NVMe device on this machine".into());
     }
     if let Some(n) = at_least("cores>=") {
-        let have = crate::experiment::sweep::cpus() as usize;
+        let have = crate::machine::cpu_count();
         return (have < n)
             .then(|| format!("needs {n} or more cores to show; this machine has {have}"));
     }

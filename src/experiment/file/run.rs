@@ -15,7 +15,7 @@
 
 use super::results::{self, Results};
 use super::{findings, Experiment};
-use crate::cli::ExperimentArgs;
+use crate::args::ExperimentArgs;
 use crate::error::{UsageError, EXIT_INTERRUPTED, EXIT_OK};
 use crate::report::rundir::write_atomic;
 use serde::{Deserialize, Serialize};

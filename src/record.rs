@@ -1,4 +1,6 @@
-//! YCSB's record (a field map) in one reusable flat buffer, and the embedded-store encoding.
+//! YCSB's record (a field map) in one reusable flat buffer, the embedded-store encoding, and
+//! which fields a read asks for. A leaf: the workload builds records and the stores encode
+//! them, so both import it and neither imports the other (store re-exports it).
 //!
 //! A worker owns one `Record` for values it writes and one for values it reads, and reuses
 //! them for every operation: pushing fields appends to a byte buffer whose capacity survives
@@ -10,6 +12,23 @@
 //! Reads return a `RecordView`: field spans over bytes the session owns (RocksDB: the pinned
 //! block-cache slice itself), valid until the session's next call. Nothing is copied, so a
 //! read measures the store, not a memcpy of the value (db_bench does not copy either).
+
+/// Which fields a read or scan asks for: YCSB's `null` (all) or a set of one name.
+#[derive(Clone, Copy, Debug)]
+pub enum Fields<'a> {
+    All,
+    One(&'a [u8]),
+}
+
+impl Fields<'_> {
+    #[inline]
+    pub fn wants(&self, name: &[u8]) -> bool {
+        match self {
+            Fields::All => true,
+            Fields::One(n) => *n == name,
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Span {

@@ -1,5 +1,6 @@
 //! Values the flags and options share a syntax for: durations (30s, 2m, or plain seconds),
-//! sizes with binary units (4k, 512KiB, 10GiB) and CPU lists (1, 0-3, 0/2/5).
+//! sizes with binary units (4k, 512KiB, 10GiB) and CPU lists (1, 0-3, 0/2/5). A leaf (it
+//! imports only `error`), so the planner and the store adapters share it without a circle.
 //!
 //! Every value here can come from a file, a flag or a published plan, so each is bounded
 //! before use: a duration above [`MAX_DURATION`] (which no `Instant` arithmetic can overflow)
