@@ -14,6 +14,25 @@ mod stores;
 
 pub use stores::stores_report;
 
+/// `kvmeter report DIR [--cost FILE]`, the same way for every kind of directory: an
+/// experiment's results and findings are first made again from its steps' files (nothing is
+/// done to other directories), then report draws the page of whatever kind `dir` is.
+fn report(dir: &std::path::Path, cost: Option<&std::path::Path>) -> anyhow::Result<i32> {
+    if let Some(c) = cost {
+        // A bad cost file is refused before anything in the directory is written again.
+        crate::report::cost::load(c)?;
+    }
+    crate::experiment::file::run::refresh(dir)?;
+    let w = crate::report::html::write_with_cost(dir, cost)?;
+    println!(
+        "{} ({} figures, {:.0} KiB)",
+        w.path.display(),
+        w.figures,
+        w.bytes as f64 / 1024.0
+    );
+    Ok(EXIT_OK)
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
     crate::panics::install();
@@ -27,20 +46,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
         }
     };
     let result = match cli.command {
-        Command::Report { dir, cost: None } if dir.join("experiment.json").is_file() => {
-            crate::experiment::file::run::report(&dir).map(|()| EXIT_OK)
-        }
-        Command::Report { dir, cost } => {
-            crate::report::html::write_with_cost(&dir, cost.as_deref()).map(|w| {
-                println!(
-                    "{} ({} figures, {:.0} KiB)",
-                    w.path.display(),
-                    w.figures,
-                    w.bytes as f64 / 1024.0
-                );
-                EXIT_OK
-            })
-        }
+        Command::Report { dir, cost } => report(&dir, cost.as_deref()),
         Command::Durability(a) => {
             crate::experiment::durability::run(&crate::experiment::durability::Settings {
                 store: a.store,

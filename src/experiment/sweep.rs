@@ -4,9 +4,10 @@
 //! cache) — each point repeated, with mean, standard deviation and a 95 % confidence interval
 //! per metric (design.md "Measurement rules": repetitions give mean, stddev and a CI).
 
-use super::{run_point, write_atomic, Spread};
+use super::{run_point, write_atomic};
 use crate::error::{UsageError, EXIT_INTERRUPTED, EXIT_OK};
 use crate::plan::Request;
+use crate::report::stats::Spread;
 use crate::report::{PhaseSummary, Summary};
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -21,7 +21,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// The cost file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CostFile {
     pub demand: Demand,

@@ -1,7 +1,8 @@
 //! Reading a run directory back: manifest and summary, the interval series, the telemetry
 //! series and the HDR logs. The HTML report (and `compare`) read what the run wrote and never
-//! recompute a measurement. A directory cut short by SIGKILL still loads: whatever files and
-//! whole rows are there, with a note that it is partial.
+//! recompute a measurement; an experiment's page reads its verdicts from findings.json
+//! (report::experiment) in the same way. A directory cut short by SIGKILL still loads:
+//! whatever files and whole rows are there, with a note that it is partial.
 
 use super::{PhaseSummary, Summary};
 use crate::error::UsageError;

@@ -15,9 +15,10 @@
 
 mod curve;
 
-use super::{median, run_point, write_atomic};
+use super::{run_point, write_atomic};
 use crate::error::{UsageError, EXIT_INTERRUPTED, EXIT_OK};
 use crate::plan::Request;
+use crate::report::stats::median;
 use crate::report::Summary;
 use curve::{csv_row, render, CSV_HEADER};
 use serde::Serialize;

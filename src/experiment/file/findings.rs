@@ -15,9 +15,12 @@
 
 use super::expr::{self, Val};
 use super::node::{Loc, Node, V};
-use super::results::{interval_text, Results};
-use super::{step_named, Experiment, Finding, PaperValue, Step};
+use super::{step_named, Finding, Step};
 use crate::error::UsageError;
+use crate::report::experiment::{
+    counts, disagreement_text, interval_text, paper_text, short, sig, value_text, Checked, Facts,
+    FindingSpec, PaperValue, Results, State, Verdict,
+};
 use std::fmt::Write as _;
 
 const NEEDS: &str = "measured-power, counters, nvme, cores>=N, devices>=N, hosts>=N";
@@ -166,63 +169,40 @@ fn check_key(loc: &Loc, line: usize, what: &str, st: &Step, key: &str) -> Result
     Ok(())
 }
 
-/// What the machine lacks for a need, if anything.
-fn missing(need: &str, exp: &Experiment, estimate: bool) -> Option<String> {
+/// What the runs a finding reads lacked for a need, if anything: judged from what they recorded
+/// (`facts`, one per step the value reads), so the verdict is the same wherever it is made.
+fn missing(need: &str, facts: &[&Facts], devices: usize, estimate: bool) -> Option<String> {
     let at_least = |p: &str| need.strip_prefix(p).and_then(|n| n.parse::<usize>().ok());
     if need == "measured-power" {
-        return estimate.then(|| "power here is an estimate from a model (no RAPL, no meter on this machine: kvmeter doctor), so ops/J is not measured".into());
+        return estimate.then(|| "power here is an estimate from a model (no RAPL, no meter on the machine that ran it: kvmeter doctor), so ops/J is not measured".into());
     }
     if need == "counters" {
-        let c = crate::telemetry::counters::Counters::open();
-        return c
-            .unavailable
-            .get("instructions")
-            .map(|why| format!("no hardware counters here ({why})"));
+        return facts
+            .iter()
+            .find_map(|f| f.counters_unavailable.as_ref())
+            .map(|why| format!("no hardware counters where it ran ({why})"));
     }
     if need == "nvme" {
-        let any = std::fs::read_dir("/sys/block")
-            .map(|d| {
-                d.flatten()
-                    .any(|e| e.file_name().to_string_lossy().starts_with("nvme"))
-            })
-            .unwrap_or(false);
-        return (!any).then(|| "no NVMe device on this machine".into());
+        return facts
+            .iter()
+            .any(|f| f.nvme == Some(false))
+            .then(|| "its data was not on an NVMe device".into());
     }
     if let Some(n) = at_least("cores>=") {
-        let have = crate::machine::cpu_count();
-        return (have < n)
-            .then(|| format!("needs {n} or more cores to show; this machine has {have}"));
+        let have = facts.iter().filter_map(|f| f.cpus).min()?;
+        return (have < n).then(|| {
+            format!("needs {n} or more cores to show; the machine that ran it had {have}")
+        });
     }
     if let Some(n) = at_least("devices>=") {
-        let have = exp.devices.len();
-        return (have < n).then(|| {
-            format!("needs {n} devices (give one --data-dir per device); this run had {have}")
+        return (devices < n).then(|| {
+            format!("needs {n} devices (give one --data-dir per device); this run had {devices}")
         });
     }
     if let Some(n) = at_least("hosts>=") {
         return (n > 1).then(|| format!("needs {n} hosts; kvmeter ran everything on this one"));
     }
     None
-}
-
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct Checked {
-    pub id: String,
-    pub claim: String,
-    pub source: String,
-    pub paper: PaperValue,
-    pub unit: String,
-    pub value: Option<f64>,
-    /// The interval the true value lies in, when it is not exact (null for an open side).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub interval: Option<(f64, f64)>,
-    pub estimate: bool,
-    pub expression: String,
-    pub expect: String,
-    /// reproduced, not reproduced, inconclusive, cannot be tested here, not measured
-    pub verdict: String,
-    pub why: String,
-    pub note: String,
 }
 
 fn holds(v: f64, op: &str, x: f64) -> bool {
@@ -238,12 +218,12 @@ fn holds(v: f64, op: &str, x: f64) -> bool {
 const TIE: f64 = 0.005;
 
 /// The verdict on `v` against `op x`, with why.
-pub fn decide(v: &Val, op: &str, x: f64) -> (&'static str, String) {
+pub fn decide(v: &Val, op: &str, x: f64) -> (Verdict, String) {
     let expect = format!("{op} {}", short(x));
     if v.is_exact() {
         if x != 0.0 && (v.v - x).abs() <= TIE * x.abs() {
             return (
-                "inconclusive",
+                Verdict::Inconclusive,
                 format!(
                     "{} is the threshold {} itself to within {} %; with no noise measured, one run cannot show a difference this small",
                     sig(v.v),
@@ -253,9 +233,12 @@ pub fn decide(v: &Val, op: &str, x: f64) -> (&'static str, String) {
             );
         }
         return if holds(v.v, op, x) {
-            ("reproduced", format!("{} {expect}", sig(v.v)))
+            (Verdict::Reproduced, format!("{} {expect}", sig(v.v)))
         } else {
-            ("not reproduced", format!("{} is not {expect}", sig(v.v)))
+            (
+                Verdict::NotReproduced,
+                format!("{} is not {expect}", sig(v.v)),
+            )
         };
     }
     // The comparisons are monotone: the interval's ends decide for all of it.
@@ -268,12 +251,12 @@ pub fn decide(v: &Val, op: &str, x: f64) -> (&'static str, String) {
     let because = v.why.join("; ");
     if all {
         (
-            "reproduced",
+            Verdict::Reproduced,
             format!("{} {expect} over all of {range} ({because})", sig(v.v)),
         )
     } else if none {
         (
-            "not reproduced",
+            Verdict::NotReproduced,
             format!(
                 "{} is not {expect} anywhere in {range} ({because})",
                 sig(v.v)
@@ -281,57 +264,16 @@ pub fn decide(v: &Val, op: &str, x: f64) -> (&'static str, String) {
         )
     } else {
         (
-            "inconclusive",
+            Verdict::Inconclusive,
             format!("the value lies in {range}, on both sides of {expect}: {because}",),
         )
     }
 }
 
-pub const VERDICTS: [&str; 5] = [
-    "reproduced",
-    "not reproduced",
-    "inconclusive",
-    "cannot be tested here",
-    "not measured",
-];
-
-/// "2 reproduced, 0 not reproduced, 3 inconclusive, 1 cannot be tested here, 0 not measured".
-pub fn counts(checked: &[Checked]) -> String {
-    let parts: Vec<String> = VERDICTS
-        .iter()
-        .map(|v| format!("{} {v}", checked.iter().filter(|c| c.verdict == *v).count()))
-        .collect();
-    format!("Verdicts: {}.", parts.join(", "))
-}
-
-/// One line on identical steps: what they gave and how far apart.
-pub fn disagreement_text(d: &super::noise::Disagreement) -> String {
-    let quoted: Vec<String> = d.steps.iter().map(|s| format!("'{s}'")).collect();
-    format!(
-        "identical steps {} (`kvmeter {}`): {} {} — {} apart{}",
-        quoted.join(" and "),
-        d.command.trim(),
-        d.key,
-        d.values
-            .iter()
-            .map(|v| sig(*v))
-            .collect::<Vec<_>>()
-            .join(" against "),
-        if d.spread_pct.is_finite() {
-            format!("{:.1} %", d.spread_pct)
-        } else {
-            "—".into()
-        },
-        if d.spread_pct > 10.0 {
-            "; NOISY: comparisons on these steps are decided only beyond this difference"
-        } else {
-            ""
-        }
-    )
-}
-
-pub fn check(exp: &Experiment, results: &Results) -> Vec<Checked> {
-    exp.findings
+/// Each finding's verdict on `results`; `devices` is how many data directories the
+/// experiment was given.
+pub fn check(findings: &[Finding], devices: usize, results: &Results) -> Vec<Checked> {
+    findings
         .iter()
         .map(|f| {
             let got = f.value.eval(results);
@@ -344,17 +286,23 @@ pub fn check(exp: &Experiment, results: &Results) -> Vec<Checked> {
                 .ok()
                 .filter(|v| !v.is_exact())
                 .map(|v| (v.lo, v.hi));
+            let mut read: Vec<&str> = f.value.refs().into_iter().map(|(s, _)| s).collect();
+            read.dedup();
+            let facts: Vec<&Facts> = read
+                .iter()
+                .filter_map(|s| results.steps.get(*s))
+                .map(|s| &s.facts)
+                .collect();
             let lacking: Vec<String> = f
                 .needs
                 .iter()
-                .filter_map(|n| missing(n, exp, estimate))
+                .filter_map(|n| missing(n, &facts, devices, estimate))
                 .collect();
-            let expect = format!("{} {}", f.expect.0, f.expect.1);
             let (verdict, why) = if !lacking.is_empty() {
-                ("cannot be tested here", lacking.join("; "))
+                (Verdict::CannotBeTested, lacking.join("; "))
             } else {
                 match &got {
-                    Err(e) => ("not measured", e.clone()),
+                    Err(e) => (Verdict::NotMeasured, e.clone()),
                     Ok(v) => decide(v, &f.expect.0, f.expect.1),
                 }
             };
@@ -368,8 +316,8 @@ pub fn check(exp: &Experiment, results: &Results) -> Vec<Checked> {
                 interval,
                 estimate,
                 expression: f.value_text.clone(),
-                expect,
-                verdict: verdict.to_string(),
+                expect: expect_text(f),
+                verdict,
                 why,
                 note: f.note.clone(),
             }
@@ -377,81 +325,74 @@ pub fn check(exp: &Experiment, results: &Results) -> Vec<Checked> {
         .collect()
 }
 
-/// Three significant digits, no exponent for everyday sizes.
-pub fn sig(x: f64) -> String {
-    let a = x.abs();
-    if a >= 1000.0 {
-        format!("{x:.0}")
-    } else if a >= 100.0 {
-        format!("{x:.1}")
-    } else if a >= 1.0 {
-        format!("{x:.2}")
-    } else if a >= 0.001 || a == 0.0 {
-        format!("{x:.3}")
-    } else {
-        format!("{x:.2e}")
+/// The comparison as findings.json and experiment.json write it ("> 1").
+fn expect_text(f: &Finding) -> String {
+    format!("{} {}", f.expect.0, f.expect.1)
+}
+
+/// A finding as experiment.json records it.
+pub fn spec_of(f: &Finding) -> FindingSpec {
+    FindingSpec {
+        id: f.id.clone(),
+        claim: f.claim.clone(),
+        source: f.source.clone(),
+        paper: f.paper.clone(),
+        unit: f.unit.clone(),
+        value: f.value_text.clone(),
+        expect: expect_text(f),
+        needs: f.needs.clone(),
+        note: f.note.clone(),
     }
 }
 
-/// `sig` without trailing zeros: "400" rather than "400.0" where a bound is printed.
-pub fn short(x: f64) -> String {
-    let s = sig(x);
-    if s.contains('.') && !s.contains('e') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
-}
-
-pub fn paper_text(p: &PaperValue, unit: &str) -> String {
-    match p {
-        PaperValue::Number(x) => format!("{} {unit}", sig(*x)).trim().to_string(),
-        PaperValue::Text(t) => t.clone(),
-    }
-}
-
-/// This run's value as printed: "319.7 µs", "≥ 8000 ops/s" for a one-sided bound, "1.09 ×
-/// (0.95–1.2)" for a value with an interval around it.
-pub fn value_text(c: &Checked) -> String {
-    let Some(v) = c.value else {
-        return "—".into();
-    };
-    let shown = match c.interval {
-        None => sig(v),
-        Some((lo, hi)) if lo == v && hi == f64::INFINITY => format!("≥ {}", short(v)),
-        Some((lo, hi)) if hi == v && (lo <= 0.0 && v > 0.0 || lo == f64::NEG_INFINITY) => {
-            format!("≤ {}", short(v))
-        }
-        Some((lo, hi)) => format!("{} ({})", sig(v), interval_text(lo, hi)),
-    };
-    format!(
-        "{}{}",
-        format!("{shown} {}", c.unit).trim(),
-        if c.estimate { " (ESTIMATE)" } else { "" }
-    )
+/// A finding back from experiment.json: its expression and comparison parsed again (text
+/// only; the steps it names were checked when the experiment started).
+pub fn from_spec(s: &FindingSpec) -> Result<Finding, String> {
+    let value = expr::parse(&s.value).map_err(|e| format!("finding '{}': value: {e}", s.id))?;
+    let expect = parse_expect(&s.expect).ok_or_else(|| {
+        format!(
+            "finding '{}': expect: '{}' is no comparison",
+            s.id, s.expect
+        )
+    })?;
+    Ok(Finding {
+        id: s.id.clone(),
+        claim: s.claim.clone(),
+        source: s.source.clone(),
+        paper: s.paper.clone(),
+        unit: s.unit.clone(),
+        value,
+        value_text: s.value.clone(),
+        expect,
+        needs: s.needs.clone(),
+        note: s.note.clone(),
+        line: 0,
+    })
 }
 
 /// findings.md: one line per finding, then how each was computed.
-pub fn markdown(exp: &Experiment, checked: &[Checked], res: &Results, when: &str) -> String {
+pub fn markdown(st: &State, checked: &[Checked], res: &Results, when: &str) -> String {
     let mut out = String::new();
-    let m = crate::machine::machine();
-    let _ = writeln!(out, "# Findings: {}\n", exp.title);
-    let _ = writeln!(out, "Paper: {}  ", exp.paper);
+    // The machine the steps recorded (their manifests), not the one writing this file.
+    let machine = st
+        .steps
+        .iter()
+        .filter_map(|s| res.steps.get(&s.name))
+        .find_map(|s| s.facts.machine.clone())
+        .unwrap_or_else(|| "not recorded (no step wrote a manifest)".into());
+    let _ = writeln!(out, "# Findings: {}\n", st.title);
+    let _ = writeln!(out, "Paper: {}  ", st.paper);
     let _ = writeln!(
         out,
         "Scale: {}{}  ",
-        exp.scale,
-        if exp.scale_about.is_empty() {
+        st.scale,
+        if st.scale_about.is_empty() {
             String::new()
         } else {
-            format!(" ({})", exp.scale_about)
+            format!(" ({})", st.scale_about)
         }
     );
-    let _ = writeln!(
-        out,
-        "Machine: {} ({} logical CPUs, {}), {}  ",
-        m.cpu_model, m.logical_cpus, m.virtualization, when
-    );
+    let _ = writeln!(out, "Machine: {machine}, {when}  ");
     let _ = writeln!(out, "{}\n", counts(checked));
     if !res.identical.is_empty() {
         let _ = writeln!(

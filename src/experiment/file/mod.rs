@@ -43,11 +43,8 @@ pub struct Step {
     pub device: Option<PathBuf>,
 }
 
-#[derive(Clone, Debug, serde::Serialize)]
-pub enum PaperValue {
-    Number(f64),
-    Text(String),
-}
+/// The paper's value: the experiment directory's model (report::experiment).
+pub use crate::report::experiment::PaperValue;
 
 #[derive(Clone, Debug)]
 pub struct Finding {

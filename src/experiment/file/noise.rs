@@ -9,32 +9,60 @@
 //! what the same command gave twice. The disagreement on throughput and capacity is listed in
 //! results.json and findings.md.
 
-use super::results::{Bound, Results};
 use super::Step;
+use crate::report::experiment::{short, Bound, Disagreement, Results, StepState};
 use std::collections::BTreeMap;
+use std::path::Path;
 
-/// A group of identical steps and how far one headline figure of theirs disagrees.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Disagreement {
-    pub steps: Vec<String>,
-    /// The command they share, as the first of them typed it.
-    pub command: String,
-    pub key: String,
-    pub values: Vec<f64>,
-    /// (highest − lowest) / lowest, %.
-    pub spread_pct: f64,
+/// What identical steps are told apart by: a step of the file, or its record in
+/// experiment.json (what `kvmeter report` has).
+pub trait StepCommand {
+    fn name(&self) -> &str;
+    fn command(&self) -> &str;
+    fn args(&self) -> &[String];
+    fn device(&self) -> Option<&Path>;
+}
+
+impl StepCommand for Step {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn command(&self) -> &str {
+        &self.command
+    }
+    fn args(&self) -> &[String] {
+        &self.args
+    }
+    fn device(&self) -> Option<&Path> {
+        self.device.as_deref()
+    }
+}
+
+impl StepCommand for StepState {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn command(&self) -> &str {
+        &self.command
+    }
+    fn args(&self) -> &[String] {
+        &self.args
+    }
+    fn device(&self) -> Option<&Path> {
+        self.device.as_deref()
+    }
 }
 
 /// The command a step runs, independent of the order of its flags: each flag with its values,
 /// sorted, after the command and the device.
-pub fn normalized(step: &Step) -> String {
+pub fn normalized(step: &impl StepCommand) -> String {
     let mut groups: Vec<String> = vec![];
     // A flag is "--name" or a one-letter "-P"; anything else is the value of the flag before.
     let flag = |a: &str| {
         a.starts_with("--")
             || (a.len() == 2 && a.starts_with('-') && a.as_bytes()[1].is_ascii_alphabetic())
     };
-    for a in &step.args {
+    for a in step.args() {
         match groups.last_mut() {
             Some(g) if !flag(a) => {
                 g.push(' ');
@@ -46,9 +74,8 @@ pub fn normalized(step: &Step) -> String {
     groups.sort();
     format!(
         "{} [{}] {}",
-        step.command,
-        step.device
-            .as_ref()
+        step.command(),
+        step.device()
             .map(|d| d.display().to_string())
             .unwrap_or_default(),
         groups.join(" ")
@@ -56,7 +83,7 @@ pub fn normalized(step: &Step) -> String {
 }
 
 /// The indices of steps that run the same command, in groups of two or more.
-pub fn groups(steps: &[Step]) -> Vec<Vec<usize>> {
+pub fn groups<S: StepCommand>(steps: &[S]) -> Vec<Vec<usize>> {
     let mut by: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (i, s) in steps.iter().enumerate() {
         by.entry(normalized(s)).or_default().push(i);
@@ -72,11 +99,11 @@ fn headline(key: &str) -> bool {
 }
 
 /// Widens the figures of identical completed steps by their disagreement and records it.
-pub fn apply(steps: &[Step], r: &mut Results) {
+pub fn apply<S: StepCommand>(steps: &[S], r: &mut Results) {
     for g in groups(steps) {
         let names: Vec<String> = g
             .iter()
-            .map(|&i| steps[i].name.clone())
+            .map(|&i| steps[i].name().to_string())
             .filter(|n| r.steps.get(n).is_some_and(|s| s.status == "completed"))
             .collect();
         if names.len() < 2 {
@@ -123,10 +150,10 @@ pub fn apply(steps: &[Step], r: &mut Results) {
                     .join(" and "),
                 values
                     .iter()
-                    .map(|v| super::findings::short(*v))
+                    .map(|v| short(*v))
                     .collect::<Vec<_>>()
                     .join(" against "),
-                super::findings::short(d)
+                short(d)
             );
             for (n, v) in names.iter().zip(&values) {
                 bounds.push((
@@ -145,7 +172,7 @@ pub fn apply(steps: &[Step], r: &mut Results) {
                 s.bounds.push(b);
             }
         }
-        let command = steps[g[0]].command.clone() + " " + &steps[g[0]].args.join(" ");
+        let command = steps[g[0]].command().to_string() + " " + &steps[g[0]].args().join(" ");
         r.identical.extend(found.into_iter().map(|d| Disagreement {
             command: command.clone(),
             ..d

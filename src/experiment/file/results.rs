@@ -17,80 +17,19 @@
 //! "capacity ≥ X" ([X, ∞)); one whose lowest rate failed "≤ X"; one that found both ends the
 //! bracket between them. A sweep point run more than once spans its repeats' lowest to highest
 //! value, and identical steps (noise.rs) widen each other's figures by their disagreement.
+//!
+//! The model (`Results`, `StepResults`, `Bound`) is report::experiment's, beside the rest of
+//! the experiment directory's; each step also records `facts_of` its runs, by which a
+//! finding's `needs` is judged.
 
 use super::expr::{matches, Lookup, Val};
+use crate::report::experiment::{facts_of, short as sig, Bound, Results, StepResults};
+use crate::report::html::sweep_points;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::path::Path;
 
 /// (key, value, from an estimate) in the step's order.
 type Figures = Vec<(String, f64, bool)>;
-
-/// The interval a figure's true value lies in (JSON: null for an open side) and why.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Bound {
-    pub key: String,
-    pub low: f64,
-    pub high: f64,
-    pub why: String,
-}
-
-impl Bound {
-    /// "≥ 8000", "≤ 500", "1000–1100": the interval as it is printed.
-    pub fn text(&self) -> String {
-        interval_text(self.low, self.high)
-    }
-}
-
-/// An interval as people write it: "≥ lo" or "≤ hi" for an open side, "lo–hi" otherwise.
-pub fn interval_text(lo: f64, hi: f64) -> String {
-    use super::findings::short as sig;
-    match (lo.is_finite(), hi.is_finite()) {
-        (true, false) => format!("≥ {}", sig(lo)),
-        (false, true) => format!("≤ {}", sig(hi)),
-        (true, true) if lo == hi => sig(lo),
-        (true, true) => format!("{}–{}", sig(lo), sig(hi)),
-        _ => "unbounded".into(),
-    }
-}
-
-/// One step's figures, in order.
-#[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct StepResults {
-    /// completed, or why not (from the experiment's record of the step).
-    pub status: String,
-    /// What the step's own file says of itself (a capacity search "stopped: --max-points
-    /// reached" still found a capacity).
-    pub detail: String,
-    pub figures: Vec<(String, f64, bool)>,
-    /// The figures that are bounds or noisy, with their intervals (none: every figure exact).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub bounds: Vec<Bound>,
-}
-
-impl StepResults {
-    /// The interval of figure `key` with its reasons: the hull of its bounds and its value.
-    pub fn interval(&self, key: &str, v: f64) -> (f64, f64, Vec<String>) {
-        self.bounds
-            .iter()
-            .filter(|b| b.key == key)
-            .fold((v, v, vec![]), |(lo, hi, mut why), b| {
-                if !why.contains(&b.why) {
-                    why.push(b.why.clone());
-                }
-                (lo.min(b.low), hi.max(b.high), why)
-            })
-    }
-}
-
-/// All steps' figures by step name.
-#[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct Results {
-    pub steps: BTreeMap<String, StepResults>,
-    /// Groups of steps that ran the same command, and how far their figures disagree.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub identical: Vec<super::noise::Disagreement>,
-}
 
 impl Lookup for Results {
     fn find(&self, step: &str, pattern: &str) -> Result<Vec<Val>, String> {
@@ -185,30 +124,6 @@ fn plan_figures(dir: &Path) -> Option<(String, Figures, Vec<Bound>)> {
     Some((s.status.name().to_string(), out, vec![]))
 }
 
-/// A sweep.json's points with their labels (`threads=4`, `a=1,b=2`): the `<point>` of a
-/// sweep's keys and of a series figure's `point`.
-pub fn sweep_points(sweep: &Value) -> Vec<(String, &Value)> {
-    let names: Vec<&str> = sweep["params"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p["name"].as_str())
-        .collect();
-    sweep["points"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| {
-            let label = names
-                .iter()
-                .map(|n| format!("{n}={}", p["params"][*n].as_str().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join(",");
-            (label, p)
-        })
-        .collect()
-}
-
 /// A figure of several runs spans its runs' lowest to highest value: what kvmeter can see of
 /// the noise (a 95 % interval of two or three runs is wider than anything it could decide).
 fn repeats_bound(key: &str, spread: &Value) -> Option<Bound> {
@@ -229,8 +144,8 @@ fn repeats_bound(key: &str, spread: &Value) -> Option<Bound> {
         why: format!(
             "{key}: its {} repeats range {}–{}",
             xs.len(),
-            super::findings::sig(lo),
-            super::findings::sig(hi)
+            crate::report::experiment::sig(lo),
+            crate::report::experiment::sig(hi)
         ),
     })
 }
@@ -303,8 +218,6 @@ pub fn capacity_interval(j: &Value) -> Option<Bound> {
     })
 }
 
-use super::findings::short as sig;
-
 fn capacity_figures(dir: &Path) -> Option<(String, Figures, Vec<Bound>)> {
     let j = read_json(&dir.join("capacity.json"))?;
     let mut out = vec![];
@@ -376,12 +289,14 @@ pub fn of_step(dir: &Path) -> Option<StepResults> {
         detail: status,
         figures,
         bounds,
+        facts: facts_of(dir),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     #[test]
     fn json_is_flattened_by_path_with_arrays_keyed_by_name() {

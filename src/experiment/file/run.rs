@@ -12,48 +12,22 @@
 //! half-written step directory aside to interrupted/ (nothing is deleted), and runs the rest.
 //! Paper-scale experiments take hours: the ETA covers the whole experiment, from each step's
 //! estimate rescaled by how long the finished steps really took.
+//!
+//! experiment.json also records what the file asks to draw and check (figures, findings,
+//! cost, about): `kvmeter report DIR` makes results.json and the findings again from it and
+//! the steps' files alone (`refresh`), so a directory copied off the machine that ran it gives
+//! the same verdicts and page anywhere, without its stores, plug-ins or CPUs.
 
-use super::results::{self, Results};
-use super::{findings, Experiment};
+use super::{findings, noise, results, Experiment};
 use crate::args::ExperimentArgs;
 use crate::error::{UsageError, EXIT_INTERRUPTED, EXIT_OK};
+use crate::report::experiment::{
+    counts, disagreement_text, paper_text, value_text, Checked, ExperimentStatus, Results, State,
+    StepState, StepStatus, SCHEMA,
+};
 use crate::report::rundir::write_atomic;
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StepState {
-    pub name: String,
-    pub label: String,
-    pub command: String,
-    pub args: Vec<String>,
-    /// The same step typed by hand.
-    pub command_line: String,
-    pub dir: String,
-    /// pending, running, completed, failed, interrupted
-    pub status: String,
-    pub exit_code: Option<i32>,
-    pub seconds: Option<f64>,
-    pub estimate_s: f64,
-    pub finished_at: Option<String>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct State {
-    pub schema: String,
-    pub name: String,
-    pub title: String,
-    pub paper: String,
-    pub file: String,
-    pub scale: String,
-    pub devices: Vec<PathBuf>,
-    pub started_at: String,
-    /// running, completed, interrupted, failed
-    pub status: String,
-    pub kvmeter_version: String,
-    pub steps: Vec<StepState>,
-}
 
 fn quote(a: &str) -> String {
     if !a.is_empty()
@@ -83,7 +57,7 @@ fn hms(s: f64) -> String {
 
 fn state_of(exp: &Experiment) -> State {
     State {
-        schema: "kvmeter-experiment/1".into(),
+        schema: SCHEMA.into(),
         name: exp.name.clone(),
         title: exp.title.clone(),
         paper: exp.paper.clone(),
@@ -91,7 +65,7 @@ fn state_of(exp: &Experiment) -> State {
         scale: exp.scale.clone(),
         devices: exp.devices.clone(),
         started_at: now(),
-        status: "running".into(),
+        status: ExperimentStatus::Running,
         kvmeter_version: env!("CARGO_PKG_VERSION").into(),
         steps: exp
             .steps
@@ -111,13 +85,43 @@ fn state_of(exp: &Experiment) -> State {
                     .collect::<Vec<_>>()
                     .join(" "),
                 dir: format!("steps/{}", s.name),
-                status: "pending".into(),
+                status: StepStatus::Pending,
                 exit_code: None,
                 seconds: None,
                 estimate_s: s.job.estimate_s(),
                 finished_at: None,
+                device: s.device.clone(),
             })
             .collect(),
+        scale_about: String::new(),
+        reproduces: vec![],
+        about: String::new(),
+        figures: vec![],
+        findings: vec![],
+        cost: None,
+    }
+    .with_model_of(exp)
+}
+
+/// What the file asks to draw and check, resolved at its scale: recorded in experiment.json
+/// so that nothing after the run needs the file again.
+trait WithModel {
+    fn with_model_of(self, exp: &Experiment) -> Self;
+}
+
+impl WithModel for State {
+    fn with_model_of(mut self, exp: &Experiment) -> State {
+        self.schema = SCHEMA.into();
+        self.scale_about = exp.scale_about.clone();
+        self.reproduces = exp.reproduces.clone();
+        self.about = exp.about.clone();
+        self.figures = exp.figures.clone();
+        self.findings = exp.findings.iter().map(findings::spec_of).collect();
+        self.cost = exp.cost.clone();
+        for (s, step) in self.steps.iter_mut().zip(&exp.steps) {
+            s.device = step.device.clone();
+        }
+        self
     }
 }
 
@@ -126,18 +130,6 @@ fn save(root: &Path, st: &State) -> anyhow::Result<()> {
         &root.join("experiment.json"),
         (serde_json::to_string_pretty(st)? + "\n").as_bytes(),
     )
-}
-
-pub fn load_state(root: &Path) -> Result<State, UsageError> {
-    let path = root.join("experiment.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        UsageError::new(format!(
-            "{}: no experiment here ({e}); give the directory a 'kvmeter experiment' run wrote",
-            root.display()
-        ))
-    })?;
-    serde_json::from_str(&text)
-        .map_err(|e| UsageError::new(format!("{}: not readable: {e}", path.display())))
 }
 
 /// Moves a step directory left by an interrupted run aside (never deletes results).
@@ -161,85 +153,12 @@ fn set_aside(root: &Path, name: &str) -> anyhow::Result<()> {
 
 pub fn main(a: ExperimentArgs) -> anyhow::Result<i32> {
     let (exp, root, mut state) = match &a.resume {
-        Some(dir) => {
-            let saved = load_state(dir)?;
-            let exp = super::load(&a.file, &saved.scale, &saved.devices)?;
-            if !a.data_dir.is_empty() && a.data_dir != saved.devices {
-                return Err(UsageError::new(format!(
-                    "--data-dir: {} was started with {:?}; --resume keeps its devices (leave --data-dir out)",
-                    dir.display(),
-                    saved.devices
-                ))
-                .into());
-            }
-            if a.scale != "quick" && a.scale != saved.scale {
-                return Err(UsageError::new(format!(
-                    "--scale {}: {} runs at scale {}; --resume keeps it",
-                    a.scale,
-                    dir.display(),
-                    saved.scale
-                ))
-                .into());
-            }
-            let fresh = state_of(&exp);
-            let same =
-                fresh.steps.len() == saved.steps.len()
-                    && fresh.steps.iter().zip(&saved.steps).all(|(x, y)| {
-                        x.name == y.name && x.command == y.command && x.args == y.args
-                    });
-            if !same {
-                let diff = fresh
-                    .steps
-                    .iter()
-                    .zip(&saved.steps)
-                    .find(|(x, y)| x.name != y.name || x.args != y.args)
-                    .map(|(x, _)| format!("step '{}' differs", x.name))
-                    .unwrap_or_else(|| "the steps differ in number".into());
-                return Err(UsageError::new(format!(
-                    "--resume {}: {} no longer describes that experiment ({diff}); restore the file or start a new experiment",
-                    dir.display(),
-                    a.file.display()
-                ))
-                .into());
-            }
-            let mut st = saved;
-            st.status = "running".into();
-            (exp, dir.clone(), st)
-        }
+        Some(dir) => resume(&a, dir)?,
         None => {
             let exp = super::load(&a.file, &a.scale, &a.data_dir)?;
-            for d in &a.data_dir {
-                if !d.is_dir() {
-                    return Err(UsageError::new(format!(
-                        "--data-dir {}: not a directory; give a directory on each device to measure",
-                        d.display()
-                    ))
-                    .into());
-                }
-            }
+            check_devices(&a.data_dir)?;
             if a.dry_run {
-                let st = state_of(&exp);
-                let total: f64 = st.steps.iter().map(|s| s.estimate_s).sum();
-                println!(
-                    "{}: {} steps at scale {}, roughly {} (estimate):",
-                    exp.path.display(),
-                    st.steps.len(),
-                    exp.scale,
-                    hms(total)
-                );
-                for s in &st.steps {
-                    println!(
-                        "  {:<18} ~{:>7}  {}",
-                        s.name,
-                        hms(s.estimate_s),
-                        s.command_line
-                    );
-                }
-                println!(
-                    "{} figures, {} findings",
-                    exp.figures.len(),
-                    exp.findings.len()
-                );
+                dry_run(&exp);
                 return Ok(EXIT_OK);
             }
             let root =
@@ -255,7 +174,7 @@ pub fn main(a: ExperimentArgs) -> anyhow::Result<i32> {
         }
     };
     let code = run_steps(&exp, &root, &mut state)?;
-    finish(&exp, &root, &state)?;
+    finish(&root, &state)?;
     eprintln!("results: {}", root.display());
     if code == EXIT_INTERRUPTED {
         eprintln!(
@@ -267,6 +186,93 @@ pub fn main(a: ExperimentArgs) -> anyhow::Result<i32> {
     Ok(code)
 }
 
+fn check_devices(devices: &[PathBuf]) -> Result<(), UsageError> {
+    match devices.iter().find(|d| !d.is_dir()) {
+        Some(d) => Err(UsageError::new(format!(
+            "--data-dir {}: not a directory; give a directory on each device to measure",
+            d.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// `--dry-run`: each step's command line and estimate, nothing run.
+fn dry_run(exp: &Experiment) {
+    let st = state_of(exp);
+    let total: f64 = st.steps.iter().map(|s| s.estimate_s).sum();
+    println!(
+        "{}: {} steps at scale {}, roughly {} (estimate):",
+        exp.path.display(),
+        st.steps.len(),
+        exp.scale,
+        hms(total)
+    );
+    for s in &st.steps {
+        println!(
+            "  {:<18} ~{:>7}  {}",
+            s.name,
+            hms(s.estimate_s),
+            s.command_line
+        );
+    }
+    println!(
+        "{} figures, {} findings",
+        exp.figures.len(),
+        exp.findings.len()
+    );
+}
+
+/// `--resume DIR`: the saved state, checked against the file as it reads now (the same steps
+/// with the same arguments, the same scale and devices).
+fn resume(a: &ExperimentArgs, dir: &Path) -> anyhow::Result<(Experiment, PathBuf, State)> {
+    let saved = State::load(dir)?;
+    let exp = super::load(&a.file, &saved.scale, &saved.devices)?;
+    if !a.data_dir.is_empty() && a.data_dir != saved.devices {
+        return Err(UsageError::new(format!(
+            "--data-dir: {} was started with {:?}; --resume keeps its devices (leave --data-dir out)",
+            dir.display(),
+            saved.devices
+        ))
+        .into());
+    }
+    if a.scale != "quick" && a.scale != saved.scale {
+        return Err(UsageError::new(format!(
+            "--scale {}: {} runs at scale {}; --resume keeps it",
+            a.scale,
+            dir.display(),
+            saved.scale
+        ))
+        .into());
+    }
+    let fresh = state_of(&exp);
+    let same = fresh.steps.len() == saved.steps.len()
+        && fresh
+            .steps
+            .iter()
+            .zip(&saved.steps)
+            .all(|(x, y)| x.name == y.name && x.command == y.command && x.args == y.args);
+    if !same {
+        let diff = fresh
+            .steps
+            .iter()
+            .zip(&saved.steps)
+            .find(|(x, y)| x.name != y.name || x.args != y.args)
+            .map(|(x, _)| format!("step '{}' differs", x.name))
+            .unwrap_or_else(|| "the steps differ in number".into());
+        return Err(UsageError::new(format!(
+            "--resume {}: {} no longer describes that experiment ({diff}); restore the file or start a new experiment",
+            dir.display(),
+            a.file.display()
+        ))
+        .into());
+    }
+    // The same steps: the figures and findings are recorded as the file gives them now (a
+    // directory an older kvmeter started gets them here).
+    let mut st = saved.with_model_of(&exp);
+    st.status = ExperimentStatus::Running;
+    Ok((exp, dir.to_path_buf(), st))
+}
+
 fn run_steps(exp: &Experiment, root: &Path, st: &mut State) -> anyhow::Result<i32> {
     let interrupted = crate::driver::install_signals();
     let started = Instant::now();
@@ -274,7 +280,7 @@ fn run_steps(exp: &Experiment, root: &Path, st: &mut State) -> anyhow::Result<i3
     let n = exp.steps.len();
     let mut failed = false;
     for (i, step) in exp.steps.iter().enumerate() {
-        if st.steps[i].status == "completed" {
+        if st.steps[i].status == StepStatus::Completed {
             continue;
         }
         set_aside(root, &step.name)?;
@@ -285,7 +291,7 @@ fn run_steps(exp: &Experiment, root: &Path, st: &mut State) -> anyhow::Result<i3
         };
         let left: f64 = st.steps[i..]
             .iter()
-            .filter(|s| s.status != "completed")
+            .filter(|s| s.status != StepStatus::Completed)
             .map(|s| s.estimate_s)
             .sum::<f64>()
             * factor;
@@ -300,42 +306,20 @@ fn run_steps(exp: &Experiment, root: &Path, st: &mut State) -> anyhow::Result<i3
             hms(started.elapsed().as_secs_f64()),
             hms(left)
         );
-        st.steps[i].status = "running".into();
+        st.steps[i].status = StepStatus::Running;
         save(root, st)?;
         let t0 = Instant::now();
-        let mut job = step.job.clone();
-        job.request_mut().out = Some(root.join("steps").join(&step.name));
-        // A per-device step makes its temporary data directories on its device. Set between
-        // steps, when no other thread of kvmeter's reads the environment.
-        let tmpdir = std::env::var_os("TMPDIR");
-        if let Some(d) = &step.device {
-            std::env::set_var("TMPDIR", d);
-        }
-        let result = job.execute();
-        if step.device.is_some() {
-            match &tmpdir {
-                Some(t) => std::env::set_var("TMPDIR", t),
-                None => std::env::remove_var("TMPDIR"),
-            }
-        }
-        let code = match result {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("experiment: step '{}' failed: {e:#}", step.name);
-                crate::error::exit_code(&e)
-            }
-        };
+        let code = run_step(root, step);
         let secs = t0.elapsed().as_secs_f64();
         let s = &mut st.steps[i];
         s.exit_code = Some(code);
         s.seconds = Some(secs);
         s.finished_at = Some(now());
         s.status = match code {
-            EXIT_OK => "completed",
-            EXIT_INTERRUPTED => "interrupted",
-            _ => "failed",
-        }
-        .into();
+            EXIT_OK => StepStatus::Completed,
+            EXIT_INTERRUPTED => StepStatus::Interrupted,
+            _ => StepStatus::Failed,
+        };
         if code == EXIT_OK {
             done_est += s.estimate_s;
             done_real += secs;
@@ -343,14 +327,18 @@ fn run_steps(exp: &Experiment, root: &Path, st: &mut State) -> anyhow::Result<i3
             failed = true;
         }
         if code == EXIT_INTERRUPTED || interrupted.load(std::sync::atomic::Ordering::Relaxed) {
-            s.status = "interrupted".into();
-            st.status = "interrupted".into();
+            s.status = StepStatus::Interrupted;
+            st.status = ExperimentStatus::Interrupted;
             save(root, st)?;
             return Ok(EXIT_INTERRUPTED);
         }
         save(root, st)?;
     }
-    st.status = if failed { "failed" } else { "completed" }.into();
+    st.status = if failed {
+        ExperimentStatus::Failed
+    } else {
+        ExperimentStatus::Completed
+    };
     save(root, st)?;
     Ok(if failed {
         crate::error::EXIT_FAILED
@@ -359,33 +347,66 @@ fn run_steps(exp: &Experiment, root: &Path, st: &mut State) -> anyhow::Result<i3
     })
 }
 
-/// The figures of every step that wrote any.
-pub fn collect(exp: &Experiment, root: &Path, st: &State) -> Results {
-    let mut r = Results::default();
-    for (step, s) in exp.steps.iter().zip(&st.steps) {
-        let mut got = results::of_step(&root.join("steps").join(&step.name)).unwrap_or_default();
-        for b in &mut got.bounds {
-            b.why = format!("{}: {}", step.name, b.why);
+/// One step into steps/<name>; its exit code (a failure is reported and counted, not raised).
+fn run_step(root: &Path, step: &super::Step) -> i32 {
+    let mut job = step.job.clone();
+    job.request_mut().out = Some(root.join("steps").join(&step.name));
+    // A per-device step makes its temporary data directories on its device. Set between
+    // steps, when no other thread of kvmeter's reads the environment.
+    let tmpdir = std::env::var_os("TMPDIR");
+    if let Some(d) = &step.device {
+        std::env::set_var("TMPDIR", d);
+    }
+    let result = job.execute();
+    if step.device.is_some() {
+        match &tmpdir {
+            Some(t) => std::env::set_var("TMPDIR", t),
+            None => std::env::remove_var("TMPDIR"),
         }
-        got.status = if s.status == "completed" {
+    }
+    match result {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("experiment: step '{}' failed: {e:#}", step.name);
+            crate::error::exit_code(&e)
+        }
+    }
+}
+
+/// The figures of every step that wrote any, read from the steps' own files.
+pub fn collect(root: &Path, st: &State) -> Results {
+    let mut r = Results::default();
+    for s in &st.steps {
+        let mut got = results::of_step(&root.join("steps").join(&s.name)).unwrap_or_default();
+        for b in &mut got.bounds {
+            b.why = format!("{}: {}", s.name, b.why);
+        }
+        got.status = if s.status == StepStatus::Completed {
             "completed".into()
         } else {
-            format!("did not complete ({})", s.status)
+            format!("did not complete ({})", s.status.name())
         };
-        r.steps.insert(step.name.clone(), got);
+        r.steps.insert(s.name.clone(), got);
     }
-    super::noise::apply(&exp.steps, &mut r);
+    noise::apply(&st.steps, &mut r);
     r
 }
 
-/// results.json, findings.md/json and report.html from whatever steps completed.
-pub fn finish(exp: &Experiment, root: &Path, st: &State) -> anyhow::Result<()> {
-    let res = collect(exp, root, st);
+/// results.json, findings.json and findings.md from the steps' files and what experiment.json
+/// records: nothing here reads the experiment file or the machine making them.
+fn judge(root: &Path, st: &State) -> anyhow::Result<(Results, Vec<Checked>)> {
+    let res = collect(root, st);
     write_atomic(
         &root.join("results.json"),
         (serde_json::to_string_pretty(&res)? + "\n").as_bytes(),
     )?;
-    let checked = findings::check(exp, &res);
+    let defs = st
+        .findings
+        .iter()
+        .map(findings::from_spec)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| UsageError::new(format!("{}: {e}", root.join("experiment.json").display())))?;
+    let checked = findings::check(&defs, st.devices.len(), &res);
     write_atomic(
         &root.join("findings.json"),
         (serde_json::to_string_pretty(&checked)? + "\n").as_bytes(),
@@ -396,45 +417,81 @@ pub fn finish(exp: &Experiment, root: &Path, st: &State) -> anyhow::Result<()> {
         .filter_map(|s| s.finished_at.clone())
         .max()
         .unwrap_or_else(now);
-    let md = findings::markdown(exp, &checked, &res, &when);
+    let md = findings::markdown(st, &checked, &res, &when);
     write_atomic(&root.join("findings.md"), md.as_bytes())?;
-    match crate::report::html::write(root) {
-        Ok(w) => eprintln!("report: {} ({} figures)", w.path.display(), w.figures),
-        Err(e) => eprintln!("warning: report.html was not written: {e:#}"),
-    }
-    for c in &checked {
+    Ok((res, checked))
+}
+
+/// The verdicts on stdout, one line each, then their counts and the identical steps.
+fn print_findings(res: &Results, checked: &[Checked]) {
+    for c in checked {
         println!(
             "{:<24} {:<22} paper {:<16} this run {:<22} {}",
             c.id,
-            c.verdict,
-            findings::paper_text(&c.paper, &c.unit),
-            findings::value_text(c),
-            if c.verdict == "reproduced" || c.verdict == "not reproduced" {
+            c.verdict.text(),
+            paper_text(&c.paper, &c.unit),
+            value_text(c),
+            if c.verdict.decided() {
                 String::new()
             } else {
                 c.why.clone()
             }
         );
     }
-    println!("{}", findings::counts(&checked));
+    println!("{}", counts(checked));
     for d in &res.identical {
-        println!("{}", findings::disagreement_text(d));
+        println!("{}", disagreement_text(d));
     }
+}
+
+/// results.json, findings.md/json and report.html from whatever steps completed.
+pub fn finish(root: &Path, st: &State) -> anyhow::Result<()> {
+    let (res, checked) = judge(root, st)?;
+    match crate::report::html::write(root) {
+        Ok(w) => eprintln!("report: {} ({} figures)", w.path.display(), w.figures),
+        Err(e) => eprintln!("warning: report.html was not written: {e:#}"),
+    }
+    print_findings(&res, &checked);
     Ok(())
 }
 
-/// The experiment in `root` again, from its saved copy of the file (for `kvmeter report`).
-pub fn reload(root: &Path) -> Result<(Experiment, State), UsageError> {
-    let st = load_state(root)?;
-    let exp = super::load(&root.join("experiment.toml"), &st.scale, &st.devices)?;
-    Ok((exp, st))
+/// Before `kvmeter report DIR` draws an experiment directory (it does nothing to any other
+/// directory): results.json, findings.json and findings.md made again from the steps' files
+/// and experiment.json (after a crash, after editing a step's files, or with a newer kvmeter).
+/// The same files give the same verdicts on any machine.
+///
+/// A directory an older kvmeter wrote (experiment.json schema 1) has no figures or findings
+/// in experiment.json: they are taken once from its saved experiment.toml, which plans its
+/// steps as `kvmeter experiment` does (so this needs the steps' stores and plug-ins, once),
+/// and recorded, and the directory is never read that way again.
+pub fn refresh(root: &Path) -> anyhow::Result<()> {
+    if !root.join("experiment.json").is_file() {
+        return Ok(());
+    }
+    let mut st = State::load(root)?;
+    if !st.is_current() {
+        st = upgrade(root, st)?;
+    }
+    let (res, checked) = judge(root, &st)?;
+    print_findings(&res, &checked);
+    Ok(())
 }
 
-/// `kvmeter report DIR` on an experiment: results.json, findings.md/json and report.html made
-/// again from the steps' directories (after a crash, or with a newer kvmeter).
-pub fn report(root: &Path) -> anyhow::Result<()> {
-    let (exp, st) = reload(root)?;
-    finish(&exp, root, &st)?;
-    eprintln!("results: {}", root.display());
-    Ok(())
+/// experiment.json of schema 1 with the figures and findings of its experiment.toml.
+fn upgrade(root: &Path, st: State) -> anyhow::Result<State> {
+    let exp = super::load(&root.join("experiment.toml"), &st.scale, &st.devices).map_err(|e| {
+        UsageError::new(format!(
+            "{}: experiment.json ({}) predates the recorded figures and findings; reading them from experiment.toml failed: {}",
+            root.display(),
+            st.schema,
+            e.0
+        ))
+    })?;
+    let st = st.with_model_of(&exp);
+    save(root, &st)?;
+    eprintln!(
+        "experiment: {} now records its figures and findings (schema {SCHEMA})",
+        root.join("experiment.json").display()
+    );
+    Ok(st)
 }

@@ -2,9 +2,9 @@
 //! worked out by hand in the test from the inputs, not taken from the code under test.
 
 use super::expr::Val;
-use super::findings::{check, counts, decide, value_text};
-use super::results::{Bound, Results, StepResults};
+use super::findings::{check, decide};
 use super::*;
+use crate::report::experiment::{counts, value_text, Bound, Results, StepResults, Verdict};
 
 /// Two capacity steps, one run step twice (identical), one run step that differs.
 const FILE: &str = r#"
@@ -79,6 +79,7 @@ fn step(figures: &[(&str, f64)], bounds: Vec<Bound>) -> StepResults {
             .map(|(k, v)| (k.to_string(), *v, false))
             .collect(),
         bounds,
+        facts: Default::default(),
     }
 }
 
@@ -132,17 +133,14 @@ fn a_ratio_of_two_lower_bounds_is_inconclusive_and_one_bound_can_decide() {
     let e = load();
     let mut r = results(1000.0, 1000.0, 5000.0);
     noise::apply(&e.steps, &mut r);
-    let c = check(&e, &r);
-    assert_eq!(c[0].verdict, "inconclusive", "{:?}", c[0]);
+    let c = check(&e.findings, e.devices.len(), &r);
+    assert_eq!(c[0].verdict, Verdict::Inconclusive, "{:?}", c[0]);
     assert_eq!(c[0].interval, Some((0.0, f64::INFINITY)));
     assert!(c[0].why.contains("capacity ≥ 8000"), "{}", c[0].why);
-    assert_eq!(c[1].verdict, "reproduced", "{:?}", c[1]);
+    assert_eq!(c[1].verdict, Verdict::Reproduced, "{:?}", c[1]);
     assert_eq!(value_text(&c[1]), "≥ 8000");
     // b / a = 5000 / 1000, and a agrees with its twin: decided as before.
-    assert_eq!(
-        (c[2].verdict.as_str(), c[2].value),
-        ("reproduced", Some(5.0))
-    );
+    assert_eq!((c[2].verdict, c[2].value), (Verdict::Reproduced, Some(5.0)));
     assert!(counts(&c).contains("2 reproduced, 0 not reproduced, 1 inconclusive"));
 }
 
@@ -158,8 +156,8 @@ fn identical_steps_that_disagree_make_comparisons_on_them_inconclusive() {
     let d = &r.identical[0];
     assert_eq!(d.steps, vec!["a", "a-again"]);
     assert!((d.spread_pct - 100.0 * 125_279.0 / 3664.0).abs() < 1e-9);
-    let c = check(&e, &r);
-    assert_eq!(c[2].verdict, "inconclusive", "{:?}", c[2]);
+    let c = check(&e.findings, e.devices.len(), &r);
+    assert_eq!(c[2].verdict, Verdict::Inconclusive, "{:?}", c[2]);
     assert!(
         c[2].why.contains("'a' and 'a-again' ran the same command"),
         "{}",
@@ -169,14 +167,17 @@ fn identical_steps_that_disagree_make_comparisons_on_them_inconclusive() {
     // b/a lies in [5000/1100, 5000/900] = [4.55, 5.56] for a, all > 1.
     let mut r = results(1000.0, 1100.0, 5000.0);
     noise::apply(&e.steps, &mut r);
-    let c = check(&e, &r);
-    assert_eq!(c[2].verdict, "reproduced", "{:?}", c[2]);
+    let c = check(&e.findings, e.devices.len(), &r);
+    assert_eq!(c[2].verdict, Verdict::Reproduced, "{:?}", c[2]);
     let (lo, hi) = c[2].interval.unwrap();
     assert!((lo - 5000.0 / 1100.0).abs() < 1e-9 && (hi - 5000.0 / 900.0).abs() < 1e-9);
     // ... and so is one far below it: b = 200 against a in [900, 1100]: b/a ≤ 0.23, not > 1.
     let mut r = results(1000.0, 1100.0, 200.0);
     noise::apply(&e.steps, &mut r);
-    assert_eq!(check(&e, &r)[2].verdict, "not reproduced");
+    assert_eq!(
+        check(&e.findings, e.devices.len(), &r)[2].verdict,
+        Verdict::NotReproduced
+    );
 }
 
 fn val(v: f64, lo: f64, hi: f64) -> Val {
@@ -192,15 +193,15 @@ fn val(v: f64, lo: f64, hi: f64) -> Val {
 fn the_whole_interval_decides_or_nothing_does() {
     // An upper bound (a search whose lowest rate failed): capacity ≤ 500.
     let up = val(500.0, 0.0, 500.0);
-    assert_eq!(decide(&up, "<", 1000.0).0, "reproduced");
-    assert_eq!(decide(&up, ">", 1000.0).0, "not reproduced");
-    assert_eq!(decide(&up, ">", 100.0).0, "inconclusive");
+    assert_eq!(decide(&up, "<", 1000.0).0, Verdict::Reproduced);
+    assert_eq!(decide(&up, ">", 1000.0).0, Verdict::NotReproduced);
+    assert_eq!(decide(&up, ">", 100.0).0, Verdict::Inconclusive);
     // A lower bound decides only on its own side.
     let low = val(1.2, 1.2, f64::INFINITY);
-    assert_eq!(decide(&low, ">", 1.0).0, "reproduced");
-    assert_eq!(decide(&low, "<", 1.0).0, "not reproduced");
-    assert_eq!(decide(&low, ">=", 1.5).0, "inconclusive");
-    assert_eq!(decide(&low, "<=", 1.2).0, "inconclusive");
+    assert_eq!(decide(&low, ">", 1.0).0, Verdict::Reproduced);
+    assert_eq!(decide(&low, "<", 1.0).0, Verdict::NotReproduced);
+    assert_eq!(decide(&low, ">=", 1.5).0, Verdict::Inconclusive);
+    assert_eq!(decide(&low, "<=", 1.2).0, Verdict::Inconclusive);
 }
 
 /// A ratio of 1.00× cannot reproduce a claim of a difference: 1.003 is within 0.5 % of 1.
@@ -208,19 +209,25 @@ fn the_whole_interval_decides_or_nothing_does() {
 fn a_value_at_the_threshold_is_inconclusive() {
     assert_eq!(
         decide(&Val::exact(1.003, false), ">", 1.0).0,
-        "inconclusive"
+        Verdict::Inconclusive
     );
     assert_eq!(
         decide(&Val::exact(0.998, false), ">=", 1.0).0,
-        "inconclusive"
+        Verdict::Inconclusive
     );
-    assert_eq!(decide(&Val::exact(1.01, false), ">", 1.0).0, "reproduced");
+    assert_eq!(
+        decide(&Val::exact(1.01, false), ">", 1.0).0,
+        Verdict::Reproduced
+    );
     assert_eq!(
         decide(&Val::exact(0.99, false), ">", 1.0).0,
-        "not reproduced"
+        Verdict::NotReproduced
     );
     // Against zero there is no scale: 0.001 > 0 is decided.
-    assert_eq!(decide(&Val::exact(0.001, false), ">", 0.0).0, "reproduced");
+    assert_eq!(
+        decide(&Val::exact(0.001, false), ">", 0.0).0,
+        Verdict::Reproduced
+    );
 }
 
 /// Interval arithmetic through an expression: (x − y) / y with x in [10, 12] and y in [4, 5]

@@ -7,15 +7,17 @@
 //! Written at the end of every run and experiment, and by `kvmeter report DIR` for any
 //! existing directory, including ones cut short by a crash (the page then says so).
 
+mod capacity;
 mod durability;
 mod experiment;
 mod faults;
-mod paper;
 mod run;
+mod sweep;
 mod telemetry;
 
-pub use experiment::capacity_curve;
+pub use capacity::capacity_curve;
 pub(crate) use run::spectrum_points;
+pub use sweep::sweep_points;
 
 use super::chart::escape;
 use crate::error::UsageError;
@@ -194,6 +196,22 @@ pub fn gapped(name: &str, points: Vec<(f64, f64)>, step: f64) -> super::chart::S
     s
 }
 
+/// A JSON file of the directory, or one line saying why not.
+fn read(path: &Path) -> anyhow::Result<serde_json::Value> {
+    let t = std::fs::read_to_string(path)
+        .map_err(|e| UsageError::new(format!("{}: cannot read it: {e}", path.display())))?;
+    serde_json::from_str(&t)
+        .map_err(|e| UsageError::new(format!("{}: not valid JSON ({e})", path.display())).into())
+}
+
+/// A run directory's path relative to the experiment's, as the report shows it.
+fn rel(dir: &Path, run: &str) -> String {
+    Path::new(run)
+        .strip_prefix(dir)
+        .map(|r| r.display().to_string())
+        .unwrap_or_else(|_| run.to_string())
+}
+
 /// What `write` made.
 pub struct Written {
     pub path: PathBuf,
@@ -225,12 +243,13 @@ pub fn write_with_cost(dir: &Path, cost: Option<&Path>) -> anyhow::Result<Writte
         }
         None => None,
     };
+    // The directory's kind, by the file its command writes.
     let (mut page, data) = if dir.join("experiment.json").is_file() {
-        paper::page(dir)?
+        experiment::page(dir)?
     } else if dir.join("capacity.json").is_file() {
-        experiment::capacity(dir)?
+        capacity::page(dir)?
     } else if dir.join("sweep.json").is_file() || dir.join("index.csv").is_file() {
-        experiment::sweep(dir)?
+        sweep::page(dir)?
     } else if durability::is_durability(dir) {
         durability::page(dir)?
     } else {
