@@ -8,24 +8,21 @@ use super::phase::PhaseCtx;
 use crate::fault::recovery;
 use crate::fault::schedule::Schedule;
 use crate::measure::clock::Clock;
-use crate::measure::timeline::{Bucket, ClassBucket, Timeline, AFFECTED, REST};
+use crate::measure::timeline::{Bucket, Timeline};
 use crate::plan::{PhaseKind, PhasePlan};
-use crate::report::rundir::RunDir;
+use crate::report::rundir::{RunDir, TimelineCsv, TIMELINE_CSV};
 use crate::report::PhaseSummary;
-use crate::store::ErrorKind;
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 pub(super) struct Recovery {
     timeline: Option<Timeline>,
     clock: Clock,
     start_ns: u64,
-    csv: Option<std::fs::File>,
+    csv: Option<TimelineCsv>,
     /// Buckets kept for the analysis (when there are faults).
     kept: Vec<Bucket>,
     schedule: Option<Schedule>,
     specs: Vec<String>,
-    phase: String,
     warmup_s: f64,
     /// Whether the cluster tells affected data from the rest.
     split: bool,
@@ -35,8 +32,6 @@ pub(super) struct Recovery {
     /// The rings hold two intervals, so a bucket is still read long before its slot is reused.
     grace_ns: u64,
 }
-
-pub(super) const TIMELINE_CSV: &str = "timeline.csv";
 
 /// The shard the faults hit, where the cluster shards data by master (a Redis Cluster's
 /// `master:i`): the first such target. Elsewhere every operation is on affected data.
@@ -66,28 +61,23 @@ impl Recovery {
         if timeline.is_none() && (plan.faults.is_empty() || cluster.is_none()) {
             return None;
         }
-        let path = rundir.root().join(TIMELINE_CSV);
+        let split = affected_shard(plan).is_some();
         let csv = timeline.as_ref().and_then(|_| {
-            let (mut f, new) = crate::report::rundir::append(&path)
-                .map_err(|e| eprintln!("warning: {}: {e}", path.display()))
-                .ok()?;
-            if new {
-                let kinds: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
-                let _ = writeln!(
-                    f,
-                    "phase,t_start_s,t_end_s,class,ok,ok_per_s,errors,{},p50_us,p99_us,max_us",
-                    kinds.join(",")
-                );
-            }
-            Some(f)
+            TimelineCsv::open(rundir.root(), &phase.name, split)
+                .map_err(|e| {
+                    eprintln!(
+                        "warning: {}: {e}",
+                        rundir.root().join(TIMELINE_CSV).display()
+                    )
+                })
+                .ok()
         });
         let schedule = match (cluster, plan.faults.is_empty()) {
             (Some(c), false) => Some(Schedule::start(
                 plan.faults.clone(),
                 c.clone(),
                 t0,
-                rundir.root().join("events.csv"),
-                phase.name.clone(),
+                crate::report::rundir::events_csv(rundir.root(), &phase.name),
             )),
             _ => None,
         };
@@ -99,9 +89,8 @@ impl Recovery {
             kept: vec![],
             schedule,
             specs: plan.faults.iter().map(|f| f.spec.clone()).collect(),
-            phase: phase.name.clone(),
             warmup_s: phase.warmup.as_secs_f64(),
-            split: affected_shard(plan).is_some(),
+            split,
             grace_ns: (plan.interval.as_nanos() / 2).min(u64::MAX as u128) as u64,
         })
     }
@@ -114,39 +103,7 @@ impl Recovery {
         let width = t.width_ns as f64 / 1e9;
         let buckets = t.take(now_ns, last);
         if let Some(f) = self.csv.as_mut() {
-            let mut text = String::new();
-            for b in &buckets {
-                let rows: Vec<(&str, ClassBucket)> = if self.split {
-                    vec![
-                        ("affected", b.class[AFFECTED].clone()),
-                        ("rest", b.class[REST].clone()),
-                    ]
-                } else {
-                    vec![("all", b.all())]
-                };
-                for (class, c) in rows {
-                    let s = b.index as f64 * width;
-                    let us = |v: Option<u64>| {
-                        v.map(|n| format!("{:.1}", n as f64 / 1000.0))
-                            .unwrap_or_default()
-                    };
-                    let errs: Vec<String> = c.errors.iter().map(|n| n.to_string()).collect();
-                    text.push_str(&format!(
-                        "{},{:.3},{:.3},{class},{},{:.1},{},{},{},{},{}\n",
-                        self.phase,
-                        s,
-                        s + width,
-                        c.ok,
-                        c.ok as f64 / width,
-                        c.error_total(),
-                        errs.join(","),
-                        us(c.percentile(50.0)),
-                        us(c.percentile(99.0)),
-                        us((c.ok > 0).then_some(c.max_ns)),
-                    ));
-                }
-            }
-            let _ = f.write_all(text.as_bytes());
+            let _ = f.write(&buckets, width);
         }
         if self.schedule.is_some() {
             self.kept.extend(buckets);

@@ -204,53 +204,45 @@ fn one(
     }
 }
 
+/// One power sample of a phase (telemetry.csv's `time_s`, `power_w`, `power_source`; the
+/// report's reader, `report::rundata::power_samples`, picks them out).
+#[derive(Clone, Debug)]
+pub struct PowerSample {
+    /// Seconds since telemetry started.
+    pub t_s: f64,
+    /// None where no power source ran.
+    pub power_w: Option<f64>,
+    pub source: String,
+}
+
 /// Energy over each fault's window (from the fault to recovery, or to the phase end) from
-/// telemetry.csv's power samples of `phase`: Σ power × sample interval. A sample's time is
-/// taken from the start of telemetry; the phase starts one interval before its first sample.
-pub fn fill_energy(reports: &mut [FaultReport], telemetry_csv: &str, phase: &str, interval_s: f64) {
-    let mut lines = telemetry_csv.lines();
-    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
-    let col = |name: &str| header.iter().position(|h| *h == name);
-    let (Some(t), Some(p), Some(w), Some(src)) = (
-        col("time_s"),
-        col("phase"),
-        col("power_w"),
-        col("power_source"),
-    ) else {
-        return;
-    };
-    let rows: Vec<(f64, Option<f64>, String)> = lines
-        .map(|l| l.split(',').collect::<Vec<_>>())
-        .filter(|f| f.get(p) == Some(&phase))
-        .filter_map(|f| {
-            Some((
-                f.get(t)?.parse().ok()?,
-                f.get(w).and_then(|x| x.parse().ok()),
-                f.get(src).unwrap_or(&"").to_string(),
-            ))
-        })
-        .collect();
+/// the phase's power samples: Σ power × sample interval. A sample's time is taken from the
+/// start of telemetry; the phase starts one interval before its first sample.
+pub fn fill_energy(reports: &mut [FaultReport], rows: &[PowerSample], interval_s: f64) {
     let Some(first) = rows.first() else {
         return;
     };
-    let phase0 = first.0 - interval_s;
+    let phase0 = first.t_s - interval_s;
     for r in reports.iter_mut() {
         let from = r.at_s;
         let to = r
             .recovered_after_s
             .map(|x| r.at_s + x)
-            .unwrap_or_else(|| rows.last().map(|x| x.0 - phase0).unwrap_or(from));
-        let window: Vec<&(f64, Option<f64>, String)> = rows
+            .unwrap_or_else(|| rows.last().map(|x| x.t_s - phase0).unwrap_or(from));
+        let window: Vec<&PowerSample> = rows
             .iter()
             // A sample covers the interval that ends at its time (1 µs slack for rounding).
-            .filter(|x| x.0 - phase0 > from + 1e-6 && x.0 - phase0 - interval_s < to - 1e-6)
+            .filter(|x| x.t_s - phase0 > from + 1e-6 && x.t_s - phase0 - interval_s < to - 1e-6)
             .collect();
-        if window.is_empty() || window.iter().any(|x| x.1.is_none()) {
+        if window.is_empty() || window.iter().any(|x| x.power_w.is_none()) {
             r.energy = "unavailable: no power source ran (see 'kvmeter doctor')".into();
             continue;
         }
-        let joules: f64 = window.iter().map(|x| x.1.unwrap_or(0.0) * interval_s).sum();
-        let source = &window[0].2;
+        let joules: f64 = window
+            .iter()
+            .map(|x| x.power_w.unwrap_or(0.0) * interval_s)
+            .sum();
+        let source = &window[0].source;
         let label = if source.contains("estimate") {
             "ESTIMATE (model, not a measurement), "
         } else {
@@ -360,11 +352,13 @@ mod tests {
     #[test]
     fn energy_sums_the_power_samples_of_the_window() {
         // Telemetry started 3 s before the phase; samples every 0.1 s at 100 W.
-        let mut csv = String::from("time_s,phase,power_w,power_source\n");
-        csv.push_str("2.900,load,50.0,rapl\n");
-        for k in 1..=30 {
-            csv.push_str(&format!("{:.3},run,100.0,rapl\n", 3.0 + k as f64 * 0.1));
-        }
+        let samples: Vec<PowerSample> = (1..=30)
+            .map(|k| PowerSample {
+                t_s: 3.0 + k as f64 * 0.1,
+                power_w: Some(100.0),
+                source: "rapl".into(),
+            })
+            .collect();
         let ev = Event {
             t_s: 1.0,
             fault: 0,
@@ -387,7 +381,7 @@ mod tests {
             .collect();
         let mut r = analyse(&b, 0.1, &[ev], &["x".into()], false, 0.0);
         r[0].recovered_after_s = Some(0.5);
-        fill_energy(&mut r, &csv, "run", 0.1);
+        fill_energy(&mut r, &samples, 0.1);
         // Samples at 1.1 … 1.5 s cover (1.0, 1.5]: 5 × 100 W × 0.1 s.
         assert_eq!(r[0].energy, "50.0 J over 0.5 s (rapl)");
     }

@@ -6,6 +6,7 @@ pub mod chart;
 pub mod compare;
 mod compare_page;
 pub mod cost;
+pub mod csv;
 pub mod html;
 pub mod javafmt;
 pub mod manifest;

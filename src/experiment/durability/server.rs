@@ -57,8 +57,7 @@ pub(super) fn run(
             faults.clone(),
             c.clone(),
             t0,
-            dir.join("events.csv"),
-            "durability".into(),
+            crate::report::rundir::events_csv(&dir, "durability"),
         )
     });
     eprintln!(
