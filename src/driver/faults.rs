@@ -10,7 +10,8 @@ use crate::fault::schedule::Schedule;
 use crate::measure::clock::Clock;
 use crate::measure::timeline::{Bucket, Timeline};
 use crate::plan::{PhaseKind, PhasePlan};
-use crate::report::rundir::{RunDir, TimelineCsv, TIMELINE_CSV};
+use crate::report::fault_files::{TimelineCsv, TIMELINE_CSV};
+use crate::report::rundir::RunDir;
 use crate::report::PhaseSummary;
 use std::time::{Duration, Instant};
 
@@ -77,7 +78,7 @@ impl Recovery {
                 plan.faults.clone(),
                 c.clone(),
                 t0,
-                crate::report::rundir::events_csv(rundir.root(), &phase.name),
+                crate::report::fault_files::events_csv(rundir.root(), &phase.name),
             )),
             _ => None,
         };

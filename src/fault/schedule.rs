@@ -31,7 +31,7 @@ pub struct Event {
     pub cluster: String,
 }
 
-/// Where each event goes the moment it happens (events.csv: `report::rundir::append_event`).
+/// Where each event goes the moment it happens (events.csv: `report::fault_files::append_event`).
 pub type EventSink = Box<dyn FnMut(&Event) + Send>;
 
 /// What the schedule has to do at a time: its queue's entries.

@@ -7,6 +7,7 @@ pub mod compare;
 mod compare_page;
 pub mod cost;
 pub mod csv;
+pub mod fault_files;
 pub mod html;
 pub mod javafmt;
 pub mod manifest;

@@ -40,7 +40,7 @@ pub(super) fn run(
             faults.clone(),
             c.clone(),
             t0,
-            crate::report::rundir::events_csv(&dir, "durability"),
+            crate::report::fault_files::events_csv(&dir, "durability"),
         )
     });
     eprintln!(
