@@ -118,6 +118,47 @@ pub fn run(path: Option<PathBuf>, seconds: u64, power: Option<String>) -> anyhow
         Some(p) => Choice::parse(p)?,
         None => Choice::Auto,
     };
+    let measured = measure_idle_and_busy(&choice, cpus, seconds)?;
+    let bw = memory_bandwidth(cpus);
+    let model = match (measured.idle_w, measured.busy_w) {
+        (Some(i), Some(b)) => Some(Model {
+            idle_w: i,
+            max_w: b.max(i),
+            origin: format!(
+                "kvmeter calibrate on {}: idle and all-CPUs-busy power measured with {}",
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
+                measured.source
+            ),
+        }),
+        _ => None,
+    };
+    let cal = Calibration {
+        schema: "kvmeter-calibration/1".into(),
+        created_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        hostname: machine.hostname.clone(),
+        cpu_model: machine.cpu_model.clone(),
+        power_source: measured.source,
+        idle_w: measured.idle_w,
+        busy_w: measured.busy_w,
+        model,
+        memory_bandwidth: bw,
+        array_mib: 64,
+    };
+    let path = path.unwrap_or_else(default_path);
+    save(&path, &cal)?;
+    print(&cal, &path);
+    Ok(0)
+}
+
+/// Power idle and with every CPU busy, or why there is none.
+struct Measured {
+    source: String,
+    idle_w: Option<f64>,
+    busy_w: Option<f64>,
+}
+
+/// Measures idle and all-CPUs-busy power for `seconds` each with the chosen (measured) source.
+fn measure_idle_and_busy(choice: &Choice, cpus: usize, seconds: u64) -> anyhow::Result<Measured> {
     let d = Duration::from_secs(seconds.max(1));
     // The estimate cannot calibrate itself: auto means the measured sources only.
     let meter = match choice {
@@ -130,14 +171,19 @@ pub fn run(path: Option<PathBuf>, seconds: u64, power: Option<String>) -> anyhow
                         format!("no measured power source (rapl: {rapl}; perf: {perf})")
                     })
             }),
-        ref c => power::open(
+        c => power::open(
             c,
             &Model::default(),
             &Root::system(),
             Duration::from_millis(200),
         ),
     };
-    let (power_source, idle_w, busy_w) = match meter {
+    let none = |source: String| Measured {
+        source,
+        idle_w: None,
+        busy_w: None,
+    };
+    Ok(match meter {
         Ok(Some(mut m)) if !m.info().estimate => {
             let src = format!("{} ({})", m.info().source, m.info().scope);
             eprintln!("power: measuring idle for {seconds} s with {src} ...");
@@ -146,19 +192,23 @@ pub fn run(path: Option<PathBuf>, seconds: u64, power: Option<String>) -> anyhow
             eprintln!("power: measuring all {cpus} CPUs busy for {seconds} s ...");
             let busy = measure_power(m.as_mut(), cpus, d)
                 .map_err(|e| anyhow::anyhow!("power source failed: {e}"))?;
-            (src, Some(idle), Some(busy))
+            Measured {
+                source: src,
+                idle_w: Some(idle),
+                busy_w: Some(busy),
+            }
         }
-        Ok(Some(m)) => (
-            format!(
-                "unavailable: no measured power source ({})",
-                m.info().detail
-            ),
-            None,
-            None,
-        ),
-        Ok(None) => ("unavailable: --power none".into(), None, None),
-        Err(e) => (format!("unavailable: {e}"), None, None),
-    };
+        Ok(Some(m)) => none(format!(
+            "unavailable: no measured power source ({})",
+            m.info().detail
+        )),
+        Ok(None) => none("unavailable: --power none".into()),
+        Err(e) => none(format!("unavailable: {e}")),
+    })
+}
+
+/// STREAM triad with one thread and with every CPU.
+fn memory_bandwidth(cpus: usize) -> Vec<Bandwidth> {
     // Arrays of 64 MiB each: far larger than any last-level cache here.
     let n = 8 << 20;
     eprintln!("memory bandwidth: STREAM triad, 3 × 64 MiB arrays, 1 and {cpus} threads ...");
@@ -172,27 +222,10 @@ pub fn run(path: Option<PathBuf>, seconds: u64, power: Option<String>) -> anyhow
             gb_per_s: triad(n, cpus, 5),
         });
     }
-    let model = match (idle_w, busy_w) {
-        (Some(i), Some(b)) => Some(Model {
-            idle_w: i,
-            max_w: b.max(i),
-            origin: format!("kvmeter calibrate on {}: idle and all-CPUs-busy power measured with {power_source}", humantime::format_rfc3339_seconds(std::time::SystemTime::now())),
-        }),
-        _ => None,
-    };
-    let cal = Calibration {
-        schema: "kvmeter-calibration/1".into(),
-        created_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        hostname: machine.hostname.clone(),
-        cpu_model: machine.cpu_model.clone(),
-        power_source,
-        idle_w,
-        busy_w,
-        model,
-        memory_bandwidth: bw,
-        array_mib: 64,
-    };
-    let path = path.unwrap_or_else(default_path);
+    bw
+}
+
+fn save(path: &std::path::Path, cal: &Calibration) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| {
             crate::error::UsageError::new(format!(
@@ -201,12 +234,16 @@ pub fn run(path: Option<PathBuf>, seconds: u64, power: Option<String>) -> anyhow
             ))
         })?;
     }
-    std::fs::write(&path, serde_json::to_string_pretty(&cal)? + "\n").map_err(|e| {
+    std::fs::write(path, serde_json::to_string_pretty(cal)? + "\n").map_err(|e| {
         crate::error::UsageError::new(format!(
             "--calibration {}: cannot write it: {e}",
             path.display()
         ))
     })?;
+    Ok(())
+}
+
+fn print(cal: &Calibration, path: &std::path::Path) {
     println!("power:            {}", cal.power_source);
     if let (Some(i), Some(b)) = (cal.idle_w, cal.busy_w) {
         println!("idle power:       {i:.1} W\nall CPUs busy:    {b:.1} W");
@@ -223,7 +260,6 @@ pub fn run(path: Option<PathBuf>, seconds: u64, power: Option<String>) -> anyhow
         "saved:            {} (later runs on this machine use it)",
         path.display()
     );
-    Ok(0)
 }
 
 #[cfg(test)]

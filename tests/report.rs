@@ -267,6 +267,46 @@ fn report_refuses_what_is_not_a_run_in_one_line() {
     }
 }
 
+/// A run directory from elsewhere: a CSV row of 5,000 fields is refused in one line naming the
+/// file and line (exit 2, no page), while a quoted field with commas and quotes reads as one.
+#[test]
+fn report_reads_quoted_csv_fields_and_refuses_a_hostile_row_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::write(run.join("manifest.json"), "{\"status\": \"completed\"}").unwrap();
+    let header = "phase,interval,start_s,end_s,warmup,metric,count";
+    // The phase name holds a comma and a doubled quote: one field, read back unquoted.
+    std::fs::write(
+        run.join("intervals.csv"),
+        format!("{header}\n\"lo,ad \"\"x\"\"\",0,0.000,1.000,0,INSERT,5\n"),
+    )
+    .unwrap();
+    let d = kvmeter::report::rundata::RunData::load(&run).unwrap();
+    assert_eq!(d.phase_names(), ["lo,ad \"x\""]);
+    assert_eq!(d.intervals[0].count, 5);
+    let o = kvmeter().arg("report").arg(&run).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let hostile = dir.path().join("hostile");
+    std::fs::create_dir(&hostile).unwrap();
+    std::fs::write(hostile.join("manifest.json"), "{\"status\": \"completed\"}").unwrap();
+    std::fs::write(
+        hostile.join("telemetry.csv"),
+        format!("time_s,phase\n0.1,run\n{}\n", "1,".repeat(5000)),
+    )
+    .unwrap();
+    let o = kvmeter().arg("report").arg(&hostile).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("telemetry.csv:3: a row of more than 4096 fields"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(!hostile.join("report.html").exists());
+}
+
 /// Experiments get reports too: a sweep's lines with confidence whiskers, and capacity's
 /// curve (whose own curve.svg must parse: its SLO label holds a '<').
 #[test]

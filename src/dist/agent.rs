@@ -69,31 +69,23 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
     let placed = super::placement::resolve(s.index, s.count, |k| std::env::var(k).ok())?;
     let wait = plan::parse_duration("--wait", &s.wait)?;
     s.local.check_agent_flags()?;
-    if let Some(h) = &s.plan_hash {
-        if h.len() != 64 || !h.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(UsageError::new(format!(
-                "--plan-hash {h}: expected the 64 hex digits (SHA-256) 'kvmeter dist run' prints"
-            ))
-            .into());
-        }
-    }
+    check_plan_hash(&s)?;
     let seal = Seal::load(s.plan_key_file.as_deref(), std::env::var(KEY_ENV).ok())?;
     let interrupted = crate::driver::install_signals();
     let mut coord = Coord::connect(&s.coord, &s.job)?;
     coord.set_seal(seal.clone());
-    let prefix = coord.prefix().to_string();
-    let i = placed.index;
     let Some(published) = fetch_plan(&mut coord, &s, wait, &interrupted)? else {
         return Ok(EXIT_INTERRUPTED);
     };
     // Everything after the plan is sealed for this run alone.
     let run_seal = seal.for_run(&published.nonce);
     coord.set_seal(run_seal.clone());
-    let n = published.agents;
+    let (i, n) = (placed.index, published.agents);
     if i >= n {
         return Err(UsageError::new(format!(
-            "{} {i}: out of range: the plan under {prefix} has {n} agents (0..{})",
+            "{} {i}: out of range: the plan under {} has {n} agents (0..{})",
             placed.source,
+            coord.prefix(),
             n - 1
         ))
         .into());
@@ -101,47 +93,15 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
     let lease_of_run = published.lease;
     let (plan, hash) = resolve(&mut coord, &s, &placed, &published)?;
     let threads = plan.phases.first().map_or(1, |p| p.threads);
-    // Register the index under this agent's own lease.
-    let lease = coord
-        .grant(published.lease_ttl_s)
-        .map_err(|e| UsageError::new(format!("--coord {}: {e}", s.coord)))?;
     let reg = Registration {
         index: i,
         count: n,
         placed_by: placed.source.clone(),
-        hash: hash.clone(),
+        hash,
         host: super::Host::here(),
         threads,
     };
-    let key = format!("agent/{i:04}");
-    let reg_text = serde_json::to_string(&reg)?;
-    let mut created = coord.create(&key, &reg_text, Some(lease));
-    if let Ok(Some(Err(why))) = &created {
-        // Not another agent of this run: something without the key wrote there. Take the
-        // index back (a writer to etcd can always delete keys; this only undoes a forgery).
-        eprintln!("warning: agent {i}: replacing {prefix}{key}: {why}");
-        let _ = coord.delete_all(&key);
-        created = coord.create(&key, &reg_text, Some(lease));
-    }
-    match created {
-        Ok(None) => {}
-        Ok(Some(other)) => {
-            let other = other.unwrap_or_default();
-            let _ = coord.revoke(lease);
-            let who = serde_json::from_str::<Registration>(&other)
-                .map(|r| format!("host {} pid {}", r.host.host, r.host.pid))
-                .unwrap_or_else(|_| "another process".into());
-            return Err(UsageError::new(format!(
-                "{} {i}: taken: {who} registered it under {prefix}; each agent needs its own index",
-                placed.source
-            ))
-            .into());
-        }
-        Err(e) => {
-            let _ = coord.revoke(lease);
-            return Err(UsageError::new(format!("--coord {}: {e}", s.coord)).into());
-        }
-    }
+    let lease = register(&mut coord, &s, &reg, published.lease_ttl_s)?;
     let flags = Arc::new(Flags::default());
     let keeper = keepalive(&s, &run_seal, lease, published.lease_ttl_s, flags.clone())?;
     let (tx, poster) = poster(&s, &run_seal, lease_of_run, flags.clone())?;
@@ -149,8 +109,8 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         coord,
         index: i,
         wait,
-        tx: tx.clone(),
-        flags: flags.clone(),
+        tx,
+        flags,
         interrupted,
         record: AgentRecord {
             job: s.job.clone(),
@@ -176,32 +136,74 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
             Some(lease_of_run),
         );
     }
-    // Everything queued reaches etcd before the lease goes.
-    let (ack_tx, ack_rx) = mpsc::channel();
-    let _ = tx.send(Post::Flush(ack_tx));
-    let _ = ack_rx.recv_timeout(Duration::from_secs(10));
-    flags.stop.store(true, Ordering::Relaxed);
-    drop(tx);
-    sync.record.bytes_to_etcd = flags.bytes.load(Ordering::Relaxed);
-    sync.record.posts = flags.posts.load(Ordering::Relaxed);
-    sync.write_record();
-    let failed = flags.failed_posts.load(Ordering::Relaxed);
-    if failed > 0 {
-        let why = flags
-            .last_error
-            .lock()
-            .map(|e| e.clone())
-            .unwrap_or_default();
-        eprintln!(
-            "warning: {failed} reports did not reach etcd ({why}); this agent's run directory has them all ('kvmeter dist merge')"
-        );
-    }
-    let AgentSync { mut coord, tx, .. } = sync;
-    drop(tx);
-    let _ = poster.join();
-    let _ = keeper.join();
-    let _ = coord.revoke(lease);
+    sync.close(Background {
+        poster,
+        keeper,
+        lease,
+    });
     result
+}
+
+/// `--plan-hash`, if given, is 64 hex digits.
+fn check_plan_hash(s: &Settings) -> Result<(), UsageError> {
+    match &s.plan_hash {
+        Some(h) if h.len() != 64 || !h.chars().all(|c| c.is_ascii_hexdigit()) => {
+            Err(UsageError::new(format!(
+                "--plan-hash {h}: expected the 64 hex digits (SHA-256) 'kvmeter dist run' prints"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Registers the agent's index under a lease of its own (returned): a key that another agent
+/// of this run holds is refused, one written by something without the run's key is taken back.
+fn register(
+    coord: &mut Coord,
+    s: &Settings,
+    reg: &Registration,
+    ttl_s: i64,
+) -> anyhow::Result<i64> {
+    let (i, prefix) = (reg.index, coord.prefix().to_string());
+    let lease = coord
+        .grant(ttl_s)
+        .map_err(|e| UsageError::new(format!("--coord {}: {e}", s.coord)))?;
+    let key = format!("agent/{i:04}");
+    let reg_text = serde_json::to_string(reg)?;
+    let mut created = coord.create(&key, &reg_text, Some(lease));
+    if let Ok(Some(Err(why))) = &created {
+        // Not another agent of this run: something without the key wrote there. Take the
+        // index back (a writer to etcd can always delete keys; this only undoes a forgery).
+        eprintln!("warning: agent {i}: replacing {prefix}{key}: {why}");
+        let _ = coord.delete_all(&key);
+        created = coord.create(&key, &reg_text, Some(lease));
+    }
+    match created {
+        Ok(None) => Ok(lease),
+        Ok(Some(other)) => {
+            let other = other.unwrap_or_default();
+            let _ = coord.revoke(lease);
+            let who = serde_json::from_str::<Registration>(&other)
+                .map(|r| format!("host {} pid {}", r.host.host, r.host.pid))
+                .unwrap_or_else(|_| "another process".into());
+            Err(UsageError::new(format!(
+                "{} {i}: taken: {who} registered it under {prefix}; each agent needs its own index",
+                reg.placed_by
+            ))
+            .into())
+        }
+        Err(e) => {
+            let _ = coord.revoke(lease);
+            Err(UsageError::new(format!("--coord {}: {e}", s.coord)).into())
+        }
+    }
+}
+
+/// The agent's threads beside the run, and the lease its registration lives under.
+struct Background {
+    poster: std::thread::JoinHandle<()>,
+    keeper: std::thread::JoinHandle<()>,
+    lease: i64,
 }
 
 /// The plan this agent runs, from the published one: refused (in one line, also written to
@@ -459,6 +461,35 @@ struct AgentSync {
 }
 
 impl AgentSync {
+    /// After the run: everything queued reaches etcd, the agent's record is written, a
+    /// warning says how many reports etcd missed, then the threads end and the lease goes.
+    fn close(mut self, bg: Background) {
+        let flags = self.flags.clone();
+        let (ack_tx, ack_rx) = mpsc::channel();
+        let _ = self.tx.send(Post::Flush(ack_tx));
+        let _ = ack_rx.recv_timeout(Duration::from_secs(10));
+        flags.stop.store(true, Ordering::Relaxed);
+        self.record.bytes_to_etcd = flags.bytes.load(Ordering::Relaxed);
+        self.record.posts = flags.posts.load(Ordering::Relaxed);
+        self.write_record();
+        let failed = flags.failed_posts.load(Ordering::Relaxed);
+        if failed > 0 {
+            let why = flags
+                .last_error
+                .lock()
+                .map(|e| e.clone())
+                .unwrap_or_default();
+            eprintln!(
+                "warning: {failed} reports did not reach etcd ({why}); this agent's run directory has them all ('kvmeter dist merge')"
+            );
+        }
+        let AgentSync { mut coord, tx, .. } = self;
+        drop(tx);
+        let _ = bg.poster.join();
+        let _ = bg.keeper.join();
+        let _ = coord.revoke(bg.lease);
+    }
+
     fn write_record(&self) {
         if let Some(d) = &self.dir {
             if let Ok(text) = serde_json::to_string_pretty(&self.record) {

@@ -367,41 +367,26 @@ impl Session {
         start_delay: Duration,
         interrupted: &AtomicBool,
     ) -> anyhow::Result<i32> {
-        let n = s.agents;
-        let mut info = DistInfo {
-            job: s.job.clone(),
-            agents: n,
-            plan_hash: hash.to_string(),
-            merged_by: "coordinator".into(),
-            coordinator: Some(published.coordinator.clone()),
-            ..Default::default()
-        };
-        for (i, r) in &regs {
-            info.agent_hosts.insert(
-                *i,
-                AgentInfo {
-                    host: r.host.clone(),
-                    placed_by: r.placed_by.clone(),
-                    threads: r.threads,
-                    run_dir: None,
-                },
-            );
-        }
-        info.warnings = clock_warnings(&regs, Some(&published.coordinator));
-        for w in &info.warnings {
-            eprintln!("WARNING: {w}");
-        }
-        let interval = plan.interval;
+        let info = dist_info(s, hash, published, &regs);
         let quiet = plan.quiet;
         let phase_names: Vec<String> = plan.phases.iter().map(|p| p.name.clone()).collect();
+        let polling = Polling {
+            regs: &regs,
+            abort_on_loss: s.abort_on_loss,
+            interrupted,
+            every: (plan.interval / 10)
+                .clamp(Duration::from_millis(20), Duration::from_millis(200)),
+        };
         let mut merger = Merger::create(plan, info)?;
-        let poll = (interval / 10).clamp(Duration::from_millis(20), Duration::from_millis(200));
-        let mut live: BTreeSet<usize> = regs.keys().copied().collect();
+        let mut run = Progress {
+            live: regs.keys().copied().collect(),
+            aborted: None,
+            report_bytes: 0,
+            reports: 0,
+        };
         let mut status = RunStatus::Completed;
-        let mut aborted: Option<String> = None;
-        let (mut report_bytes, mut reports) = (0u64, 0u64);
         for (p, name) in phase_names.iter().enumerate() {
-            if live.is_empty() || aborted.is_some() {
+            if run.live.is_empty() || run.aborted.is_some() {
                 break;
             }
             let t0 = super::unix_ns() + start_delay.as_nanos() as u64;
@@ -418,67 +403,14 @@ impl Session {
                 last_merged: BTreeMap::new(),
                 next_k: 0,
             };
-            let mut aborted_at: Option<Instant> = None;
-            loop {
-                let (bytes, count) = self.collect(&mut ph, &regs);
-                report_bytes += bytes;
-                reports += count;
-                self.losses(
-                    &mut ph,
-                    &mut live,
-                    &mut merger,
-                    s.abort_on_loss,
-                    &mut aborted,
-                );
-                if let Some((_, why)) = self.listed("refused/").into_iter().next() {
-                    if aborted.is_none() {
-                        let why = clip(&why);
-                        eprintln!("dist: {why}");
-                        aborted = Some(why);
-                        let _ = self.coord.put("abort", "agent failed", Some(self.lease));
-                    }
-                }
-                if interrupted.load(Ordering::Relaxed) && aborted.is_none() {
-                    aborted = Some("interrupted".into());
-                    let _ = self.coord.put("abort", "interrupted", Some(self.lease));
-                }
-                if aborted.is_some() && aborted_at.is_none() {
-                    aborted_at = Some(Instant::now());
-                }
-                self.merge_ready(&mut ph, &live, &mut merger)?;
-                let all_done = live.iter().all(|a| ph.dones.contains_key(a));
-                if all_done && ph.posts.is_empty() {
-                    break;
-                }
-                // Only lost agents' intervals are left, or a gap no agent will fill (a report
-                // lost on its way to etcd), or the agents did not end within the grace after
-                // an abort: merge what there is, in order, and go on.
-                if all_done || aborted_at.is_some_and(|t| t.elapsed() > ABORT_GRACE) {
-                    if let Some(k) = ph.posts.keys().next().copied().filter(|k| *k > ph.next_k) {
-                        let w = format!(
-                            "phase {name}: intervals {}..{} have no report from some agents (lost on the way to etcd, or the run was stopped); merged without them",
-                            ph.next_k,
-                            k - 1
-                        );
-                        eprintln!("warning: dist: {w}");
-                        merger.info.warnings.push(w);
-                    }
-                    for (_, have) in std::mem::take(&mut ph.posts) {
-                        let list: Vec<&IntervalPost> = have.values().collect();
-                        merger.interval(&list)?;
-                    }
-                    break;
-                }
-                std::thread::sleep(poll);
-            }
-            let dones = ph.dones;
-            let outcome = merger.end_phase(&dones.into_values().collect::<Vec<_>>())?;
+            self.poll_phase(&mut ph, &mut run, &mut merger, &polling)?;
+            let outcome = merger.end_phase(&ph.dones.into_values().collect::<Vec<_>>())?;
             if let Some(stop) = super::merge::stopped_by(outcome) {
                 status = stop;
                 break;
             }
         }
-        if let Some(why) = &aborted {
+        if let Some(why) = &run.aborted {
             if why == "interrupted" {
                 status = RunStatus::Interrupted;
             } else {
@@ -487,12 +419,140 @@ impl Session {
             }
         }
         merger.info.bytes_per_interval_report =
-            (reports > 0).then(|| report_bytes as f64 / reports as f64);
+            (run.reports > 0).then(|| run.report_bytes as f64 / run.reports as f64);
         let root = merger.root().to_path_buf();
         let status = merger.finish(status, quiet)?;
         eprintln!("results: {}", root.display());
         Ok(super::merge::exit_code(status))
     }
+
+    /// One phase: collects the agents' reports and merges them in order until every live
+    /// agent has ended it (or, after an abort, the grace ran out).
+    fn poll_phase(
+        &mut self,
+        ph: &mut PhasePoll,
+        run: &mut Progress,
+        merger: &mut Merger,
+        polling: &Polling,
+    ) -> anyhow::Result<()> {
+        let mut aborted_at: Option<Instant> = None;
+        loop {
+            let (bytes, count) = self.collect(ph, polling.regs);
+            run.report_bytes += bytes;
+            run.reports += count;
+            self.losses(
+                ph,
+                &mut run.live,
+                merger,
+                polling.abort_on_loss,
+                &mut run.aborted,
+            );
+            self.watch_aborts(&mut run.aborted, polling.interrupted);
+            if run.aborted.is_some() && aborted_at.is_none() {
+                aborted_at = Some(Instant::now());
+            }
+            self.merge_ready(ph, &run.live, merger)?;
+            let all_done = run.live.iter().all(|a| ph.dones.contains_key(a));
+            if all_done && ph.posts.is_empty() {
+                return Ok(());
+            }
+            // Only lost agents' intervals are left, or a gap no agent will fill (a report
+            // lost on its way to etcd), or the agents did not end within the grace after
+            // an abort: merge what there is, in order, and go on.
+            if all_done || aborted_at.is_some_and(|t| t.elapsed() > ABORT_GRACE) {
+                return merge_the_rest(ph, merger);
+            }
+            std::thread::sleep(polling.every);
+        }
+    }
+
+    /// An agent that refused (its setup failed) or Ctrl-C aborts the run: every agent is told.
+    fn watch_aborts(&mut self, aborted: &mut Option<String>, interrupted: &AtomicBool) {
+        if let Some((_, why)) = self.listed("refused/").into_iter().next() {
+            if aborted.is_none() {
+                let why = clip(&why);
+                eprintln!("dist: {why}");
+                *aborted = Some(why);
+                let _ = self.coord.put("abort", "agent failed", Some(self.lease));
+            }
+        }
+        if interrupted.load(Ordering::Relaxed) && aborted.is_none() {
+            *aborted = Some("interrupted".into());
+            let _ = self.coord.put("abort", "interrupted", Some(self.lease));
+        }
+    }
+}
+
+/// What polling a phase needs from the run.
+struct Polling<'a> {
+    regs: &'a BTreeMap<usize, Registration>,
+    abort_on_loss: bool,
+    interrupted: &'a AtomicBool,
+    /// How often etcd is read.
+    every: Duration,
+}
+
+/// How the run stands across its phases.
+struct Progress {
+    /// Agents not lost.
+    live: BTreeSet<usize>,
+    /// Why the run was stopped, if it was.
+    aborted: Option<String>,
+    report_bytes: u64,
+    reports: u64,
+}
+
+/// The run's record for the merged directory: the agents as they registered, and warnings
+/// about their clocks (printed too).
+fn dist_info(
+    s: &Settings,
+    hash: &str,
+    published: &Published,
+    regs: &BTreeMap<usize, Registration>,
+) -> DistInfo {
+    let mut info = DistInfo {
+        job: s.job.clone(),
+        agents: s.agents,
+        plan_hash: hash.to_string(),
+        merged_by: "coordinator".into(),
+        coordinator: Some(published.coordinator.clone()),
+        ..Default::default()
+    };
+    for (i, r) in regs {
+        info.agent_hosts.insert(
+            *i,
+            AgentInfo {
+                host: r.host.clone(),
+                placed_by: r.placed_by.clone(),
+                threads: r.threads,
+                run_dir: None,
+            },
+        );
+    }
+    info.warnings = clock_warnings(regs, Some(&published.coordinator));
+    for w in &info.warnings {
+        eprintln!("WARNING: {w}");
+    }
+    info
+}
+
+/// Merges the intervals posted so far, in order, noting a gap some agents never filled.
+fn merge_the_rest(ph: &mut PhasePoll, merger: &mut Merger) -> anyhow::Result<()> {
+    if let Some(k) = ph.posts.keys().next().copied().filter(|k| *k > ph.next_k) {
+        let w = format!(
+            "phase {}: intervals {}..{} have no report from some agents (lost on the way to etcd, or the run was stopped); merged without them",
+            ph.name,
+            ph.next_k,
+            k - 1
+        );
+        eprintln!("warning: dist: {w}");
+        merger.info.warnings.push(w);
+    }
+    for (_, have) in std::mem::take(&mut ph.posts) {
+        let list: Vec<&IntervalPost> = have.values().collect();
+        merger.interval(&list)?;
+    }
+    Ok(())
 }
 
 /// Start times are wall-clock times: agents on other hosts than the coordinator start together

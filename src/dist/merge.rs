@@ -332,9 +332,7 @@ fn trusted_request(
 
 /// Each agent's record (dist/agent.json) by index: all of one run (job and plan hash), each
 /// agent once.
-fn read_agents(
-    dirs: &[std::path::PathBuf],
-) -> anyhow::Result<BTreeMap<usize, (std::path::PathBuf, super::AgentRecord)>> {
+fn read_agents(dirs: &[std::path::PathBuf]) -> anyhow::Result<Agents> {
     use super::AgentRecord;
     use crate::error::UsageError;
     let mut agents: BTreeMap<usize, (std::path::PathBuf, AgentRecord)> = BTreeMap::new();
@@ -393,29 +391,111 @@ pub fn offline(
     let first = first.clone();
     let req = trusted_request(&first.published.request, &dirs[0], plugin, out)?;
     let plan = crate::plan::build(&req)?;
-    let read_lines = |p: std::path::PathBuf| -> anyhow::Result<Vec<String>> {
-        Ok(std::fs::read_to_string(&p)
-            .map_err(|e| UsageError::new(format!("{}: {e}", p.display())))?
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(str::to_string)
-            .collect())
-    };
-    let mut posts: Vec<IntervalPost> = vec![];
-    let mut dones: Vec<PhaseDone> = vec![];
-    for (d, _) in agents.values() {
-        for l in read_lines(d.join("dist/intervals.jsonl"))? {
-            // A line cut short by a crash is the only one that may not parse: the last.
-            if let Ok(p) = serde_json::from_str(&l) {
-                posts.push(p);
-            }
-        }
-        for l in read_lines(d.join("dist/phases.jsonl"))? {
-            if let Ok(p) = serde_json::from_str(&l) {
-                dones.push(p);
-            }
+    let reports = Reports::read(&agents)?;
+    let info = offline_info(&agents, &first);
+    let quiet = plan.quiet;
+    let phases = plan.phases.len();
+    let mut m = Merger::create(plan, info)?;
+    let mut status = RunStatus::Completed;
+    for p in 0..phases {
+        let t0 = agents
+            .values()
+            .filter_map(|(_, r)| r.starts.get(p).copied())
+            .min();
+        let Some(t0) = t0 else { break };
+        m.begin_phase(p, t0);
+        if let Some(stop) = reports.merge_phase(&mut m, p, &agents)? {
+            status = stop;
+            break;
         }
     }
+    let root = m.root().to_path_buf();
+    let status = m.finish(status, quiet)?;
+    eprintln!("results: {}", root.display());
+    Ok(exit_code(status))
+}
+
+type Agents = BTreeMap<usize, (std::path::PathBuf, super::AgentRecord)>;
+
+/// What the agents wrote of their reports to etcd into their run directories.
+struct Reports {
+    posts: Vec<IntervalPost>,
+    dones: Vec<PhaseDone>,
+}
+
+impl Reports {
+    fn read(agents: &Agents) -> anyhow::Result<Self> {
+        let read_lines = |p: std::path::PathBuf| -> anyhow::Result<Vec<String>> {
+            Ok(std::fs::read_to_string(&p)
+                .map_err(|e| crate::error::UsageError::new(format!("{}: {e}", p.display())))?
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_string)
+                .collect())
+        };
+        let mut r = Reports {
+            posts: vec![],
+            dones: vec![],
+        };
+        for (d, _) in agents.values() {
+            for l in read_lines(d.join("dist/intervals.jsonl"))? {
+                // A line cut short by a crash is the only one that may not parse: the last.
+                if let Ok(p) = serde_json::from_str(&l) {
+                    r.posts.push(p);
+                }
+            }
+            for l in read_lines(d.join("dist/phases.jsonl"))? {
+                if let Ok(p) = serde_json::from_str(&l) {
+                    r.dones.push(p);
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    /// Merges phase `p`'s intervals in order, records the agents that posted in it but never
+    /// ended it as lost, and ends the phase; the run's status when that stops the run.
+    fn merge_phase(
+        &self,
+        m: &mut Merger,
+        p: usize,
+        agents: &Agents,
+    ) -> anyhow::Result<Option<RunStatus>> {
+        let mut by_k: BTreeMap<usize, Vec<&IntervalPost>> = BTreeMap::new();
+        for post in self.posts.iter().filter(|x| x.phase_index == p) {
+            by_k.entry(post.index).or_default().push(post);
+        }
+        let mut last: BTreeMap<usize, usize> = BTreeMap::new();
+        for (k, list) in &by_k {
+            m.interval(list)?;
+            for x in list {
+                last.insert(x.agent, *k);
+            }
+        }
+        let ended: Vec<PhaseDone> = self
+            .dones
+            .iter()
+            .filter(|d| d.phase_index == p)
+            .cloned()
+            .collect();
+        for i in agents.keys() {
+            let posted = || by_k.values().flatten().filter(|x| x.agent == *i);
+            if !ended.iter().any(|d| d.agent == *i) && posted().next().is_some() {
+                m.info.degraded = true;
+                m.info.lost.push(Loss {
+                    agent: *i,
+                    phase: m.plan.phases[p].name.clone(),
+                    at_s: posted().map(|x| x.end_s).fold(0.0, f64::max),
+                    last_interval: last.get(i).copied(),
+                });
+            }
+        }
+        Ok(stopped_by(m.end_phase(&ended)?))
+    }
+}
+
+/// The merged run's record: the agents as their directories tell, and what is missing.
+fn offline_info(agents: &Agents, first: &super::AgentRecord) -> DistInfo {
     let n = first.published.agents;
     let mut info = DistInfo {
         job: first.job.clone(),
@@ -430,7 +510,7 @@ pub fn offline(
         .map(|(i, (_, r))| (*i, r.registration.clone()))
         .collect();
     info.warnings = super::coordinator::clock_warnings(&regs, Some(&first.published.coordinator));
-    for (i, (d, r)) in &agents {
+    for (i, (d, r)) in agents {
         info.agent_hosts.insert(
             *i,
             AgentInfo {
@@ -453,60 +533,7 @@ pub fn offline(
             missing.join(", ")
         ));
     }
-    let quiet = plan.quiet;
-    let phases = plan.phases.len();
-    let mut m = Merger::create(plan, info)?;
-    let mut status = RunStatus::Completed;
-    for p in 0..phases {
-        let t0 = agents
-            .values()
-            .filter_map(|(_, r)| r.starts.get(p).copied())
-            .min();
-        let Some(t0) = t0 else { break };
-        m.begin_phase(p, t0);
-        let mut by_k: BTreeMap<usize, Vec<&IntervalPost>> = BTreeMap::new();
-        for post in posts.iter().filter(|x| x.phase_index == p) {
-            by_k.entry(post.index).or_default().push(post);
-        }
-        let mut last: BTreeMap<usize, usize> = BTreeMap::new();
-        for (k, list) in &by_k {
-            m.interval(list)?;
-            for x in list {
-                last.insert(x.agent, *k);
-            }
-        }
-        let ended: Vec<PhaseDone> = dones
-            .iter()
-            .filter(|d| d.phase_index == p)
-            .cloned()
-            .collect();
-        for (i, _) in agents.iter() {
-            if !ended.iter().any(|d| d.agent == *i)
-                && by_k.values().flatten().any(|x| x.agent == *i)
-            {
-                m.info.degraded = true;
-                m.info.lost.push(Loss {
-                    agent: *i,
-                    phase: m.plan.phases[p].name.clone(),
-                    at_s: by_k
-                        .values()
-                        .flatten()
-                        .filter(|x| x.agent == *i)
-                        .map(|x| x.end_s)
-                        .fold(0.0, f64::max),
-                    last_interval: last.get(i).copied(),
-                });
-            }
-        }
-        if let Some(stop) = stopped_by(m.end_phase(&ended)?) {
-            status = stop;
-            break;
-        }
-    }
-    let root = m.root().to_path_buf();
-    let status = m.finish(status, quiet)?;
-    eprintln!("results: {}", root.display());
-    Ok(exit_code(status))
+    info
 }
 
 /// The run's status when a phase's outcome ends it (as a single-host run stops).

@@ -8,13 +8,12 @@ use super::companion::Companion;
 use crate::fault::recovery;
 use crate::fault::schedule::Schedule;
 use crate::measure::clock::Clock;
-use crate::measure::timeline::{Bucket, ClassBucket, Timeline, AFFECTED, REST};
+use crate::measure::timeline::{Bucket, Timeline};
 use crate::plan::{PhaseKind, PhasePlan, Plan};
+use crate::report::fault_files::{TimelineCsv, TIMELINE_CSV};
 use crate::report::rundir::RunDir;
 use crate::report::PhaseSummary;
 use crate::store::cluster::Cluster;
-use crate::store::ErrorKind;
-use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,12 +22,11 @@ pub(super) struct FaultCompanion {
     timeline: Option<Timeline>,
     clock: Clock,
     start_ns: u64,
-    csv: Option<std::fs::File>,
+    csv: Option<TimelineCsv>,
     /// Buckets kept for the analysis (when there are faults).
     kept: Vec<Bucket>,
     schedule: Option<Schedule>,
     specs: Vec<String>,
-    phase: String,
     warmup_s: f64,
     /// Whether the cluster tells affected data from the rest.
     split: bool,
@@ -38,8 +36,6 @@ pub(super) struct FaultCompanion {
     /// The rings hold two intervals, so a bucket is still read long before its slot is reused.
     grace_ns: u64,
 }
-
-pub(super) const TIMELINE_CSV: &str = "timeline.csv";
 
 /// What the fault companion starts from: the phase and its cluster, and the phase's start
 /// (`t0`, and `start_ns`, the clock reading the timeline counts from).
@@ -73,28 +69,18 @@ impl FaultCompanion {
         if timeline.is_none() && (plan.faults.is_empty() || cluster.is_none()) {
             return None;
         }
-        let path = root.join(TIMELINE_CSV);
+        let split = plan.affected_shard().is_some();
         let csv = timeline.as_ref().and_then(|_| {
-            let (mut f, new) = crate::report::rundir::append(&path)
-                .map_err(|e| eprintln!("warning: {}: {e}", path.display()))
-                .ok()?;
-            if new {
-                let kinds: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
-                let _ = writeln!(
-                    f,
-                    "phase,t_start_s,t_end_s,class,ok,ok_per_s,errors,{},p50_us,p99_us,max_us",
-                    kinds.join(",")
-                );
-            }
-            Some(f)
+            TimelineCsv::open(root, &phase.name, split)
+                .map_err(|e| eprintln!("warning: {}: {e}", root.join(TIMELINE_CSV).display()))
+                .ok()
         });
         let schedule = match (cluster, plan.faults.is_empty()) {
             (Some(c), false) => Some(Schedule::start(
                 plan.faults.clone(),
                 c.clone(),
                 t0,
-                root.join("events.csv"),
-                phase.name.clone(),
+                crate::report::fault_files::events_csv(root, &phase.name),
             )),
             _ => None,
         };
@@ -106,9 +92,8 @@ impl FaultCompanion {
             kept: vec![],
             schedule,
             specs: plan.faults.iter().map(|f| f.spec.clone()).collect(),
-            phase: phase.name.clone(),
             warmup_s: phase.warmup.as_secs_f64(),
-            split: plan.affected_shard().is_some(),
+            split,
             grace_ns: (plan.interval.as_nanos() / 2).min(u64::MAX as u128) as u64,
         })
     }
@@ -121,39 +106,7 @@ impl FaultCompanion {
         let width = t.width_ns as f64 / 1e9;
         let buckets = t.take(now_ns, last);
         if let Some(f) = self.csv.as_mut() {
-            let mut text = String::new();
-            for b in &buckets {
-                let rows: Vec<(&str, ClassBucket)> = if self.split {
-                    vec![
-                        ("affected", b.class[AFFECTED].clone()),
-                        ("rest", b.class[REST].clone()),
-                    ]
-                } else {
-                    vec![("all", b.all())]
-                };
-                for (class, c) in rows {
-                    let s = b.index as f64 * width;
-                    let us = |v: Option<u64>| {
-                        v.map(|n| format!("{:.1}", n as f64 / 1000.0))
-                            .unwrap_or_default()
-                    };
-                    let errs: Vec<String> = c.errors.iter().map(|n| n.to_string()).collect();
-                    text.push_str(&format!(
-                        "{},{:.3},{:.3},{class},{},{:.1},{},{},{},{},{}\n",
-                        self.phase,
-                        s,
-                        s + width,
-                        c.ok,
-                        c.ok as f64 / width,
-                        c.error_total(),
-                        errs.join(","),
-                        us(c.percentile(50.0)),
-                        us(c.percentile(99.0)),
-                        us((c.ok > 0).then_some(c.max_ns)),
-                    ));
-                }
-            }
-            let _ = f.write_all(text.as_bytes());
+            let _ = f.write(&buckets, width);
         }
         if self.schedule.is_some() {
             self.kept.extend(buckets);

@@ -306,7 +306,8 @@ impl Run<'_> {
 
     /// Energy around each fault, from the power samples telemetry.csv now holds in full.
     fn fault_energy(&mut self) {
-        let Ok(csv) = std::fs::read_to_string(self.rundir.root().join("telemetry.csv")) else {
+        use crate::report::rundata::{power_samples, Table};
+        let Ok(Some(t)) = Table::read(&self.rundir.root().join("telemetry.csv")) else {
             return;
         };
         let interval = self.plan.telemetry_interval.as_secs_f64();
@@ -316,7 +317,8 @@ impl Run<'_> {
             .iter_mut()
             .filter(|p| !p.faults.is_empty())
         {
-            crate::fault::recovery::fill_energy(&mut ps.faults, &csv, &ps.name, interval);
+            let samples = power_samples(&t, &ps.name);
+            crate::fault::recovery::fill_energy(&mut ps.faults, &samples, interval);
         }
     }
 

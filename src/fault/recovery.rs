@@ -74,6 +74,12 @@ pub fn analyse(
     split: bool,
     warmup_s: f64,
 ) -> Vec<FaultReport> {
+    let phase = Phase {
+        buckets,
+        w: width_s,
+        split,
+        warmup_s,
+    };
     let mut out = vec![];
     for (k, spec) in specs.iter().enumerate() {
         let Some(fire) = events
@@ -82,175 +88,222 @@ pub fn analyse(
         else {
             continue;
         };
-        let at = fire.t_s;
         let reported = events
             .iter()
             .find(|e| e.fault == k && matches!(e.event.as_str(), "leader" | "primary"))
-            .map(|e| e.t_s - at);
-        out.push(one(
-            buckets, width_s, k, spec, fire, at, reported, split, warmup_s,
-        ));
+            .map(|e| e.t_s - fire.t_s);
+        out.push(phase.one(k, spec, fire, reported));
     }
     out
 }
 
-#[allow(clippy::too_many_arguments)]
-fn one(
-    buckets: &[Bucket],
+/// A phase's timeline, as the analysis of each fault reads it.
+struct Phase<'a> {
+    buckets: &'a [Bucket],
+    /// Bucket width (s).
     w: f64,
-    k: usize,
-    spec: &str,
-    fire: &Event,
-    at: f64,
-    reported: Option<f64>,
+    /// Whether the buckets tell affected data from the rest.
     split: bool,
     warmup_s: f64,
-) -> FaultReport {
-    let affected = |b: &Bucket| {
-        if split {
+}
+
+/// What one pass over the buckets finds around a fault (from `at` to `end`).
+#[derive(Default)]
+struct Scan {
+    /// The longest time between consecutive successes across the fault (ns).
+    longest: u64,
+    first_error: Option<f64>,
+    errors: BTreeMap<String, u64>,
+    lat_before: ClassBucket,
+    lat_during: ClassBucket,
+}
+
+fn ns(s: f64) -> u64 {
+    (s * 1e9) as u64
+}
+
+impl Phase<'_> {
+    fn affected(&self, b: &Bucket) -> ClassBucket {
+        if self.split {
             b.class[AFFECTED].clone()
         } else {
             b.all()
         }
-    };
-    let start = |b: &Bucket| b.index as f64 * w;
-    // Before: whole buckets after warm-up that ended by the fault.
-    let before: Vec<&Bucket> = buckets
-        .iter()
-        .filter(|b| start(b) >= warmup_s.min(at) && start(b) + w <= at)
-        .collect();
-    let mut rates: Vec<f64> = before.iter().map(|b| affected(b).ok as f64 / w).collect();
-    rates.sort_by(|a, b| a.total_cmp(b));
-    let median = if rates.is_empty() {
-        0.0
-    } else {
-        rates[rates.len() / 2]
-    };
-    // Recovery: the first of three consecutive buckets (starting after the fault) at ≥ 90 %.
-    let after: Vec<&Bucket> = buckets.iter().filter(|b| start(b) >= at).collect();
-    let recovered_at = after.windows(3).find_map(|win| {
-        win.iter()
-            .all(|b| affected(b).ok as f64 / w >= 0.9 * median && median > 0.0)
-            .then(|| start(win[0]))
-    });
-    let end = recovered_at.unwrap_or_else(|| buckets.last().map(|b| start(b) + w).unwrap_or(at));
-    // Unavailability: gaps between consecutive successes, over every bucket, that end after
-    // the fault and start before recovery.
-    let ns = |s: f64| (s * 1e9) as u64;
-    let mut last_ok: Option<u64> = None;
-    let mut longest = 0u64;
-    let mut first_error = None;
-    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
-    let (mut lat_before, mut lat_during) = (ClassBucket::default(), ClassBucket::default());
-    let phase_end = buckets.last().map(|b| ns(start(b) + w)).unwrap_or(0);
-    for b in buckets {
-        let a = affected(b);
-        let s = start(b);
-        if let Some(first) = a.first_ok {
-            if let Some(prev) = last_ok {
-                if first > ns(at) && prev < ns(end) {
-                    longest = longest.max(first - prev);
-                }
-            }
-        }
-        if a.last_ok.is_some() {
-            last_ok = a.last_ok;
-        }
-        if s + w > at && s < end {
-            for (i, n) in a.errors.iter().enumerate() {
-                if *n > 0 {
-                    *errors.entry(ErrorKind::ALL[i].name().into()).or_default() += n;
-                    if first_error.is_none() {
-                        first_error = Some((s - at).max(0.0));
-                    }
-                }
-            }
-        }
-        let unaffected = if split {
+    }
+
+    fn unaffected(&self, b: &Bucket) -> ClassBucket {
+        if self.split {
             b.class[REST].clone()
         } else {
             b.all()
-        };
-        if s >= warmup_s.min(at) && s + w <= at {
-            lat_before.add(&unaffected);
-        } else if s >= at && s < end {
-            lat_during.add(&unaffected);
         }
     }
-    // No success after the fault at all: unavailable until the phase ended.
-    if last_ok.is_none_or(|l| l <= ns(at)) {
-        longest = longest.max(phase_end.saturating_sub(last_ok.unwrap_or(ns(at))));
+
+    fn start(&self, b: &Bucket) -> f64 {
+        b.index as f64 * self.w
     }
-    FaultReport {
-        fault: k,
-        spec: spec.to_string(),
-        member: fire.member.clone(),
-        pid: fire.pid,
-        at_s: at,
-        first_error_after_s: first_error,
-        cluster_reported_after_s: reported,
-        unavailable_s: longest as f64 / 1e9,
-        recovered_after_s: recovered_at.map(|r| r - at),
-        before_ops_per_s: median,
-        errors,
-        latency_of: if split {
-            "operations on data the fault did not affect".into()
+
+    /// Whether `b` is a whole bucket after warm-up that ended by the fault at `at`.
+    fn before(&self, b: &Bucket, at: f64) -> bool {
+        let s = self.start(b);
+        s >= self.warmup_s.min(at) && s + self.w <= at
+    }
+
+    /// The median rate of affected successes before the fault.
+    fn median_before(&self, at: f64) -> f64 {
+        let mut rates: Vec<f64> = self
+            .buckets
+            .iter()
+            .filter(|b| self.before(b, at))
+            .map(|b| self.affected(b).ok as f64 / self.w)
+            .collect();
+        rates.sort_by(|a, b| a.total_cmp(b));
+        if rates.is_empty() {
+            0.0
         } else {
-            "all operations (this cluster serves every key from the member hit, so none is unaffected)".into()
-        },
-        latency_before: Latency::of(&lat_before),
-        latency_during_recovery: Latency::of(&lat_during),
-        energy: "unavailable: telemetry was off".into(),
+            rates[rates.len() / 2]
+        }
+    }
+
+    /// Recovery: the first of three consecutive buckets (starting after the fault) at ≥ 90 %
+    /// of the rate before.
+    fn recovered_at(&self, at: f64, median: f64) -> Option<f64> {
+        let after: Vec<&Bucket> = self
+            .buckets
+            .iter()
+            .filter(|b| self.start(b) >= at)
+            .collect();
+        after.windows(3).find_map(|win| {
+            win.iter()
+                .all(|b| self.affected(b).ok as f64 / self.w >= 0.9 * median && median > 0.0)
+                .then(|| self.start(win[0]))
+        })
+    }
+
+    /// Unavailability (gaps between consecutive successes, over every bucket, that end after
+    /// the fault and start before `end`), the errors in the window, and the latency of the
+    /// unaffected operations before and during it.
+    fn scan(&self, at: f64, end: f64) -> Scan {
+        let w = self.w;
+        let mut r = Scan::default();
+        let mut last_ok: Option<u64> = None;
+        for b in self.buckets {
+            let a = self.affected(b);
+            let s = self.start(b);
+            if let (Some(first), Some(prev)) = (a.first_ok, last_ok) {
+                if first > ns(at) && prev < ns(end) {
+                    r.longest = r.longest.max(first - prev);
+                }
+            }
+            if a.last_ok.is_some() {
+                last_ok = a.last_ok;
+            }
+            if s + w > at && s < end {
+                for (i, n) in a.errors.iter().enumerate() {
+                    if *n > 0 {
+                        *r.errors.entry(ErrorKind::ALL[i].name().into()).or_default() += n;
+                        if r.first_error.is_none() {
+                            r.first_error = Some((s - at).max(0.0));
+                        }
+                    }
+                }
+            }
+            if self.before(b, at) {
+                r.lat_before.add(&self.unaffected(b));
+            } else if s >= at && s < end {
+                r.lat_during.add(&self.unaffected(b));
+            }
+        }
+        // No success after the fault at all: unavailable until the phase ended.
+        let phase_end = self
+            .buckets
+            .last()
+            .map(|b| ns(self.start(b) + w))
+            .unwrap_or(0);
+        if last_ok.is_none_or(|l| l <= ns(at)) {
+            r.longest = r
+                .longest
+                .max(phase_end.saturating_sub(last_ok.unwrap_or(ns(at))));
+        }
+        r
+    }
+
+    /// The report of fault `k`, which `fire` started; `reported`: when the cluster named a new
+    /// leader or primary (s after the fault).
+    fn one(&self, k: usize, spec: &str, fire: &Event, reported: Option<f64>) -> FaultReport {
+        let at = fire.t_s;
+        let median = self.median_before(at);
+        let recovered_at = self.recovered_at(at, median);
+        let end = recovered_at.unwrap_or_else(|| {
+            self.buckets
+                .last()
+                .map(|b| self.start(b) + self.w)
+                .unwrap_or(at)
+        });
+        let scan = self.scan(at, end);
+        FaultReport {
+            fault: k,
+            spec: spec.to_string(),
+            member: fire.member.clone(),
+            pid: fire.pid,
+            at_s: at,
+            first_error_after_s: scan.first_error,
+            cluster_reported_after_s: reported,
+            unavailable_s: scan.longest as f64 / 1e9,
+            recovered_after_s: recovered_at.map(|r| r - at),
+            before_ops_per_s: median,
+            errors: scan.errors,
+            latency_of: if self.split {
+                "operations on data the fault did not affect".into()
+            } else {
+                "all operations (this cluster serves every key from the member hit, so none is unaffected)".into()
+            },
+            latency_before: Latency::of(&scan.lat_before),
+            latency_during_recovery: Latency::of(&scan.lat_during),
+            energy: "unavailable: telemetry was off".into(),
+        }
     }
 }
 
+/// One power sample of a phase (telemetry.csv's `time_s`, `power_w`, `power_source`; the
+/// report's reader, `report::rundata::power_samples`, picks them out).
+#[derive(Clone, Debug)]
+pub struct PowerSample {
+    /// Seconds since telemetry started.
+    pub t_s: f64,
+    /// None where no power source ran.
+    pub power_w: Option<f64>,
+    pub source: String,
+}
+
 /// Energy over each fault's window (from the fault to recovery, or to the phase end) from
-/// telemetry.csv's power samples of `phase`: Σ power × sample interval. A sample's time is
-/// taken from the start of telemetry; the phase starts one interval before its first sample.
-pub fn fill_energy(reports: &mut [FaultReport], telemetry_csv: &str, phase: &str, interval_s: f64) {
-    let mut lines = telemetry_csv.lines();
-    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
-    let col = |name: &str| header.iter().position(|h| *h == name);
-    let (Some(t), Some(p), Some(w), Some(src)) = (
-        col("time_s"),
-        col("phase"),
-        col("power_w"),
-        col("power_source"),
-    ) else {
-        return;
-    };
-    let rows: Vec<(f64, Option<f64>, String)> = lines
-        .map(|l| l.split(',').collect::<Vec<_>>())
-        .filter(|f| f.get(p) == Some(&phase))
-        .filter_map(|f| {
-            Some((
-                f.get(t)?.parse().ok()?,
-                f.get(w).and_then(|x| x.parse().ok()),
-                f.get(src).unwrap_or(&"").to_string(),
-            ))
-        })
-        .collect();
+/// the phase's power samples: Σ power × sample interval. A sample's time is taken from the
+/// start of telemetry; the phase starts one interval before its first sample.
+pub fn fill_energy(reports: &mut [FaultReport], rows: &[PowerSample], interval_s: f64) {
     let Some(first) = rows.first() else {
         return;
     };
-    let phase0 = first.0 - interval_s;
+    let phase0 = first.t_s - interval_s;
     for r in reports.iter_mut() {
         let from = r.at_s;
         let to = r
             .recovered_after_s
             .map(|x| r.at_s + x)
-            .unwrap_or_else(|| rows.last().map(|x| x.0 - phase0).unwrap_or(from));
-        let window: Vec<&(f64, Option<f64>, String)> = rows
+            .unwrap_or_else(|| rows.last().map(|x| x.t_s - phase0).unwrap_or(from));
+        let window: Vec<&PowerSample> = rows
             .iter()
             // A sample covers the interval that ends at its time (1 µs slack for rounding).
-            .filter(|x| x.0 - phase0 > from + 1e-6 && x.0 - phase0 - interval_s < to - 1e-6)
+            .filter(|x| x.t_s - phase0 > from + 1e-6 && x.t_s - phase0 - interval_s < to - 1e-6)
             .collect();
-        if window.is_empty() || window.iter().any(|x| x.1.is_none()) {
+        if window.is_empty() || window.iter().any(|x| x.power_w.is_none()) {
             r.energy = "unavailable: no power source ran (see 'kvmeter doctor')".into();
             continue;
         }
-        let joules: f64 = window.iter().map(|x| x.1.unwrap_or(0.0) * interval_s).sum();
-        let source = &window[0].2;
+        let joules: f64 = window
+            .iter()
+            .map(|x| x.power_w.unwrap_or(0.0) * interval_s)
+            .sum();
+        let source = &window[0].source;
         let label = if source.contains("estimate") {
             "ESTIMATE (model, not a measurement), "
         } else {
@@ -360,11 +413,13 @@ mod tests {
     #[test]
     fn energy_sums_the_power_samples_of_the_window() {
         // Telemetry started 3 s before the phase; samples every 0.1 s at 100 W.
-        let mut csv = String::from("time_s,phase,power_w,power_source\n");
-        csv.push_str("2.900,load,50.0,rapl\n");
-        for k in 1..=30 {
-            csv.push_str(&format!("{:.3},run,100.0,rapl\n", 3.0 + k as f64 * 0.1));
-        }
+        let samples: Vec<PowerSample> = (1..=30)
+            .map(|k| PowerSample {
+                t_s: 3.0 + k as f64 * 0.1,
+                power_w: Some(100.0),
+                source: "rapl".into(),
+            })
+            .collect();
         let ev = Event {
             t_s: 1.0,
             fault: 0,
@@ -387,7 +442,7 @@ mod tests {
             .collect();
         let mut r = analyse(&b, 0.1, &[ev], &["x".into()], false, 0.0);
         r[0].recovered_after_s = Some(0.5);
-        fill_energy(&mut r, &csv, "run", 0.1);
+        fill_energy(&mut r, &samples, 0.1);
         // Samples at 1.1 … 1.5 s cover (1.0, 1.5]: 5 × 100 W × 0.1 s.
         assert_eq!(r[0].energy, "50.0 J over 0.5 s (rapl)");
     }

@@ -1,7 +1,8 @@
 //! The fault thread: fires each `--fault` at its time on the member its target names then,
 //! follows up (restart after a kill, continue after a stop), and watches the cluster until it
-//! reports a new leader or primary. Every event goes to `events.csv` the moment it happens
-//! (a crash of kvmeter keeps the ones so far) and into the phase's summary.
+//! reports a new leader or primary. Every event goes to the caller's sink the moment it
+//! happens (the run writes it to `events.csv`, so a crash of kvmeter keeps the ones so far)
+//! and into the phase's summary.
 //!
 //! Only members of a cluster kvmeter started are ever signalled (`Cluster` holds only
 //! children of this process).
@@ -9,8 +10,6 @@
 use crate::plan::fault::{Action, Fault};
 use crate::store::cluster::Cluster;
 use serde::Serialize;
-use std::io::Write;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,9 +31,11 @@ pub struct Event {
     pub cluster: String,
 }
 
-pub const EVENTS_HEADER: &str = "phase,t_s,fault,event,target,member,pid,cluster\n";
+/// Where each event goes the moment it happens (events.csv: `report::fault_files::append_event`).
+pub type EventSink = Box<dyn FnMut(&Event) + Send>;
 
-enum Job {
+/// What the schedule has to do at a time: its queue's entries.
+enum Pending {
     Fire(usize),
     /// Start member `i` again (after a kill).
     Restart(usize, usize),
@@ -54,8 +55,7 @@ impl Schedule {
         faults: Vec<Fault>,
         cluster: Arc<Mutex<Cluster>>,
         t0: Instant,
-        events_csv: PathBuf,
-        phase: String,
+        sink: EventSink,
     ) -> Schedule {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
@@ -68,8 +68,7 @@ impl Schedule {
                     t0,
                     stop: s,
                     events: vec![],
-                    csv: events_csv,
-                    phase,
+                    sink,
                     victims: vec![],
                 };
                 r.run();
@@ -98,8 +97,7 @@ struct Runner {
     t0: Instant,
     stop: Arc<AtomicBool>,
     events: Vec<Event>,
-    csv: PathBuf,
-    phase: String,
+    sink: EventSink,
     /// Per fault: the member it hit.
     victims: Vec<Option<usize>>,
 }
@@ -107,11 +105,11 @@ struct Runner {
 impl Runner {
     fn run(&mut self) {
         self.victims = vec![None; self.faults.len()];
-        let mut queue: Vec<(Duration, Job)> = self
+        let mut queue: Vec<(Duration, Pending)> = self
             .faults
             .iter()
             .enumerate()
-            .map(|(k, f)| (f.at, Job::Fire(k)))
+            .map(|(k, f)| (f.at, Pending::Fire(k)))
             .collect();
         while !queue.is_empty() {
             let next = (0..queue.len())
@@ -128,9 +126,9 @@ impl Runner {
         // (and the durability check) find the cluster whole.
         for (_, job) in queue {
             match job {
-                Job::Restart(i, k) => self.restart(i, k, " (at the end of the phase)"),
-                Job::Resume(i, k) => self.resume(i, k, " (at the end of the phase)"),
-                Job::Fire(_) | Job::Watch(..) => {}
+                Pending::Restart(i, k) => self.restart(i, k, " (at the end of the phase)"),
+                Pending::Resume(i, k) => self.resume(i, k, " (at the end of the phase)"),
+                Pending::Fire(_) | Pending::Watch(..) => {}
             }
         }
     }
@@ -174,23 +172,7 @@ impl Runner {
             pid,
             cluster: status,
         };
-        let line = format!(
-            "{},{:.3},{},{},{},{},{},{}\n",
-            self.phase,
-            e.t_s,
-            e.fault,
-            e.event,
-            e.target,
-            e.member,
-            e.pid.map(|p| p.to_string()).unwrap_or_default(),
-            csv_field(&e.cluster)
-        );
-        if let Ok((mut f, new)) = crate::report::rundir::append(&self.csv) {
-            if new {
-                let _ = f.write_all(EVENTS_HEADER.as_bytes());
-            }
-            let _ = f.write_all(line.as_bytes());
-        }
+        (self.sink)(&e);
         eprintln!(
             "fault: {:.3} s {} {} {}{}",
             e.t_s,
@@ -202,12 +184,12 @@ impl Runner {
         self.events.push(e);
     }
 
-    fn step(&mut self, job: Job, queue: &mut Vec<(Duration, Job)>) {
-        match job {
-            Job::Fire(k) => self.fire(k, queue),
-            Job::Restart(i, k) => self.restart(i, k, ""),
-            Job::Resume(i, k) => self.resume(i, k, ""),
-            Job::Watch(k, victim, until) => {
+    fn step(&mut self, next: Pending, queue: &mut Vec<(Duration, Pending)>) {
+        match next {
+            Pending::Fire(k) => self.fire(k, queue),
+            Pending::Restart(i, k) => self.restart(i, k, ""),
+            Pending::Resume(i, k) => self.resume(i, k, ""),
+            Pending::Watch(k, victim, until) => {
                 let target = self.faults[k].target.clone();
                 let now_at = self.cluster().resolve(&target);
                 match now_at {
@@ -218,7 +200,7 @@ impl Runner {
                     _ if self.now() < until => {
                         queue.push((
                             self.now() + Duration::from_millis(50),
-                            Job::Watch(k, victim, until),
+                            Pending::Watch(k, victim, until),
                         ));
                     }
                     _ => {}
@@ -227,7 +209,7 @@ impl Runner {
         }
     }
 
-    fn fire(&mut self, k: usize, queue: &mut Vec<(Duration, Job)>) {
+    fn fire(&mut self, k: usize, queue: &mut Vec<(Duration, Pending)>) {
         let f = self.faults[k].clone();
         if f.wait_sync {
             let t = Instant::now();
@@ -294,16 +276,18 @@ impl Runner {
         match f.action {
             Action::Kill => {
                 if let Some(ra) = f.restart_after {
-                    queue.push((now + ra, Job::Restart(i, k)));
+                    queue.push((now + ra, Pending::Restart(i, k)));
                 }
             }
-            Action::Stop => queue.push((now + f.duration.unwrap_or_default(), Job::Resume(i, k))),
+            Action::Stop => {
+                queue.push((now + f.duration.unwrap_or_default(), Pending::Resume(i, k)))
+            }
             Action::Restart => self.wait_answer(i, k),
         }
         if matches!(f.target.as_str(), "leader" | "primary") {
             queue.push((
                 now + Duration::from_millis(50),
-                Job::Watch(k, i, now + Duration::from_secs(60)),
+                Pending::Watch(k, i, now + Duration::from_secs(60)),
             ));
         }
     }
@@ -340,13 +324,5 @@ impl Runner {
             Err(e) => ("unanswered", format!("; not within 30 s: {e}")),
         };
         self.event(k, event, Some(i), &extra);
-    }
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\"").replace('\n', " "))
-    } else {
-        s.to_string()
     }
 }

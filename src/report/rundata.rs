@@ -6,9 +6,9 @@
 
 use super::{PhaseSummary, Summary};
 use crate::error::UsageError;
+use crate::fault::recovery::PowerSample;
 use hdrhistogram::Histogram;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// One row of intervals.csv.
@@ -28,39 +28,7 @@ pub struct IntervalRow {
     pub intended_p99_us: Option<f64>,
 }
 
-/// A CSV as columns by header name (telemetry.csv).
-#[derive(Clone, Debug, Default)]
-pub struct Table {
-    pub header: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    pub fn parse(text: &str) -> Self {
-        let mut lines = text.lines();
-        let header: Vec<String> = lines
-            .next()
-            .map(|h| h.split(',').map(str::to_string).collect())
-            .unwrap_or_default();
-        let rows = lines
-            .map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>())
-            .filter(|r| r.len() == header.len())
-            .collect();
-        Table { header, rows }
-    }
-
-    /// A column's values (None where empty or not a number); None if there is no such column.
-    pub fn column(&self, name: &str) -> Option<Vec<Option<f64>>> {
-        let i = self.header.iter().position(|h| h == name)?;
-        Some(self.rows.iter().map(|r| r[i].parse().ok()).collect())
-    }
-
-    /// A column's text.
-    pub fn text(&self, name: &str) -> Option<Vec<&str>> {
-        let i = self.header.iter().position(|h| h == name)?;
-        Some(self.rows.iter().map(|r| r[i].as_str()).collect())
-    }
-}
+pub use super::csv::Table;
 
 /// What a run directory holds.
 pub struct RunData {
@@ -71,6 +39,8 @@ pub struct RunData {
     pub telemetry: Table,
     /// threads.csv: CPU by thread group per sample (a group is absent when it used none).
     pub threads: Table,
+    /// timeline.csv: the recovery timeline's buckets (`--timeline`, `--fault`).
+    pub timeline: Table,
     /// Why the directory is incomplete (a run cut short), if it is.
     pub partial: Option<String>,
 }
@@ -90,8 +60,8 @@ fn read_json(path: &Path) -> Result<Option<Value>, UsageError> {
 impl RunData {
     pub fn load(dir: &Path) -> Result<Self, UsageError> {
         let manifest = read_json(&dir.join("manifest.json"))?;
-        let intervals_text = std::fs::read_to_string(dir.join("intervals.csv")).ok();
-        if manifest.is_none() && intervals_text.is_none() {
+        let intervals = Table::read(&dir.join("intervals.csv"))?;
+        if manifest.is_none() && intervals.is_none() {
             return Err(UsageError::new(format!(
                 "{}: not a kvmeter run directory (no manifest.json or intervals.csv)",
                 dir.display()
@@ -124,15 +94,10 @@ impl RunData {
             dir: dir.to_path_buf(),
             manifest,
             summary,
-            intervals: intervals_text
-                .map(|t| parse_intervals(&t))
-                .unwrap_or_default(),
-            telemetry: std::fs::read_to_string(dir.join("telemetry.csv"))
-                .map(|t| Table::parse(&t))
-                .unwrap_or_default(),
-            threads: std::fs::read_to_string(dir.join("threads.csv"))
-                .map(|t| Table::parse(&t))
-                .unwrap_or_default(),
+            intervals: intervals.map(|t| intervals_of(&t)).unwrap_or_default(),
+            telemetry: Table::read(&dir.join("telemetry.csv"))?.unwrap_or_default(),
+            threads: Table::read(&dir.join("threads.csv"))?.unwrap_or_default(),
+            timeline: Table::read(&dir.join("timeline.csv"))?.unwrap_or_default(),
             partial,
         })
     }
@@ -190,54 +155,43 @@ impl RunData {
     }
 }
 
-fn parse_intervals(text: &str) -> Vec<IntervalRow> {
-    let mut lines = text.lines();
-    let header: Vec<&str> = match lines.next() {
-        Some(h) => h.split(',').collect(),
-        None => return vec![],
-    };
-    let col = |n: &str| header.iter().position(|h| *h == n);
-    let idx: BTreeMap<&str, Option<usize>> = [
-        "phase",
-        "start_s",
-        "end_s",
-        "warmup",
-        "metric",
-        "count",
-        "ops_per_s",
-        "p50_us",
-        "p99_us",
-        "p99_9_us",
-        "max_us",
-        "intended_p99_us",
-    ]
-    .into_iter()
-    .map(|n| (n, col(n)))
-    .collect();
-    let mut out = vec![];
-    for l in lines {
-        let f: Vec<&str> = l.split(',').collect();
-        if f.len() != header.len() {
-            continue; // a row cut by a crash
-        }
-        let get = |n: &str| idx[n].and_then(|i| f.get(i).copied()).unwrap_or("");
-        let num = |n: &str| get(n).parse::<f64>().unwrap_or(f64::NAN);
-        out.push(IntervalRow {
-            phase: get("phase").to_string(),
-            start_s: num("start_s"),
-            end_s: num("end_s"),
-            warmup: get("warmup") == "1",
-            metric: get("metric").to_string(),
-            count: get("count").parse().unwrap_or(0),
-            ops_per_s: num("ops_per_s"),
-            p50_us: num("p50_us"),
-            p99_us: num("p99_us"),
-            p99_9_us: num("p99_9_us"),
-            max_us: num("max_us"),
-            intended_p99_us: get("intended_p99_us").parse().ok(),
-        });
+/// intervals.csv's rows, by column name (a merged run's file has an `agents` column more).
+fn intervals_of(t: &Table) -> Vec<IntervalRow> {
+    t.rows()
+        .map(|r| {
+            let num = |n: &str| r.num(n).unwrap_or(f64::NAN);
+            IntervalRow {
+                phase: r.get("phase").to_string(),
+                start_s: num("start_s"),
+                end_s: num("end_s"),
+                warmup: r.get("warmup") == "1",
+                metric: r.get("metric").to_string(),
+                count: r.get("count").parse().unwrap_or(0),
+                ops_per_s: num("ops_per_s"),
+                p50_us: num("p50_us"),
+                p99_us: num("p99_us"),
+                p99_9_us: num("p99_9_us"),
+                max_us: num("max_us"),
+                intended_p99_us: r.num("intended_p99_us"),
+            }
+        })
+        .collect()
+}
+
+/// The power samples of `phase` in telemetry.csv, for `fault::recovery::fill_energy`.
+pub fn power_samples(t: &Table, phase: &str) -> Vec<PowerSample> {
+    if t.index("power_w").is_none() || t.index("power_source").is_none() {
+        return vec![];
     }
-    out
+    t.rows_where("phase", phase)
+        .filter_map(|r| {
+            Some(PowerSample {
+                t_s: r.num("time_s")?,
+                power_w: r.num("power_w"),
+                source: r.get("power_source").to_string(),
+            })
+        })
+        .collect()
 }
 
 /// Sums the interval histograms of an HdrHistogram interval log (format 1.3) whose start is

@@ -296,6 +296,7 @@ impl RunDir {
         stats: &Stats,
         schedule: Option<ScheduleFigures>,
     ) -> anyhow::Result<()> {
+        let phase = super::csv::field(phase);
         let secs = (end_s - start_s).max(1e-9);
         let us = |ns: u64| ns as f64 / 1000.0;
         let sched = match schedule {
@@ -455,6 +456,7 @@ impl RunDir {
         phase: &str,
         r: &super::PressureResult,
     ) -> anyhow::Result<()> {
+        let phase = super::csv::field(phase);
         let (mut f, new) = append(&self.root.join("pressure.csv"))?;
         if new {
             writeln!(f, "phase,block_size_kib,step,start_s,seconds,write_ratios,ops_per_s,normalized_pressure,antagonist_read_iops,antagonist_write_iops,antagonist_mb_per_s,antagonist_avg_latency_us")?;

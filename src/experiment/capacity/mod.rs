@@ -345,7 +345,7 @@ pub fn run(base: &Request, out: Option<&Path>, s: Settings) -> anyhow::Result<i3
         search.root.display()
     );
     let mut rate = s.start_rate;
-    while search.status == "completed" {
+    while search.stopped.is_none() {
         let Some(v) = search.try_rate(rate)? else {
             break;
         };
@@ -363,6 +363,17 @@ pub fn run(base: &Request, out: Option<&Path>, s: Settings) -> anyhow::Result<i3
     search.finish()
 }
 
+/// Why a capacity search stopped before its end.
+#[derive(Clone, Debug, PartialEq)]
+enum Stopped {
+    /// `--max-points` runs were made (exit 0: the bounds so far are the answer).
+    MaxPoints,
+    /// Ctrl-C, or a run was interrupted.
+    Interrupted,
+    /// A run at `rate` failed.
+    Failed { rate: f64, why: String },
+}
+
 /// A capacity search in progress.
 struct Search<'a> {
     base: &'a Request,
@@ -375,8 +386,9 @@ struct Search<'a> {
     /// The highest passing and the lowest failing rate so far.
     lo: Option<f64>,
     hi: Option<f64>,
-    /// "completed" while the search may go on; else why it stopped.
-    status: String,
+    /// Why the search stopped early; `None` while it may go on (and, at the end, when it
+    /// ran to its end: capacity.json's "completed").
+    stopped: Option<Stopped>,
     runs_done: usize,
     csv: String,
 }
@@ -398,7 +410,7 @@ impl<'a> Search<'a> {
             verdicts: Vec::new(),
             lo: None,
             hi: None,
-            status: "completed".into(),
+            stopped: None,
             runs_done: 0,
             csv: String::from(CSV_HEADER) + "\n",
         }
@@ -411,7 +423,7 @@ impl<'a> Search<'a> {
         let mut runs: Vec<Point> = Vec::new();
         for k in 1..=s.repeat {
             if self.runs_done >= s.max_points {
-                self.status = "stopped: --max-points reached".into();
+                self.stopped = Some(Stopped::MaxPoints);
                 return Ok(None);
             }
             let Some(p) = self.run_once(rate, k)? else {
@@ -462,17 +474,17 @@ impl<'a> Search<'a> {
         let (code, summary) = run_point(&req, &dir)?;
         self.runs_done += 1;
         if code == EXIT_INTERRUPTED || self.interrupted.load(std::sync::atomic::Ordering::Relaxed) {
-            self.status = "interrupted".into();
+            self.stopped = Some(Stopped::Interrupted);
             return Ok(None);
         }
         if code != EXIT_OK {
-            self.status = format!(
-                "failed at {rate} ops/s: {}",
-                summary
+            self.stopped = Some(Stopped::Failed {
+                rate,
+                why: summary
                     .error
                     .clone()
-                    .unwrap_or_else(|| "the run failed".into())
-            );
+                    .unwrap_or_else(|| "the run failed".into()),
+            });
             return Ok(None);
         }
         let p = point_of(&summary, rate, k, &dir)?;
@@ -485,17 +497,18 @@ impl<'a> Search<'a> {
     /// Writes capacity.json and curve.svg, prints the curve; returns the exit code.
     fn finish(self) -> anyhow::Result<i32> {
         let slo_text = &self.slo_text;
+        let status = self.status();
         let note = match (self.lo, self.hi) {
             (Some(l), Some(h)) => format!(
                 "capacity {} ops/s: the highest offered load that met {slo_text}; {} ops/s missed it, so the capacity lies between them (± {} ops/s)",
                 l, h, (h - l) / 2.0
             ),
-            (Some(l), None) if self.status == "completed" => format!(
+            (Some(l), None) if self.stopped.is_none() => format!(
                 "capacity ≥ {l} ops/s, a lower bound only: every rate up to --max-rate met {slo_text}; raise --max-rate to find the limit"
             ),
             (Some(l), None) => format!(
                 "capacity ≥ {l} ops/s, a lower bound only: the search {} with every rate it tried meeting {slo_text}; raise --max-points to find the limit",
-                self.status.trim_start_matches("stopped: ")
+                status.trim_start_matches("stopped: ")
             ),
             (None, Some(h)) => format!("capacity ≤ {h} ops/s, an upper bound only: even the lowest rate tried missed {slo_text}"),
             (None, None) => "no point completed".into(),
@@ -503,7 +516,7 @@ impl<'a> Search<'a> {
         let (bound, text) = bound_of(self.lo, self.hi);
         let result = Result_ {
             schema: "kvmeter-capacity/1",
-            status: self.status.clone(),
+            status: status.clone(),
             store: self.base.store.clone(),
             slo: self.s.slo.clone(),
             slo_text: slo_text.clone(),
@@ -530,13 +543,23 @@ impl<'a> Search<'a> {
         if let Err(e) = crate::report::html::write(&self.root) {
             eprintln!("warning: report.html was not written: {e:#}");
         }
-        print!("{}", render(&self.points, &note, &self.status));
+        print!("{}", render(&self.points, &note, &status));
         eprintln!("results: {}", self.root.display());
-        Ok(match self.status.as_str() {
-            "completed" | "stopped: --max-points reached" => EXIT_OK,
-            "interrupted" => EXIT_INTERRUPTED,
-            _ => crate::error::EXIT_FAILED,
+        Ok(match self.stopped {
+            None | Some(Stopped::MaxPoints) => EXIT_OK,
+            Some(Stopped::Interrupted) => EXIT_INTERRUPTED,
+            Some(Stopped::Failed { .. }) => crate::error::EXIT_FAILED,
         })
+    }
+
+    /// capacity.json's `status`: "completed" (the search ran to its end), or why it stopped.
+    fn status(&self) -> String {
+        match &self.stopped {
+            None => "completed".into(),
+            Some(Stopped::MaxPoints) => "stopped: --max-points reached".into(),
+            Some(Stopped::Interrupted) => "interrupted".into(),
+            Some(Stopped::Failed { rate, why }) => format!("failed at {rate} ops/s: {why}"),
+        }
     }
 }
 

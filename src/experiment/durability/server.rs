@@ -23,32 +23,15 @@ pub(super) fn run(
     seed: u64,
     slot: &output::Slot,
 ) -> anyhow::Result<i32> {
-    let spec = adapter.server.expect("a server store");
     let (d, faults) = accept(s, adapter, &opts)?;
     let user_server = !opts.str("addr").is_empty();
-    let topology = (spec.topology)(&opts);
     // Input accepted: now things are created.
     let dir = output::start(s, adapter, &opts, seed, slot)?;
     let data = DataDir::prepare(None)?;
     let (cluster, mut opts) = if user_server {
         (None, opts)
     } else {
-        let ctx = StartCtx {
-            name: adapter.name,
-            spec,
-            opts: &opts,
-            dir: &data.store_dir()?,
-            rundir: &dir,
-            timeout: Duration::from_secs(30),
-        };
-        let c = topology.start(&ctx)?;
-        eprintln!(
-            "durability: {} member(s) started; {}",
-            c.members.len(),
-            c.status()
-        );
-        let o = c.opts.clone();
-        (Some(Arc::new(Mutex::new(c))), o)
+        start_cluster(adapter, &opts, &data, &dir)?
     };
     let store = (adapter.open)(&data.store_dir()?, &opts)?;
     let t0 = Instant::now();
@@ -57,8 +40,7 @@ pub(super) fn run(
             faults.clone(),
             c.clone(),
             t0,
-            dir.join("events.csv"),
-            "durability".into(),
+            crate::report::fault_files::events_csv(&dir, "durability"),
         )
     });
     eprintln!(
@@ -69,25 +51,15 @@ pub(super) fn run(
     let writes = write_all(s, store.as_ref(), &dir, t0, d)?;
     let _ = store.close();
     let events = schedule.map(Schedule::finish).unwrap_or_default();
-    // Recovery: wait for a primary or leader (promote one where nothing else would). A
-    // cluster that does not serve, or a store that cannot be read, makes the check
+    // A cluster that does not serve, or a store that cannot be read, makes the check
     // unavailable: the writes are not "lost" because nothing could read them.
     let mut note = String::new();
-    let mut why_not: Option<String> = None;
-    if let Some(c) = &cluster {
-        let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
-        let topology = c.topology;
-        match topology.serving(&mut c, Duration::from_secs(30)) {
-            Ok((addr, how)) => {
-                opts.set("addr", &addr);
-                note = how;
-                eprintln!("durability: reading back from {addr}; {}", c.status());
-            }
-            Err(e) => why_not = Some(format!("after the faults the cluster does not serve: {e}")),
+    let verdict = match cluster.as_ref().map(|c| serving(c, &mut opts)) {
+        Some(Err(why)) => unavailable(&writes, why),
+        Some(Ok(how)) => {
+            note = how;
+            read_back(adapter, &data, &opts, &writes, seed)
         }
-    }
-    let verdict = match why_not {
-        Some(why) => unavailable(&writes, why),
         None => read_back(adapter, &data, &opts, &writes, seed),
     };
     let mut rounds: Vec<serde_json::Value> = events
@@ -97,40 +69,83 @@ pub(super) fn run(
     if !note.is_empty() {
         rounds.push(serde_json::json!({ "event": "promote", "note": note }));
     }
+    let kind = if faults.is_empty() {
+        "writes, no faults"
+    } else {
+        "faults on a managed cluster"
+    };
+    let method = if user_server {
+        format!(
+            "every write read back from the server at {}",
+            opts.str("addr")
+        )
+    } else {
+        format!(
+            "every write read back from the primary or leader serving after the faults{}{}",
+            if note.is_empty() { "" } else { "; " },
+            note
+        )
+    };
     let mut report = Report::new(
         s,
         adapter,
         &opts,
-        if faults.is_empty() {
-            "writes, no faults".into()
-        } else {
-            "faults on a managed cluster".into()
-        },
-        if user_server {
-            format!(
-                "every write read back from the server at {}",
-                opts.str("addr")
-            )
-        } else {
-            format!(
-                "every write read back from the primary or leader serving after the faults{}{}",
-                if note.is_empty() { "" } else { "; " },
-                note
-            )
-        },
+        kind.into(),
+        method,
         verdict,
         rounds,
         seed,
     );
-    report.members = cluster
-        .as_ref()
-        .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).manifest())
-        .unwrap_or_default();
     if let Some(c) = cluster {
         let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
+        report.members = c.manifest();
         c.stop();
     }
     output::finish(slot, &report, s.fail_on_loss)
+}
+
+type SharedCluster = Arc<Mutex<crate::store::cluster::Cluster>>;
+
+/// Starts the store's cluster (its topology from the options); returns it and the options
+/// its members answer on.
+fn start_cluster(
+    adapter: &'static StoreKind,
+    opts: &StoreOptions,
+    data: &DataDir,
+    rundir: &std::path::Path,
+) -> anyhow::Result<(Option<SharedCluster>, StoreOptions)> {
+    let spec = adapter.server.expect("a server store");
+    let ctx = StartCtx {
+        name: adapter.name,
+        spec,
+        opts,
+        dir: &data.store_dir()?,
+        rundir,
+        timeout: Duration::from_secs(30),
+    };
+    let c = (spec.topology)(opts).start(&ctx)?;
+    eprintln!(
+        "durability: {} member(s) started; {}",
+        c.members.len(),
+        c.status()
+    );
+    let o = c.opts.clone();
+    Ok((Some(Arc::new(Mutex::new(c))), o))
+}
+
+/// Recovery: waits for a primary or leader (promotes one where nothing else would) and points
+/// `opts` at it; how it was found, or why the cluster does not serve.
+fn serving(cluster: &SharedCluster, opts: &mut StoreOptions) -> Result<String, String> {
+    let mut c = cluster.lock().unwrap_or_else(|p| p.into_inner());
+    let topology = c.topology;
+    match topology.serving(&mut c, Duration::from_secs(30)) {
+        Ok((addr, how)) => {
+            opts.set("addr", &addr);
+            eprintln!("durability: reading back from {addr}; {}", c.status());
+            Ok(how)
+        }
+        Err(e) => Err(format!("after the faults the cluster does not serve: {e}")),
+    }
 }
 
 /// Checks the input before anything is created: the writes' duration and the faults.

@@ -237,23 +237,24 @@ struct Event {
     cluster: String,
 }
 
-/// events.csv (servers): phase,t_s,fault,event,target,member,pid,cluster — the last column
-/// may hold commas in quotes.
+/// events.csv (servers): phase,t_s,fault,event,target,member,pid,cluster (the first 10,000).
 fn events(dir: &Path) -> Vec<Event> {
-    let Ok(t) = std::fs::read_to_string(dir.join("events.csv")) else {
-        return vec![];
+    let t = match crate::report::csv::Table::read(&dir.join("events.csv")) {
+        Ok(t) => t.unwrap_or_default(),
+        Err(e) => {
+            eprintln!("warning: {e}");
+            return vec![];
+        }
     };
-    t.lines()
-        .skip(1)
+    t.rows()
         .take(10_000)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.splitn(8, ',').collect();
+        .filter_map(|r| {
             Some(Event {
-                t: f.get(1)?.parse().ok()?,
-                event: f.get(3)?.to_string(),
-                member: f.get(5)?.to_string(),
-                pid: f.get(6)?.to_string(),
-                cluster: f.get(7).unwrap_or(&"").trim_matches('"').to_string(),
+                t: r.num("t_s")?,
+                event: r.get("event").to_string(),
+                member: r.get("member").to_string(),
+                pid: r.get("pid").to_string(),
+                cluster: r.get("cluster").to_string(),
             })
         })
         .collect()

@@ -1,7 +1,10 @@
 //! A phase's faults in report.html (papers/002 Fig. 8 and §5: throughput through a crash and
 //! recovery, and what other clients saw): the recovery timeline's throughput and p99 per
 //! class with each fault marked and its recovery window shaded, then a table per fault and
-//! the event list. Read back from timeline.csv, events.csv and summary.json.
+//! the event list. Read back from timeline.csv (the buckets) and summary.json (each fault's
+//! analysis and its events): the summary is written after every phase, so a phase cut short
+//! has no fault tables; its events.csv, written the moment each event happens, is for the
+//! reader of a run killed mid-phase, not for the page.
 
 use super::{downsample, Cell, Page};
 use crate::report::chart::{LineChart, Series};
@@ -10,32 +13,15 @@ use crate::report::PhaseSummary;
 
 /// timeline.csv rows of `phase`: (start, end, class, ok/s, p99 µs).
 fn timeline(d: &RunData, phase: &str) -> Vec<(f64, f64, String, f64, Option<f64>)> {
-    let Ok(text) = std::fs::read_to_string(d.dir.join("timeline.csv")) else {
-        return vec![];
-    };
-    let mut lines = text.lines();
-    let head: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
-    let col = |n: &str| head.iter().position(|h| *h == n);
-    let (Some(ph), Some(a), Some(b), Some(c), Some(r), Some(p99)) = (
-        col("phase"),
-        col("t_start_s"),
-        col("t_end_s"),
-        col("class"),
-        col("ok_per_s"),
-        col("p99_us"),
-    ) else {
-        return vec![];
-    };
-    lines
-        .map(|l| l.split(',').collect::<Vec<_>>())
-        .filter(|f| f.get(ph) == Some(&phase))
-        .filter_map(|f| {
+    d.timeline
+        .rows_where("phase", phase)
+        .filter_map(|r| {
             Some((
-                f.get(a)?.parse().ok()?,
-                f.get(b)?.parse().ok()?,
-                f.get(c)?.to_string(),
-                f.get(r)?.parse().ok()?,
-                f.get(p99).and_then(|x| x.parse().ok()),
+                r.num("t_start_s")?,
+                r.num("t_end_s")?,
+                r.get("class").to_string(),
+                r.num("ok_per_s")?,
+                r.num("p99_us"),
             ))
         })
         .collect()

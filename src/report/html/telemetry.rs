@@ -5,7 +5,7 @@
 
 use super::{downsample, Page};
 use crate::report::chart::{LineChart, Series};
-use crate::report::rundata::RunData;
+use crate::report::rundata::{RunData, Table};
 use std::collections::BTreeMap;
 
 /// Telemetry series over time, one figure per group, phase starts marked.
@@ -27,27 +27,32 @@ pub(super) fn section(p: &mut Page, d: &RunData) {
         );
         return;
     }
-    let phases = t.text("phase").unwrap_or_default();
-    let mut starts = vec![];
-    for (i, ph) in phases.iter().enumerate() {
-        if !ph.is_empty() && (i == 0 || phases[i - 1] != *ph) {
-            if let Some(Some(x)) = time.get(i) {
-                starts.push((*x, ph.to_string()));
-            }
-        }
+    let starts = phase_starts(t, &time);
+    let power = power_label(t);
+    for g in groups(&power) {
+        group_figure(p, t, &time, &starts, &g);
     }
-    let power_src = t
-        .text("power_source")
-        .and_then(|v| v.into_iter().find(|s| !s.is_empty()).map(str::to_string))
-        .unwrap_or_default();
-    let power_label = if power_src == "estimate" {
-        "power (W) — ESTIMATE, not measured".to_string()
-    } else {
-        format!("power (W, {power_src})")
+    thread_groups(p, d, &starts);
+}
+
+/// One figure of telemetry: its id, title, unit and (column, label) series.
+struct Group<'a> {
+    id: &'a str,
+    title: &'a str,
+    unit: &'a str,
+    cols: &'a [(&'a str, &'a str)],
+}
+
+/// The figures, in order; `power` is the power figure's unit (its source named).
+fn groups(power: &str) -> [Group<'_>; 6] {
+    let g = |id, title, unit, cols| Group {
+        id,
+        title,
+        unit,
+        cols,
     };
-    type Group<'a> = (&'a str, &'a str, &'a str, &'a [(&'a str, &'a str)]);
-    let groups: [Group; 6] = [
-        (
+    [
+        g(
             "cpu",
             "CPU over time",
             "% (machine: of all CPUs; processes: of one CPU)",
@@ -57,7 +62,7 @@ pub(super) fn section(p: &mut Page, d: &RunData) {
                 ("server_cpu_pct", "server process"),
             ],
         ),
-        (
+        g(
             "disk-mb",
             "disk throughput",
             "MB/s",
@@ -66,13 +71,13 @@ pub(super) fn section(p: &mut Page, d: &RunData) {
                 ("disk_write_mb_per_s", "write"),
             ],
         ),
-        (
+        g(
             "disk-iops",
             "disk IOPS",
             "operations/s",
             &[("disk_read_iops", "read"), ("disk_write_iops", "write")],
         ),
-        (
+        g(
             "disk-util",
             "disk utilization and queue",
             "% busy / requests",
@@ -81,7 +86,7 @@ pub(super) fn section(p: &mut Page, d: &RunData) {
                 ("disk_queue_depth", "queue depth"),
             ],
         ),
-        (
+        g(
             "memory",
             "memory",
             "MB",
@@ -92,40 +97,78 @@ pub(super) fn section(p: &mut Page, d: &RunData) {
                 ("server_rss_mb", "server RSS"),
             ],
         ),
-        ("power", "power", &power_label, &[("power_w", "power")]),
-    ];
-    for (id, title, unit, cols) in groups {
-        let mut c = LineChart::new(
-            &format!("telemetry-{id}"),
-            title,
-            "time since the run started (s)",
-            unit,
-        );
-        c.vlines = starts.clone();
-        for (col, label) in cols.iter() {
-            let Some(v) = t.column(col) else { continue };
-            let pts: Vec<(f64, f64)> = time
-                .iter()
-                .zip(v)
-                .filter_map(|(x, y)| Some(((*x)?, y?)))
-                .collect();
-            if !pts.is_empty() {
-                c.series.push(Series::new(label, downsample(pts)));
+        g("power", "power", power, &[("power_w", "power")]),
+    ]
+}
+
+/// Where each phase starts (its first sample's time).
+fn phase_starts(t: &Table, time: &[Option<f64>]) -> Vec<(f64, String)> {
+    let phases = t.text("phase").unwrap_or_default();
+    let mut starts = vec![];
+    for (i, ph) in phases.iter().enumerate() {
+        if !ph.is_empty() && (i == 0 || phases[i - 1] != *ph) {
+            if let Some(Some(x)) = time.get(i) {
+                starts.push((*x, ph.to_string()));
             }
         }
-        if c.series.is_empty() {
-            p.note("na", &format!("{title}: unavailable on this machine (see manifest and telemetry 'unavailable')"));
-            continue;
+    }
+    starts
+}
+
+/// The power figure's unit, its source named; an estimate says so.
+fn power_label(t: &Table) -> String {
+    let power_src = t
+        .text("power_source")
+        .and_then(|v| v.into_iter().find(|s| !s.is_empty()).map(str::to_string))
+        .unwrap_or_default();
+    if power_src == "estimate" {
+        "power (W) — ESTIMATE, not measured".to_string()
+    } else {
+        format!("power (W, {power_src})")
+    }
+}
+
+/// One group's figure, or a note that this machine had none of its series.
+fn group_figure(
+    p: &mut Page,
+    t: &Table,
+    time: &[Option<f64>],
+    starts: &[(f64, String)],
+    g: &Group,
+) {
+    let title = g.title;
+    let mut c = LineChart::new(
+        &format!("telemetry-{}", g.id),
+        title,
+        "time since the run started (s)",
+        g.unit,
+    );
+    c.vlines = starts.to_vec();
+    for (col, label) in g.cols {
+        let Some(v) = t.column(col) else { continue };
+        let pts: Vec<(f64, f64)> = time
+            .iter()
+            .zip(v)
+            .filter_map(|(x, y)| Some(((*x)?, y?)))
+            .collect();
+        if !pts.is_empty() {
+            c.series.push(Series::new(label, downsample(pts)));
         }
-        p.figure(
-            &c.id.clone(),
-            c.svg(),
+    }
+    if c.series.is_empty() {
+        p.note(
+            "na",
             &format!(
-                "{title}, sampled every --telemetry-interval; dashed lines mark phase starts."
+                "{title}: unavailable on this machine (see manifest and telemetry 'unavailable')"
             ),
         );
+        return;
     }
-    thread_groups(p, d, &starts);
+    p.figure(
+        &c.id.clone(),
+        c.svg(),
+        &format!("{title}, sampled every --telemetry-interval; dashed lines mark phase starts."),
+    );
 }
 
 /// CPU of kvmeter's threads by group (threads.csv): kvm-worker against, for an embedded store,

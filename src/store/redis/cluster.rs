@@ -200,6 +200,80 @@ fn node_id(s: &Settings, addr: &str) -> Result<String, String> {
     ask(s, addr, &[b"CLUSTER", b"MYID"])
 }
 
+/// Starts one cluster-enabled redis-server on `port`.
+fn spawn_member(
+    ctx: &StartCtx,
+    binary: &std::path::Path,
+    role: Role,
+    index: usize,
+    port: u16,
+) -> anyhow::Result<Member> {
+    let (dir, log) = ctx.member_paths(role, index)?;
+    let mut args = server_args(ctx.opts, &[port], &dir);
+    args.extend([
+        "--cluster-enabled".into(),
+        "yes".into(),
+        "--cluster-config-file".into(),
+        dir.join("nodes.conf").display().to_string(),
+        "--cluster-node-timeout".into(),
+        ctx.opts.str("node_timeout_ms").into(),
+        "--cluster-require-full-coverage".into(),
+        if ctx.opts.bool("full_coverage")? {
+            "yes"
+        } else {
+            "no"
+        }
+        .into(),
+    ]);
+    let p = super::server::password(ctx.opts);
+    if !p.is_empty() {
+        args.extend(["--masterauth".into(), p]);
+    }
+    let addr = format!("127.0.0.1:{port}");
+    Ok(Member {
+        role,
+        index,
+        server: Managed::spawn("redis", binary, args, addr, &log, &ctx.cpus())?,
+        ports: vec![port],
+        dir,
+    })
+}
+
+/// Introduces every node to the first and waits until each knows all the others (before
+/// that a replica cannot follow its master).
+fn meet(s: &Settings, c: &Cluster, timeout: Duration) -> anyhow::Result<()> {
+    let n = c.members.len();
+    let first = &c.members[0].server.addr;
+    for m in &c.members[1..] {
+        let port = m.ports[0].to_string();
+        ask(
+            s,
+            first,
+            &[b"CLUSTER", b"MEET", b"127.0.0.1", port.as_bytes()],
+        )
+        .map_err(|e| anyhow::anyhow!("making the Redis Cluster: {e}"))?;
+    }
+    let deadline = Instant::now() + timeout;
+    loop {
+        let known = c.members.iter().all(|m| {
+            cluster_info(s, &m.server.addr)
+                .ok()
+                .and_then(|i| field(&i, "cluster_known_nodes").and_then(|v| v.parse().ok()))
+                == Some(n)
+        });
+        if known {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            anyhow::bail!(
+                "making the Redis Cluster: the nodes did not meet within {:.0} s",
+                timeout.as_secs_f64()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 impl Topology for RedisCluster {
     fn shape(&self, o: &StoreOptions) -> Shape {
         let m = o.u64("cluster").unwrap_or(3) as usize;
@@ -219,41 +293,13 @@ impl Topology for RedisCluster {
         let binary = ctx.binary()?;
         let ports = free_ports(n)?;
         let mut members = Vec::with_capacity(n);
-        for k in 0..n {
+        for (k, &port) in ports.iter().enumerate() {
             let (role, index) = if k < m {
                 (Role::Master, k)
             } else {
                 (Role::Replica, k - m)
             };
-            let (dir, log) = ctx.member_paths(role, index)?;
-            let mut args = server_args(ctx.opts, &ports[k..=k], &dir);
-            args.extend([
-                "--cluster-enabled".into(),
-                "yes".into(),
-                "--cluster-config-file".into(),
-                dir.join("nodes.conf").display().to_string(),
-                "--cluster-node-timeout".into(),
-                ctx.opts.str("node_timeout_ms").into(),
-                "--cluster-require-full-coverage".into(),
-                if ctx.opts.bool("full_coverage")? {
-                    "yes"
-                } else {
-                    "no"
-                }
-                .into(),
-            ]);
-            let p = super::server::password(ctx.opts);
-            if !p.is_empty() {
-                args.extend(["--masterauth".into(), p]);
-            }
-            let addr = format!("127.0.0.1:{}", ports[k]);
-            members.push(Member {
-                role,
-                index,
-                server: Managed::spawn("redis", &binary, args, addr, &log, &ctx.cpus())?,
-                ports: vec![ports[k]],
-                dir,
-            });
+            members.push(spawn_member(ctx, &binary, role, index, port)?);
         }
         let mut opts = ctx.opts.clone();
         opts.set("addr", &members[0].server.addr);
@@ -287,39 +333,10 @@ impl Topology for RedisCluster {
             )
             .map_err(e)?;
         }
-        let first = c.members[0].server.addr.clone();
-        for k in 1..n {
-            let port = c.members[k].ports[0].to_string();
-            ask(
-                &s,
-                &first,
-                &[b"CLUSTER", b"MEET", b"127.0.0.1", port.as_bytes()],
-            )
-            .map_err(e)?;
-        }
-        // Every node must know every other before a replica can follow its master.
-        let deadline = Instant::now() + ctx.timeout;
-        loop {
-            let known = (0..n).all(|k| {
-                cluster_info(&s, &c.members[k].server.addr)
-                    .ok()
-                    .and_then(|i| field(&i, "cluster_known_nodes").and_then(|v| v.parse().ok()))
-                    == Some(n)
-            });
-            if known {
-                break;
-            }
-            if Instant::now() >= deadline {
-                anyhow::bail!(
-                    "making the Redis Cluster: the nodes did not meet within {:.0} s",
-                    ctx.timeout.as_secs_f64()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        meet(&s, &c, ctx.timeout)?;
+        // Replica j follows master j mod m.
         for j in 0..m * r {
-            let master = j % m;
-            let id = node_id(&s, &c.members[master].server.addr).map_err(e)?;
+            let id = node_id(&s, &c.members[j % m].server.addr).map_err(e)?;
             ask(
                 &s,
                 &c.members[m + j].server.addr,
