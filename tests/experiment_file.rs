@@ -449,3 +449,79 @@ needs = ["devices>=2"]
         / phase(&s1, "load")["throughput_ops_per_s"].as_f64().unwrap();
     assert!((f["value"].as_f64().unwrap() - want).abs() < 1e-9 * want);
 }
+
+/// `$cpus` stands for the CPUs online when the experiment started: started under one CPU
+/// (`taskset -c 0`) and resumed under two, the experiment is the same one (it used to be
+/// refused as changed, `threads` now reading 2) and its remaining step runs the one thread it
+/// planned. The step left to run is made by marking it pending in experiment.json, as a
+/// SIGKILL during it would leave it (that path is resume_after_sigkill_finishes_the_rest_only).
+#[test]
+fn resume_under_another_cpu_set_keeps_what_cpus_stood_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = r#"
+[experiment]
+name = "cpus"
+title = "Threads per CPU"
+paper = "none"
+
+[settings]
+store = "null"
+ops = 2000
+telemetry_interval = "0"
+
+[[step]]
+name = "first"
+command = "run"
+workload = "workloadc"
+threads = "$cpus"
+
+[[step]]
+name = "second"
+command = "run"
+workload = "workloadc"
+threads = "$cpus"
+"#;
+    let file = write(dir.path(), "cpus.toml", text);
+    let out = dir.path().join("exp");
+    let under = |cpus: &str, args: &[&std::ffi::OsStr]| {
+        std::process::Command::new("taskset")
+            .args(["-c", cpus])
+            .arg(bin())
+            .arg("experiment")
+            .arg(&file)
+            .args(args)
+            .output()
+            .expect("taskset is installed")
+    };
+    let o = under("0", &["--out".as_ref(), out.as_os_str()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let state_path = out.join("experiment.json");
+    let mut state = json(&state_path);
+    assert_eq!(state["cpus"], 1, "{state}");
+    assert_eq!(state["steps"][1]["status"], "completed");
+    state["steps"][1]["status"] = "pending".into();
+    std::fs::write(&state_path, state.to_string()).unwrap();
+    std::fs::remove_dir_all(out.join("steps/second")).unwrap();
+
+    let o = under("0-1", &["--resume".as_ref(), out.as_os_str()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("no longer describes"), "{err}");
+    let state = json(&state_path);
+    assert_eq!(state["cpus"], 1, "{state}");
+    assert_eq!(state["steps"][1]["status"], "completed", "{state}");
+    let m = json(&out.join("steps/second/manifest.json"));
+    assert_eq!(
+        m["machine"]["cpu_affinity"].as_array().unwrap().len(),
+        2,
+        "{m}"
+    );
+    let s = json(&out.join("steps/second/summary.json"));
+    let threads = s["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "run")
+        .map(|p| p["threads"].clone());
+    assert_eq!(threads, Some(1.into()), "{s}");
+}

@@ -117,16 +117,25 @@ fn a_stalled_server_gets_rows_of_zeros_and_no_row_holds_another_intervals_work()
         ]))
         .env("NO_COLOR", "1")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(tmp.path().join("stderr.txt")).unwrap())
         .spawn()
         .unwrap();
-    // Wait for the run phase's first row, then freeze memcached in its middle.
+    // Wait for the run phase's first row, then freeze memcached in its middle. A run that
+    // ends or stalls first fails here with what kvmeter and memcached said.
     let t = Instant::now();
     while !std::fs::read_to_string(out.join("intervals.csv")).is_ok_and(|s| s.contains("\nrun,")) {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "the run phase did not start"
-        );
+        let ended = child.try_wait().unwrap();
+        if ended.is_some() || t.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let said = |f: &str| std::fs::read_to_string(tmp.path().join(f)).unwrap_or_default();
+            panic!(
+                "the run phase did not start ({ended:?} after {:?}); kvmeter: {}; memcached: {}; intervals.csv: {}",
+                t.elapsed(),
+                said("stderr.txt"),
+                said("mc.log"),
+                std::fs::read_to_string(out.join("intervals.csv")).unwrap_or_default()
+            );
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(700));

@@ -101,16 +101,11 @@ pub(super) fn run(
     ctx: &mut PhaseCtx,
     phase: &PhasePlan,
 ) -> anyhow::Result<(PhaseSummary, Option<String>)> {
+    if phase.kind == PhaseKind::Clear {
+        return clear(ctx, phase).map(|ps| (ps, None));
+    }
     let mut ps = empty_summary(phase);
     let wall0 = Instant::now();
-    if phase.kind == PhaseKind::Clear {
-        match ctx.adapter.server {
-            Some(spec) => (spec.clear)(ctx.opts)?,
-            None => ctx.data.clear()?,
-        }
-        ps.wall_seconds = wall0.elapsed().as_secs_f64();
-        return Ok((ps, None));
-    }
     // Start.
     let panics0 = crate::panics::count();
     let test = test_panic::from_env();
@@ -125,7 +120,6 @@ pub(super) fn run(
         let (s, rec) = sessions.remove(0);
         sessions.insert(0, (test_panic::sabotage(test, s), rec));
     }
-    let load = phase.kind == PhaseKind::Load;
     let is_run = phase.kind == PhaseKind::Run;
     // Checked before anything starts; its origin is set when the phase does.
     let grid = phase_grid(phase, ctx.plan.interval, ctx.clock.now())?;
@@ -140,7 +134,6 @@ pub(super) fn run(
     let t0 = Instant::now();
     let origin = ctx.clock.now();
     let grid = crate::measure::Grid { origin, ..grid };
-    let deadline_ns = origin.saturating_add(grid.deadline);
     let timeline_start = origin;
     let timeline = ctx.plan.timeline.filter(|_| is_run).map(|w| {
         // Each worker's ring covers two intervals, so the interval loop never misses a bucket.
@@ -151,34 +144,18 @@ pub(super) fn run(
         .open_loop
         .as_ref()
         .map(|o| Arrivals::new(o, origin, phase.operations));
-    let shared = worker::Shared {
-        workload: &workload,
-        stop: AtomicBool::new(false),
-        fatal: Mutex::new(None),
-        finished: AtomicUsize::new(0),
-        end_ns: AtomicU64::new(0),
-        t0,
-        grid,
-        deadline_ns,
-        load,
-        tick_ns: phase
-            .target
-            .map(|t| ((threads as f64) * 1e9 / t).max(1.0) as u64),
-        arrivals: arrivals.as_ref(),
-        seed: ctx.plan.seed,
-        stream_base: ctx
-            .plan
-            .share
-            .map_or(0, |s| (s.index * phase.threads) as u64),
-        clock: ctx.clock.clone(),
-        counters: ctx.plan.counters,
-        timelines: timeline
-            .as_ref()
-            .map(|t| (0..threads).map(|i| t.worker(i)).collect())
-            .unwrap_or_default(),
-        tolerate_fatal: is_run && !ctx.plan.faults.is_empty(),
-        affected_shard: ctx.plan.affected_shard(),
-    };
+    let shared = shared(
+        ctx,
+        phase,
+        Started {
+            workload: &workload,
+            arrivals: arrivals.as_ref(),
+            timeline: timeline.as_ref(),
+            t0,
+            grid,
+            threads,
+        },
+    );
     if let Some(t) = ctx.telemetry {
         t.begin(&phase.name);
     }
@@ -265,6 +242,64 @@ pub(super) fn run(
         late,
     );
     Ok((ps, Some(ycsb)))
+}
+
+/// The suite's clear phase: the server's own clear, or the data directory emptied.
+fn clear(ctx: &mut PhaseCtx, phase: &PhasePlan) -> anyhow::Result<PhaseSummary> {
+    let mut ps = empty_summary(phase);
+    let wall0 = Instant::now();
+    match ctx.adapter.server {
+        Some(spec) => (spec.clear)(ctx.opts)?,
+        None => ctx.data.clear()?,
+    }
+    ps.wall_seconds = wall0.elapsed().as_secs_f64();
+    Ok(ps)
+}
+
+/// What a phase has once its clock started: the workers' shared state is made from it.
+struct Started<'a, 't> {
+    workload: &'a CoreWorkload,
+    arrivals: Option<&'a Arrivals>,
+    /// Only read for the workers' rings (the fault companion takes the timeline next).
+    timeline: Option<&'t Timeline>,
+    t0: Instant,
+    /// The interval grid, its origin the clock reading at `t0`.
+    grid: crate::measure::Grid,
+    threads: usize,
+}
+
+/// The state every worker of the phase reads: its clock, deadline, pacing, schedule, streams,
+/// timeline rings and how a fatal error is treated.
+fn shared<'a>(ctx: &PhaseCtx, phase: &PhasePlan, s: Started<'a, '_>) -> worker::Shared<'a> {
+    let is_run = phase.kind == PhaseKind::Run;
+    worker::Shared {
+        workload: s.workload,
+        stop: AtomicBool::new(false),
+        fatal: Mutex::new(None),
+        finished: AtomicUsize::new(0),
+        end_ns: AtomicU64::new(0),
+        t0: s.t0,
+        grid: s.grid,
+        deadline_ns: s.grid.origin.saturating_add(s.grid.deadline),
+        load: phase.kind == PhaseKind::Load,
+        tick_ns: phase
+            .target
+            .map(|t| ((s.threads as f64) * 1e9 / t).max(1.0) as u64),
+        arrivals: s.arrivals,
+        seed: ctx.plan.seed,
+        stream_base: ctx
+            .plan
+            .share
+            .map_or(0, |sh| (sh.index * phase.threads) as u64),
+        clock: ctx.clock.clone(),
+        counters: ctx.plan.counters,
+        timelines: s
+            .timeline
+            .map(|t| (0..s.threads).map(|i| t.worker(i)).collect())
+            .unwrap_or_default(),
+        tolerate_fatal: is_run && !ctx.plan.faults.is_empty(),
+        affected_shard: ctx.plan.affected_shard(),
+    }
 }
 
 /// The phase's verdict and derived figures once its measurements are in: the open-loop

@@ -128,6 +128,10 @@ pub struct State {
     /// The file's `[cost]` (`capacity_from` relative to the experiment directory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<super::cost::CostFile>,
+    /// What `$cpus` stood for in the steps' values (the online CPUs when the experiment
+    /// started); `--resume` keeps it. Absent in directories older kvmeters made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<usize>,
 }
 
 impl State {

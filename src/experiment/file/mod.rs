@@ -77,6 +77,8 @@ pub struct Experiment {
     pub steps: Vec<Step>,
     pub figures: Vec<Figure>,
     pub findings: Vec<Finding>,
+    /// What `$cpus` stood for.
+    pub cpus: usize,
     pub devices: Vec<PathBuf>,
     /// A cost model (`[cost]`, as `kvmeter report --cost`; `capacity_from` is relative to the
     /// experiment directory, e.g. "steps/capacity-udp").
@@ -208,15 +210,26 @@ fn ident(loc: &Loc, line: usize, what: &str, s: &str) -> Result<(), UsageError> 
     Ok(())
 }
 
-/// Reads and checks `path` at `scale`; `devices` are the experiment's --data-dir values.
+/// Reads and checks `path` at `scale`; `devices` are the experiment's --data-dir values;
+/// `$cpus` is this machine's online CPUs.
 pub fn load(path: &Path, scale: &str, devices: &[PathBuf]) -> Result<Experiment, UsageError> {
+    load_with_cpus(path, scale, devices, crate::machine::cpu_count())
+}
+
+/// `load`, with `$cpus` standing for `cpus` (what a resumed experiment saved).
+pub fn load_with_cpus(
+    path: &Path,
+    scale: &str,
+    devices: &[PathBuf],
+    cpus: usize,
+) -> Result<Experiment, UsageError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         UsageError::new(format!(
             "{}: cannot read the experiment file: {e}",
             path.display()
         ))
     })?;
-    from_text(path, &text, scale, devices)
+    parse(path, &text, scale, devices, cpus)
 }
 
 /// Parses and checks an experiment file's text at `scale`: its header, the shared settings,
@@ -226,6 +239,16 @@ pub fn from_text(
     text: &str,
     scale: &str,
     devices: &[PathBuf],
+) -> Result<Experiment, UsageError> {
+    parse(path, text, scale, devices, crate::machine::cpu_count())
+}
+
+fn parse(
+    path: &Path,
+    text: &str,
+    scale: &str,
+    devices: &[PathBuf],
+    cpus: usize,
 ) -> Result<Experiment, UsageError> {
     let loc = Loc {
         file: path.display().to_string(),
@@ -247,7 +270,7 @@ pub fn from_text(
     )?;
     let header = Header::read(&loc, &root, scale)?;
     let settings = settings(&loc, &root, scale)?;
-    let steps = step::steps(&loc, &root, &settings, scale, devices)?;
+    let steps = step::steps(&loc, &root, &settings, scale, devices, cpus)?;
     let cost = cost(&loc, &root, path, text)?;
     let figures = figures::parse(&loc, &root, scale, &steps)?;
     let findings = findings::parse(&loc, &root, scale, &steps)?;
@@ -265,6 +288,7 @@ pub fn from_text(
         figures,
         findings,
         devices: devices.to_vec(),
+        cpus,
         cost,
     })
 }

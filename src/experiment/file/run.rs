@@ -99,6 +99,7 @@ fn state_of(exp: &Experiment) -> State {
         figures: vec![],
         findings: vec![],
         cost: None,
+        cpus: None,
     }
     .with_model_of(exp)
 }
@@ -118,6 +119,7 @@ impl WithModel for State {
         self.figures = exp.figures.clone();
         self.findings = exp.findings.iter().map(findings::spec_of).collect();
         self.cost = exp.cost.clone();
+        self.cpus = Some(exp.cpus);
         for (s, step) in self.steps.iter_mut().zip(&exp.steps) {
             s.device = step.device.clone();
         }
@@ -226,7 +228,9 @@ fn dry_run(exp: &Experiment) {
 /// with the same arguments, the same scale and devices).
 fn resume(a: &ExperimentArgs, dir: &Path) -> anyhow::Result<(Experiment, PathBuf, State)> {
     let saved = State::load(dir)?;
-    let exp = super::load(&a.file, &saved.scale, &saved.devices)?;
+    // `$cpus` as the experiment started, whatever CPU set the resume runs under.
+    let cpus = saved.cpus.unwrap_or_else(crate::machine::cpu_count);
+    let exp = super::load_with_cpus(&a.file, &saved.scale, &saved.devices, cpus)?;
     if !a.data_dir.is_empty() && a.data_dir != saved.devices {
         return Err(UsageError::new(format!(
             "--data-dir: {} was started with {:?}; --resume keeps its devices (leave --data-dir out)",

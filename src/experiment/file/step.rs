@@ -21,6 +21,7 @@ pub(super) fn steps(
     settings: &Node,
     scale: &str,
     devices: &[PathBuf],
+    cpus: usize,
 ) -> Result<Vec<Step>, UsageError> {
     let cli = <crate::args::Cli as clap::CommandFactory>::command();
     let empty = Vec::new();
@@ -36,7 +37,7 @@ pub(super) fn steps(
     for raw in raw_steps {
         let raw = at_scale(loc, raw, scale)?;
         let head = head(loc, &raw, &steps, &cli)?;
-        let argv = argv(loc, &head, settings, &raw)?;
+        let argv = argv(loc, &head, settings, &raw, cpus)?;
         let copies: Vec<Option<PathBuf>> = if head.per_device && !devices.is_empty() {
             devices.iter().cloned().map(Some).collect()
         } else {
@@ -161,7 +162,13 @@ struct Argv {
 }
 
 /// The shared settings and the step's own keys as its command's flags.
-fn argv(loc: &Loc, head: &Head, settings: &Node, raw: &Node) -> Result<Argv, UsageError> {
+fn argv(
+    loc: &Loc,
+    head: &Head,
+    settings: &Node,
+    raw: &Node,
+    cpus: usize,
+) -> Result<Argv, UsageError> {
     let sname = &head.name;
     let mut args = vec![];
     let mut flag_lines: Vec<(String, usize)> = vec![];
@@ -183,7 +190,7 @@ fn argv(loc: &Loc, head: &Head, settings: &Node, raw: &Node) -> Result<Argv, Usa
             continue;
         }
         flag_lines.push((flag.clone(), l));
-        let ws = words(loc, &k, &v)?;
+        let ws = words(loc, &k, &v, cpus)?;
         if repeat {
             for w in ws {
                 args.push(flag.clone());
@@ -263,19 +270,23 @@ fn flag_of(command: &clap::Command, key: &str) -> Option<(String, bool, bool)> {
     })
 }
 
-/// `$cpus` in a value stands for this machine's online CPUs (papers/000 runs as many YCSB
-/// threads as hardware threads).
-fn expand(w: String) -> String {
+/// `$cpus` in a value stands for the online CPUs when the experiment started (papers/000 runs
+/// as many YCSB threads as hardware threads); `--resume` passes the number it saved, so a
+/// resumed experiment runs the steps it planned under any CPU set.
+fn expand(w: String, cpus: usize) -> String {
     if w.contains("$cpus") {
-        w.replace("$cpus", &crate::machine::cpu_count().to_string())
+        w.replace("$cpus", &cpus.to_string())
     } else {
         w
     }
 }
 
 /// One key's value as command-line words after its flag.
-fn words(loc: &Loc, key: &str, n: &Node) -> Result<Vec<String>, UsageError> {
-    Ok(raw_words(loc, key, n)?.into_iter().map(expand).collect())
+fn words(loc: &Loc, key: &str, n: &Node, cpus: usize) -> Result<Vec<String>, UsageError> {
+    Ok(raw_words(loc, key, n)?
+        .into_iter()
+        .map(|w| expand(w, cpus))
+        .collect())
 }
 
 fn raw_words(loc: &Loc, key: &str, n: &Node) -> Result<Vec<String>, UsageError> {
