@@ -120,7 +120,6 @@ pub(super) fn run(
         let (s, rec) = sessions.remove(0);
         sessions.insert(0, (test_panic::sabotage(test, s), rec));
     }
-    let is_run = phase.kind == PhaseKind::Run;
     // Checked before anything starts; its origin is set when the phase does.
     let grid = phase_grid(phase, ctx.plan.interval, ctx.clock.now())?;
     if let Some(s) = ctx.sync.as_deref_mut() {
@@ -134,12 +133,7 @@ pub(super) fn run(
     let t0 = Instant::now();
     let origin = ctx.clock.now();
     let grid = crate::measure::Grid { origin, ..grid };
-    let timeline_start = origin;
-    let timeline = ctx.plan.timeline.filter(|_| is_run).map(|w| {
-        // Each worker's ring covers two intervals, so the interval loop never misses a bucket.
-        let ring = (2 * ctx.plan.interval.as_nanos() / w.as_nanos().max(1)) as usize + 8;
-        Timeline::new(w.as_nanos() as u64, timeline_start, threads, ring)
-    });
+    let timeline = timeline_for(ctx.plan, phase, origin, threads);
     let arrivals = phase
         .open_loop
         .as_ref()
@@ -161,19 +155,7 @@ pub(super) fn run(
     }
     // The fault companion starts on the phase's clock, after the loads: its schedule and its
     // timeline count from t0 (`start_companions`).
-    let fault_start = faults::FaultStart {
-        plan: ctx.plan,
-        phase,
-        cluster: ctx.cluster,
-        root: ctx.rundir.root(),
-        clock: ctx.clock,
-        timeline,
-        start_ns: timeline_start,
-        t0: shared.t0,
-    };
-    if let Some(f) = faults::FaultCompanion::start(fault_start) {
-        companions.push(Box::new(f));
-    }
+    companions.extend(start_fault_companion(ctx, phase, timeline, origin, t0));
     test_panic::companion(test);
     let wall_start = SystemTime::now();
     ps.started_at = humantime::format_rfc3339_millis(wall_start).to_string();
@@ -183,7 +165,7 @@ pub(super) fn run(
         .filter(|t| t.at == test_panic::Where::Main)
         .map(|t| shared.t0 + t.after);
     // The interval loop, while the workers run.
-    let (samples, per_worker, sent) = run_workers(
+    let ended = run_workers(
         ctx,
         &shared,
         &collector,
@@ -199,30 +181,20 @@ pub(super) fn run(
     let last = shared.end_ns.load(Ordering::Relaxed);
     let end = Duration::from_nanos(last.min(grid.deadline));
     let in_warmup = iv.close_last(ctx, &collector, &mut companions, end)?;
-    // Every companion stops, even when one before it failed to write its results.
-    let mut finished = Ok(());
-    for c in companions {
-        let r = c.finish(end, &mut ps, ctx.rundir);
-        finished = finished.and(r);
-    }
-    finished?;
-    ps.telemetry = ctx.telemetry.map(|t| t.end());
-    if let Some(t) = ps.telemetry.as_mut() {
-        t.counters_per_worker = per_worker;
-    }
-    let close_result = store.close();
-    ps.intervals = iv.index;
-    ps.wall_seconds = wall0.elapsed().as_secs_f64();
+    finish_companions(companions, end, &mut ps, ctx.rundir)?;
     let measured_from = if in_warmup {
         end
     } else {
         phase.warmup.min(end)
     };
-    ps.measured_seconds = (end - measured_from).as_secs_f64();
-    ps.fill(&iv.measured);
-    ps.kvmeter_cpu = cpu_end.since(iv.cpu_start, ps.operations);
-    ps.error_samples = samples;
-    ps.sent_to = sent_by_member(ctx, &sent);
+    let window = Window {
+        measured: end - measured_from,
+        cpu_end,
+    };
+    // Telemetry ends before the store closes (a close may flush): as the phase's own window.
+    record(ctx, &mut ps, &iv, ended, window);
+    let close_result = store.close();
+    ps.wall_seconds = wall0.elapsed().as_secs_f64();
     let fatal = shared
         .fatal
         .lock()
@@ -242,6 +214,78 @@ pub(super) fn run(
         late,
     );
     Ok((ps, Some(ycsb)))
+}
+
+/// The recovery timeline of a run phase with `--timeline`, counting from `origin`.
+fn timeline_for(plan: &Plan, phase: &PhasePlan, origin: u64, threads: usize) -> Option<Timeline> {
+    let w = plan.timeline.filter(|_| phase.kind == PhaseKind::Run)?;
+    // Each worker's ring covers two intervals, so the interval loop never misses a bucket.
+    let ring = (2 * plan.interval.as_nanos() / w.as_nanos().max(1)) as usize + 8;
+    Some(Timeline::new(w.as_nanos() as u64, origin, threads, ring))
+}
+
+/// The fault companion, when the phase has faults or a timeline: started at `t0`, the clock
+/// reading `start_ns`.
+fn start_fault_companion<'a>(
+    ctx: &PhaseCtx<'a>,
+    phase: &PhasePlan,
+    timeline: Option<Timeline>,
+    start_ns: u64,
+    t0: Instant,
+) -> Option<Box<dyn Companion + 'a>> {
+    let start = faults::FaultStart {
+        plan: ctx.plan,
+        phase,
+        cluster: ctx.cluster,
+        root: ctx.rundir.root(),
+        clock: ctx.clock,
+        timeline,
+        start_ns,
+        t0,
+    };
+    faults::FaultCompanion::start(start).map(|f| Box::new(f) as Box<dyn Companion + 'a>)
+}
+
+/// Stops every companion, even when one before it failed to write its results.
+fn finish_companions(
+    companions: Vec<Box<dyn Companion + '_>>,
+    end: Duration,
+    ps: &mut PhaseSummary,
+    rundir: &mut RunDir,
+) -> anyhow::Result<()> {
+    let mut finished = Ok(());
+    for c in companions {
+        let r = c.finish(end, ps, rundir);
+        finished = finished.and(r);
+    }
+    finished
+}
+
+/// The phase's measured window and the readings taken at its end.
+struct Window {
+    measured: Duration,
+    cpu_end: CpuTime,
+}
+
+/// Puts the phase's measurements into its summary: telemetry, intervals, window, the
+/// histograms' figures, kvmeter's own CPU, error samples and where requests went.
+fn record(
+    ctx: &PhaseCtx,
+    ps: &mut PhaseSummary,
+    iv: &Intervals,
+    (samples, per_worker, sent): WorkerEnd,
+    w: Window,
+) {
+    ps.telemetry = ctx.telemetry.map(|t| t.end());
+    if let Some(t) = ps.telemetry.as_mut() {
+        t.counters_per_worker = per_worker;
+    }
+    ps.intervals = iv.index;
+    ps.measured_seconds = w.measured.as_secs_f64();
+    ps.fill(&iv.measured);
+    ps.kvmeter_cpu = w.cpu_end.since(iv.cpu_start, ps.operations);
+    ps.error_samples = samples;
+    ps.sent_to = sent_by_member(ctx, &sent);
 }
 
 /// The suite's clear phase: the server's own clear, or the data directory emptied.
