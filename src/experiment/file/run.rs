@@ -485,13 +485,17 @@ pub fn refresh(root: &Path) -> anyhow::Result<()> {
 fn upgrade(root: &Path, st: State) -> anyhow::Result<State> {
     let exp = super::load(&root.join("experiment.toml"), &st.scale, &st.devices).map_err(|e| {
         UsageError::new(format!(
-            "{}: experiment.json ({}) predates the recorded figures and findings; reading them from experiment.toml failed: {}",
+            "{}: experiment.json ({}) predates the recorded figures and findings; reading them from experiment.toml failed: {}; run `kvmeter report` on it once where its stores and plug-ins are (it then records them)",
             root.display(),
             st.schema,
             e.0
         ))
     })?;
-    let st = st.with_model_of(&exp);
+    // What `$cpus` stood for when it ran is unknown: it stays unrecorded (the load above
+    // took this machine's count).
+    let cpus = st.cpus;
+    let mut st = st.with_model_of(&exp);
+    st.cpus = cpus;
     save(root, &st)?;
     eprintln!(
         "experiment: {} now records its figures and findings (schema {SCHEMA})",
