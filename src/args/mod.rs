@@ -249,9 +249,21 @@ pub struct CommonArgs {
     pub store_opt: Vec<String>,
     /// Worker threads (YCSB threadcount), each with its own session (connection). In open loop
     /// (--rate) they are the pool serving the schedule: at most this many requests in flight
-    /// (default 16).
-    #[arg(long, visible_alias = "connections", allow_negative_numbers = true)]
+    /// (default 16). With --connections: the event loops (default: one per CPU).
+    #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<i64>,
+    /// memcached and redis: the event-driven engine, with this many connections in all spread
+    /// over --threads event loops (memtier's clients × threads).
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
+    pub connections: Option<i64>,
+    /// With --connections: requests in flight on each connection, refilled as replies arrive
+    /// (memtier's --pipeline; default 1).
+    #[arg(long, allow_negative_numbers = true, value_name = "D")]
+    pub depth: Option<i64>,
+    /// With --connections and --rate: an arrival that finds every connection of its loop
+    /// full waits in a counted backlog (queue, default) or is skipped and counted (skip).
+    #[arg(long, value_name = "POLICY", value_parser = ["queue", "skip"])]
+    pub when_full: Option<String>,
     /// Records in the table (YCSB recordcount).
     #[arg(long, allow_negative_numbers = true)]
     pub records: Option<i64>,
@@ -363,6 +375,9 @@ impl CommonArgs {
             store_opts: self.store_opt,
             phase,
             threads: self.threads,
+            connections: self.connections,
+            depth: self.depth,
+            when_full: self.when_full,
             records: self.records,
             ops: self.ops,
             duration: self.duration,

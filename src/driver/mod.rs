@@ -10,6 +10,7 @@ mod antagonists;
 pub mod arrivals;
 mod companion;
 pub mod datadir;
+mod engine;
 mod faults;
 mod intervals;
 mod measured;

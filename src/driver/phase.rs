@@ -93,6 +93,7 @@ pub fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
         fault_events: vec![],
         sent_to: Default::default(),
         kvmeter_cpu: None,
+        engine: None,
     }
 }
 
@@ -115,6 +116,7 @@ pub(super) fn run(
         collector,
         mut sessions,
         threads,
+        mut engine,
     } = Opened::open(ctx, phase, &mut ps)?;
     if test.is_some() && !sessions.is_empty() {
         let (s, rec) = sessions.remove(0);
@@ -171,10 +173,16 @@ pub(super) fn run(
         &collector,
         &mut companions,
         &mut iv,
-        sessions,
+        Clients {
+            sessions,
+            engine: engine.as_mut(),
+        },
         threads,
     )?;
     let cpu_end = CpuTime::now();
+    if let Some(e) = &engine {
+        ps.engine = Some(e.summary(threads, ctx.plan.seed, shared.stream_base));
+    }
     // Finish.
     // The last completion; the measured window ends at the deadline when it was reached (the
     // calls in flight then are counted in the last interval, `measure::Grid`).
@@ -413,36 +421,44 @@ fn phase_grid(
     })
 }
 
-/// Starts one thread per session and runs the interval loop until they have all finished.
+/// The phase's clients: a worker thread per session, or the event-driven engine's loops.
+struct Clients<'e> {
+    sessions: Vec<(Box<dyn Session>, WorkerRecorder)>,
+    engine: Option<&'e mut super::engine::Opened>,
+}
+
+/// Starts one thread per session (or event loop) and runs the interval loop until they have
+/// all finished.
 fn run_workers(
     ctx: &mut PhaseCtx,
     shared: &worker::Shared,
     collector: &Collector,
     companions: &mut [Box<dyn Companion + '_>],
     iv: &mut Intervals,
-    sessions: Vec<(Box<dyn Session>, WorkerRecorder)>,
+    clients: Clients,
     threads: usize,
 ) -> anyhow::Result<WorkerEnd> {
     let phase = iv.phase;
+    let Clients { sessions, engine } = clients;
     std::thread::scope(|s| -> anyhow::Result<WorkerEnd> {
-        let handles: Vec<_> = sessions
-            .into_iter()
-            .enumerate()
-            .map(|(i, (session, rec))| {
-                // Open loop: the shared schedule counts the phase's operations.
-                let my_ops = if phase.open_loop.is_some() {
-                    0
-                } else {
-                    crate::plan::split_ops(phase.operations, threads, i)
-                };
-                std::thread::Builder::new()
-                    .name(format!("kvm-worker-{i}"))
-                    .spawn_scoped(s, move || {
-                        worker::run_guarded(shared, i, session, rec, my_ops)
-                    })
-                    .expect("spawn worker")
-            })
-            .collect();
+        let mut handles: Vec<_> = match engine {
+            Some(e) => e.spawn(s, shared, phase.operations),
+            None => vec![],
+        };
+        handles.extend(sessions.into_iter().enumerate().map(|(i, (session, rec))| {
+            // Open loop: the shared schedule counts the phase's operations.
+            let my_ops = if phase.open_loop.is_some() {
+                0
+            } else {
+                crate::plan::split_ops(phase.operations, threads, i)
+            };
+            std::thread::Builder::new()
+                .name(format!("kvm-worker-{i}"))
+                .spawn_scoped(s, move || {
+                    worker::run_guarded(shared, i, session, rec, my_ops)
+                })
+                .expect("spawn worker")
+        }));
         // A panic on this thread must not unwind into the scope: the scope would wait for
         // workers nobody told to stop (the run would hang at "running").
         let supervised = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -587,6 +603,8 @@ struct Opened {
     collector: Collector,
     sessions: Vec<(Box<dyn Session>, WorkerRecorder)>,
     threads: usize,
+    /// The event-driven engine's connections (`--connections`), instead of sessions.
+    engine: Option<super::engine::Opened>,
 }
 
 impl Opened {
@@ -621,19 +639,33 @@ impl Opened {
             phase.threads
         };
         ps.threads = threads;
-        let paced = phase.target.is_some() || phase.open_loop.is_some();
+        // The engine records from-intended and from-send latency for every request.
+        let paced =
+            phase.target.is_some() || phase.open_loop.is_some() || ctx.plan.engine.is_some();
         let mut collector =
             Collector::new(&metrics_for(load, &ops, workload.cfg.dataintegrity), paced);
         let mut sessions = Vec::with_capacity(threads);
-        for _ in 0..threads {
-            sessions.push((store.session()?, collector.worker()));
-        }
+        let engine = match &ctx.plan.engine {
+            Some(cfg) => Some(super::engine::Opened::open(
+                cfg,
+                store.as_ref(),
+                threads,
+                &mut collector,
+            )?),
+            None => {
+                for _ in 0..threads {
+                    sessions.push((store.session()?, collector.worker()));
+                }
+                None
+            }
+        };
         Ok(Opened {
             store,
             workload,
             collector,
             sessions,
             threads,
+            engine,
         })
     }
 }

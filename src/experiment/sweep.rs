@@ -74,7 +74,11 @@ fn rate(name: &str, v: &str) -> Result<f64, UsageError> {
 /// (`--store-opt` and `-p` are applied in order).
 pub fn apply(req: &mut Request, name: &str, v: &str) -> Result<(), UsageError> {
     match name {
-        "threads" | "connections" => req.threads = Some(whole(name, v)?),
+        "threads" => req.threads = Some(whole(name, v)?),
+        // The event-driven engine's connections in all (memcached, redis) and requests in
+        // flight on each.
+        "connections" => req.connections = Some(whole(name, v)?),
+        "depth" => req.depth = Some(whole(name, v)?),
         "threads-per-cpu" => {
             req.threads = Some(whole(name, v)? * crate::machine::cpu_count() as i64)
         }
@@ -509,8 +513,10 @@ mod tests {
         let mut r = Request::default();
         apply(&mut r, "threads-per-cpu", "4").unwrap();
         assert_eq!(r.threads, Some(4 * crate::machine::cpu_count() as i64));
-        apply(&mut r, "connections", "8").unwrap();
-        assert_eq!(r.threads, Some(8));
+        apply(&mut r, "connections", "1000").unwrap();
+        apply(&mut r, "depth", "4").unwrap();
+        assert_eq!((r.connections, r.depth), (Some(1000), Some(4)));
+        assert_eq!(r.threads, Some(4 * crate::machine::cpu_count() as i64));
         apply(&mut r, "value-size", "4096").unwrap();
         assert_eq!(r.props, ["fieldcount=1", "fieldlength=4096"]);
         apply(&mut r, "store-opt.block_cache_mb", "64").unwrap();

@@ -12,6 +12,7 @@
 //! syntax (durations, sizes, CPU lists) is `crate::values`, a leaf the store layer shares.
 
 mod antagonist;
+pub mod engine;
 pub mod fault;
 mod flags;
 mod javaprops;
@@ -61,10 +62,11 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         warnings: &mut warnings,
         ycsb_percentiles: vec![50.0, 95.0, 99.0],
     };
-    let phases = slots
+    let mut phases = slots
         .into_iter()
         .map(|slot| resolver.resolve(slot))
         .collect::<Result<Vec<_>, _>>()?;
+    let engine = engine::resolve(req, adapter, &store_options, &mut phases)?;
     let ycsb_percentiles = resolver.ycsb_percentiles;
     max_reply::fill(&mut store_options, &phases);
     let faults = faults(req, adapter, &store_options, &phases)?;
@@ -120,6 +122,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         warnings,
         quiet: req.quiet,
         share: None,
+        engine,
     })
 }
 

@@ -142,6 +142,9 @@ pub struct Plan {
     /// This process's share of a distributed run (`kvmeter agent`; `plan::share`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub share: Option<Share>,
+    /// The event-driven engine (`--connections`): network stores only; `None`: worker threads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<super::engine::Engine>,
 }
 
 /// Agent `index` of `count` in a distributed run (docs/distributed.md): its load slice, its

@@ -18,6 +18,14 @@ pub struct Request {
     pub store_opts: Vec<String>,
     pub phase: Option<String>,
     pub threads: Option<i64>,
+    /// The event-driven engine: connections in all, requests in flight on each, and what an
+    /// open-loop arrival does when its loop's connections are full.
+    #[serde(default)]
+    pub connections: Option<i64>,
+    #[serde(default)]
+    pub depth: Option<i64>,
+    #[serde(default)]
+    pub when_full: Option<String>,
     pub records: Option<i64>,
     pub ops: Option<i64>,
     pub duration: Option<String>,

@@ -167,6 +167,33 @@ pub struct PhaseSummary {
     /// the measured window, per operation: what the harness costs next to the store.
     #[serde(default)]
     pub kvmeter_cpu: Option<crate::measure::cpu::KvmeterCpu>,
+    /// The event-driven engine's phase (`--connections`): its shape and what it counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineSummary>,
+}
+
+/// What the event-driven engine did in one phase.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct EngineSummary {
+    pub connections: usize,
+    /// Requests in flight per connection (`--depth`).
+    pub depth: usize,
+    pub event_loops: usize,
+    /// Open loop: what an arrival does when its loop's connections are full.
+    pub when_full: String,
+    /// The open-file limit the run had (raised to what it needs, up to the hard limit).
+    pub fd_limit: u64,
+    /// Connections opened again after an error, a close by the server or a timeout.
+    pub reconnects: u64,
+    /// Open-loop arrivals that waited for a free slot, that were skipped, and the longest wait
+    /// line (arrivals) in any loop.
+    pub queued: u64,
+    pub skipped: u64,
+    pub max_backlog: u64,
+    /// Requests in flight when the phase was stopped (Ctrl-C, a failure): not counted.
+    pub abandoned: u64,
+    /// How each connection's operation stream is seeded.
+    pub streams: String,
 }
 
 /// How a phase ended.

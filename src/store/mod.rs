@@ -25,6 +25,7 @@ pub mod registry;
 pub mod rocksdb;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod wire;
 #[cfg(feature = "wiredtiger")]
 pub mod wiredtiger;
 
@@ -236,6 +237,11 @@ pub trait Session: Send {
 /// An open store.
 pub trait Store: Send + Sync {
     fn session(&self) -> anyhow::Result<Box<dyn Session>>;
+    /// Where the event-driven engine (`--connections`) connects and how it talks there; `None`
+    /// for stores the engine does not serve (embedded stores and plug-ins keep worker threads).
+    fn event_target(&self) -> Option<Box<dyn wire::EventTarget>> {
+        None
+    }
     /// Flushes and closes; after it returns the data is durable where the store promises it.
     fn close(self: Box<Self>) -> anyhow::Result<()>;
 }

@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 mod binary;
+mod codec;
 mod pipeline;
 mod text;
 mod udp;
@@ -110,6 +111,20 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
             .map_err(|e| UsageError::new(format!("--store-opt addr={e}")))?;
     }
     Ok(s)
+}
+
+/// Why the event-driven engine (`--connections`) cannot serve these options yet, if it
+/// cannot: it speaks the text protocol over TCP.
+pub fn engine_refusal(o: &StoreOptions) -> Option<String> {
+    for (opt, unset) in [("protocol", "text"), ("udp", "false"), ("pipeline", "1")] {
+        if o.str(opt) != unset {
+            return Some(format!(
+                "--store-opt {opt}={}: not served by the event-driven engine (--connections) yet; without --connections, worker threads serve it",
+                o.str(opt)
+            ));
+        }
+    }
+    None
 }
 
 fn server_args(o: &StoreOptions, ports: &[u16], _dir: &Path) -> Vec<String> {
@@ -232,6 +247,14 @@ impl Store for McStore {
 
     fn close(self: Box<Self>) -> anyhow::Result<()> {
         Ok(())
+    }
+
+    fn event_target(&self) -> Option<Box<dyn wire::EventTarget>> {
+        Some(Box::new(codec::McTarget {
+            addr: self.addr,
+            timeout: self.s.timeout,
+            max_reply: self.s.max_reply,
+        }))
     }
 }
 

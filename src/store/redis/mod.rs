@@ -13,6 +13,7 @@ use super::Queued;
 use super::*;
 
 mod cluster;
+mod codec;
 mod ops;
 mod replication;
 mod resp;
@@ -32,6 +33,7 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "timeout_ms", default: "5000", help: "deadline of one request: its whole reply within this, or the operation counts as a timeout (a server that drips bytes too)" },
     net::MAX_REPLY_OPT,
     OptSpec { name: "pipeline", default: "1", help: "operations sent per round trip (redis-benchmark's -P): reads, updates, inserts and deletes are batched; scans and read-modify-writes go alone" },
+    OptSpec { name: "encoding", default: "hash", help: "hash: a record is a hash, one field each (YCSB's binding: HGETALL/HGET/HSET); string: the serialized record under its key (GET/SET, as redis-benchmark and memtier send; --connections only)" },
     OptSpec { name: "scan_index", default: "true", help: "keep keys in a sorted set so SCAN works (costs a ZADD per insert)" },
     OptSpec { name: "tls", default: "false", help: "TLS (rustls); needs tls_ca. Managed: the server listens with TLS only" },
     OptSpec { name: "tls_ca", default: "", help: "PEM file of the CA certificates that sign the server's certificate" },
@@ -136,6 +138,56 @@ impl Store for RedisStore {
     fn close(self: Box<Self>) -> anyhow::Result<()> {
         Ok(())
     }
+
+    fn event_target(&self) -> Option<Box<dyn super::wire::EventTarget>> {
+        let mut hello = Vec::new();
+        let mut hello_replies = 0;
+        if !self.s.password.is_empty() {
+            if self.s.user.is_empty() {
+                command(&mut hello, &[b"AUTH", self.s.password.as_bytes()]);
+            } else {
+                command(
+                    &mut hello,
+                    &[b"AUTH", self.s.user.as_bytes(), self.s.password.as_bytes()],
+                );
+            }
+            hello_replies += 1;
+        }
+        if self.s.db != 0 {
+            command(&mut hello, &[b"SELECT", self.s.db.to_string().as_bytes()]);
+            hello_replies += 1;
+        }
+        Some(Box::new(codec::RedisTarget {
+            addr: self.s.addr.expect("resolved in open"),
+            timeout: self.s.timeout,
+            max_reply: self.s.max_reply,
+            index: self.s.index,
+            string: self.s.string,
+            hello,
+            hello_replies,
+        }))
+    }
+}
+
+/// Why the event-driven engine (`--connections`) cannot serve these options yet, if it
+/// cannot: it speaks plain RESP to one server.
+pub fn engine_refusal(o: &StoreOptions) -> Option<String> {
+    for (opt, unset) in [
+        ("tls", "false"),
+        ("cluster", "0"),
+        ("sentinels", "0"),
+        ("sentinel_addr", ""),
+        ("wait_replicas", "0"),
+        ("pipeline", "1"),
+    ] {
+        if o.str(opt) != unset {
+            return Some(format!(
+                "--store-opt {opt}={}: not served by the event-driven engine (--connections) yet; without --connections, worker threads serve it",
+                o.str(opt)
+            ));
+        }
+    }
+    None
 }
 
 struct RedisSession {

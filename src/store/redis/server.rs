@@ -19,6 +19,8 @@ pub(super) struct Settings {
     pub(super) connections: usize,
     pub(super) timeout: Duration,
     pub(super) index: bool,
+    /// `encoding=string`: the serialized record under its key (GET/SET).
+    pub(super) string: bool,
     pub(super) pipeline: usize,
     pub(super) tls: Option<net::Tls>,
     /// WAIT after every write for this many replicas (0: no WAIT); its arguments as text.
@@ -105,6 +107,7 @@ pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         timeout: net::timeout(o)?,
         // A cluster keeps no key index: one sorted set would live on one master.
         index: o.bool("scan_index")? && o.u64("cluster")? == 0,
+        string: o.choice("encoding", &["hash", "string"])? == "string",
         pipeline: match o.positive("pipeline")? {
             n @ 1..=10_000 => n as usize,
             n => {

@@ -1,0 +1,221 @@
+//! One connection of an event loop: its socket, read and write buffers, the ring of requests
+//! in flight (`--depth` slots, made once and reused: the hot path allocates nothing once a
+//! connection's buffers have grown to its largest reply), and its own seeded operation stream.
+
+use crate::measure::Metric;
+use crate::store::wire::Sent;
+use crate::workload::{OpBuffers, Rng};
+use mio::net::TcpStream;
+use std::io::{Read, Write};
+
+/// A request in flight: what its reply is parsed as, and its times (clock ns).
+pub(super) struct Slot {
+    pub(super) metric: Metric,
+    pub(super) sent: Sent,
+    /// When it was meant to start: its open-loop arrival, or (closed loop) when its slot freed.
+    pub(super) intended: u64,
+    /// When its bytes were handed to the socket; 0 while still in the write buffer.
+    pub(super) at_send: u64,
+    pub(super) key: Vec<u8>,
+    /// The field of a one-field read (empty otherwise).
+    pub(super) field: Vec<u8>,
+    /// User bytes the request wrote (values with their names).
+    pub(super) written: u64,
+    /// A run phase's insert: the key number acknowledged when it completes.
+    pub(super) ack: Option<i64>,
+}
+
+impl Slot {
+    fn new() -> Slot {
+        Slot {
+            metric: Metric::Read,
+            sent: Sent::Delete,
+            intended: 0,
+            at_send: 0,
+            key: Vec::new(),
+            field: Vec::new(),
+            written: 0,
+            ack: None,
+        }
+    }
+}
+
+pub(super) struct Conn {
+    /// `None` while the connection is being replaced.
+    pub(super) sock: Option<TcpStream>,
+    pub(super) rbuf: Vec<u8>,
+    /// Where the next unparsed reply starts in `rbuf`.
+    pub(super) rstart: usize,
+    pub(super) wbuf: Vec<u8>,
+    pub(super) wstart: usize,
+    /// The ring of requests in flight, oldest at `head`.
+    pub(super) slots: Vec<Slot>,
+    head: usize,
+    len: usize,
+    /// Requests of the ring not yet stamped with their send time (the newest ones).
+    pub(super) unsent: usize,
+    pub(super) rng: Rng,
+    pub(super) bufs: OpBuffers,
+    /// Waiting for the socket to take the rest of `wbuf` (WRITABLE interest registered).
+    pub(super) blocked: bool,
+    /// In its loop's list of connections with requests to write.
+    pub(super) dirty: bool,
+    /// Clock ns before which a broken connection is not tried again.
+    pub(super) retry_at: u64,
+}
+
+/// Initial buffer sizes: a 1 KiB value's reply and request fit; larger ones grow the buffer
+/// once (10,000 connections at these sizes are 60 MB).
+const RBUF: usize = 4096;
+const WBUF: usize = 2048;
+
+impl Conn {
+    pub(super) fn new(sock: TcpStream, depth: usize, rng: Rng) -> Conn {
+        Conn {
+            sock: Some(sock),
+            rbuf: Vec::with_capacity(RBUF),
+            rstart: 0,
+            wbuf: Vec::with_capacity(WBUF),
+            wstart: 0,
+            slots: (0..depth).map(|_| Slot::new()).collect(),
+            head: 0,
+            len: 0,
+            unsent: 0,
+            rng,
+            bufs: OpBuffers::default(),
+            blocked: false,
+            dirty: false,
+            retry_at: 0,
+        }
+    }
+
+    #[inline]
+    pub(super) fn in_flight(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub(super) fn free(&self) -> bool {
+        self.sock.is_some() && self.len < self.slots.len()
+    }
+
+    /// The index in `slots` of a new request (the caller fills it, then calls `push`).
+    #[inline]
+    pub(super) fn next_index(&self) -> usize {
+        (self.head + self.len) % self.slots.len()
+    }
+
+    #[inline]
+    pub(super) fn push(&mut self) {
+        self.len += 1;
+        self.unsent += 1;
+    }
+
+    #[inline]
+    pub(super) fn oldest(&self) -> Option<&Slot> {
+        (self.len > 0).then(|| &self.slots[self.head])
+    }
+
+    /// Removes the oldest request; it stays readable until the next `push`.
+    #[inline]
+    pub(super) fn pop(&mut self) -> &Slot {
+        let i = self.head;
+        self.head = (self.head + 1) % self.slots.len();
+        self.len -= 1;
+        self.unsent = self.unsent.min(self.len);
+        &self.slots[i]
+    }
+
+    /// Stamps the requests written since the last stamp with `now`.
+    #[inline]
+    fn stamp(&mut self, now: u64) {
+        let n = self.slots.len();
+        for k in self.len - self.unsent..self.len {
+            self.slots[(self.head + k) % n].at_send = now;
+        }
+        self.unsent = 0;
+    }
+
+    /// Writes what the buffer holds; `Ok(true)`: all of it. The requests are stamped with
+    /// `now` once their last byte is taken by the socket.
+    pub(super) fn write(&mut self, now: u64) -> std::io::Result<bool> {
+        let Some(s) = self.sock.as_mut() else {
+            return Ok(true);
+        };
+        while self.wstart < self.wbuf.len() {
+            match s.write(&self.wbuf[self.wstart..]) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.wstart += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.wbuf.clear();
+        self.wstart = 0;
+        self.stamp(now);
+        Ok(true)
+    }
+
+    /// Reads what the socket has. `Ok(false)`: the server closed the connection. `limit`
+    /// bounds the unparsed bytes held (a reply larger than `max_reply` never fits).
+    pub(super) fn read(&mut self, limit: usize) -> std::io::Result<bool> {
+        let Some(s) = self.sock.as_mut() else {
+            return Ok(true);
+        };
+        if self.rstart == self.rbuf.len() {
+            self.rbuf.clear();
+            self.rstart = 0;
+        } else if self.rstart > self.rbuf.capacity() / 2 {
+            self.rbuf.copy_within(self.rstart.., 0);
+            self.rbuf.truncate(self.rbuf.len() - self.rstart);
+            self.rstart = 0;
+        }
+        loop {
+            if self.rbuf.len() == self.rbuf.capacity() {
+                if self.rbuf.len() - self.rstart > limit {
+                    return Err(std::io::Error::other("a reply larger than max_reply"));
+                }
+                self.rbuf.reserve(self.rbuf.capacity().max(RBUF));
+            }
+            let len = self.rbuf.len();
+            let cap = self.rbuf.capacity();
+            self.rbuf.resize(cap, 0);
+            let r = s.read(&mut self.rbuf[len..]);
+            match r {
+                Ok(0) => {
+                    self.rbuf.truncate(len);
+                    return Ok(false);
+                }
+                Ok(n) => {
+                    self.rbuf.truncate(len + n);
+                    // Edge-triggered: a short read emptied the socket; data arriving later
+                    // raises a new event.
+                    if len + n < cap {
+                        return Ok(true);
+                    }
+                }
+                Err(e) => {
+                    self.rbuf.truncate(len);
+                    match e.kind() {
+                        std::io::ErrorKind::WouldBlock => return Ok(true),
+                        std::io::ErrorKind::Interrupted => {}
+                        _ => return Err(e),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Forgets the socket and everything buffered (the requests in flight are the caller's to
+    /// count first).
+    pub(super) fn reset(&mut self) {
+        self.sock = None;
+        self.rbuf.clear();
+        self.rstart = 0;
+        self.wbuf.clear();
+        self.wstart = 0;
+        self.blocked = false;
+        self.unsent = 0;
+    }
+}

@@ -1,0 +1,206 @@
+//! `--connections`, `--depth` and `--when-full`: the event-driven engine's settings (issue
+//! 30), checked before anything starts. The engine serves memcached (text protocol) and
+//! Redis (one server, plain RESP) with `--threads` event loops (default: one per CPU) over
+//! `--connections` in all, `--depth` requests in flight on each; embedded stores and plug-ins
+//! keep worker threads. What it cannot serve yet is refused in one line, never approximated.
+
+use super::model::{PhaseKind, PhasePlan, PropValue};
+use super::Request;
+use crate::error::UsageError;
+use crate::store::{StoreKind, StoreOptions};
+use serde::Serialize;
+
+/// The most connections one kvmeter process opens (each is a file descriptor and a few KiB).
+pub const MAX_CONNECTIONS: i64 = 100_000;
+/// The most requests in flight on one connection.
+pub const MAX_DEPTH: i64 = 1024;
+/// Descriptors kept free beside the connections: the run directory's files, telemetry's
+/// /proc readers, a managed server's pipes, the epoll instances.
+pub const FD_HEADROOM: u64 = 256;
+
+/// What an open-loop arrival does when every connection of its event loop has `depth`
+/// requests in flight.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WhenFull {
+    /// Waits in the loop's backlog (counted) and is sent when a slot frees: its from-intended
+    /// latency includes the wait.
+    Queue,
+    /// Is not sent (counted as skipped).
+    Skip,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Engine {
+    pub connections: usize,
+    pub depth: usize,
+    pub when_full: WhenFull,
+    /// File descriptors the run needs (connections + headroom): the soft limit is raised to
+    /// it at the start (up to the hard limit, checked here).
+    pub fds_needed: u64,
+}
+
+/// The engine's settings from the request, or `None` without `--connections`; fixes each
+/// phase's thread count (event loops) and refuses what the engine cannot serve.
+pub(super) fn resolve(
+    req: &Request,
+    adapter: &StoreKind,
+    opts: &StoreOptions,
+    phases: &mut [PhasePlan],
+) -> Result<Option<Engine>, UsageError> {
+    let Some(connections) = req.connections else {
+        if req.depth.is_some() || req.when_full.is_some() {
+            return Err(UsageError::new(
+                "--depth and --when-full go with --connections (the event-driven engine); without it each worker thread has one request in flight",
+            ));
+        }
+        if adapter.name == "redis" && opts.str("encoding") == "string" {
+            return Err(UsageError::new(
+                "--store-opt encoding=string: served by the event-driven engine only; add --connections N",
+            ));
+        }
+        return Ok(None);
+    };
+    if !(1..=MAX_CONNECTIONS).contains(&connections) {
+        return Err(UsageError::new(format!(
+            "--connections {connections}: expected 1 to {MAX_CONNECTIONS}"
+        )));
+    }
+    let depth = req.depth.unwrap_or(1);
+    if !(1..=MAX_DEPTH).contains(&depth) {
+        return Err(UsageError::new(format!(
+            "--depth {depth}: expected 1 to {MAX_DEPTH} requests in flight per connection"
+        )));
+    }
+    let when_full = match req.when_full.as_deref() {
+        None | Some("queue") => WhenFull::Queue,
+        Some("skip") => WhenFull::Skip,
+        Some(v) => {
+            return Err(UsageError::new(format!(
+                "--when-full {v}: expected queue or skip"
+            )))
+        }
+    };
+    served(adapter, opts)?;
+    if req.target.is_some() {
+        return Err(UsageError::new(
+            "--target with --connections: the engine's pacing is the open loop; use --rate",
+        ));
+    }
+    let connections = connections as usize;
+    for p in phases.iter_mut() {
+        workload_served(adapter, opts, p)?;
+        event_loops(req, p, connections);
+    }
+    let fds_needed = connections as u64 + FD_HEADROOM;
+    let (_, hard) = fd_limits();
+    if hard < fds_needed {
+        return Err(UsageError::new(format!(
+            "--connections {connections}: needs {fds_needed} file descriptors, and this process may open at most {hard} (its hard limit, ulimit -Hn): raise it or open fewer connections"
+        )));
+    }
+    Ok(Some(Engine {
+        connections,
+        depth: depth as usize,
+        when_full,
+        fds_needed,
+    }))
+}
+
+/// The store and options the engine speaks.
+fn served(adapter: &StoreKind, opts: &StoreOptions) -> Result<(), UsageError> {
+    let refusal = match adapter.name {
+        "memcached" => crate::store::memcached::engine_refusal(opts),
+        "redis" => crate::store::redis::engine_refusal(opts),
+        other => Some(format!(
+            "--connections with --store {other}: the event-driven engine serves memcached and redis; other stores run on worker threads (--threads)"
+        )),
+    };
+    refusal.map_or(Ok(()), |r| Err(UsageError::new(r)))
+}
+
+/// The operations the engine sends one request for: no scans (neither store scans without
+/// its index) and no read-modify-writes or partial updates where the record is one value
+/// (each would be a read and a write chained on one connection, not built yet).
+fn workload_served(
+    adapter: &StoreKind,
+    opts: &StoreOptions,
+    p: &PhasePlan,
+) -> Result<(), UsageError> {
+    let Some(w) = &p.workload else { return Ok(()) };
+    if p.kind != PhaseKind::Run {
+        return Ok(());
+    }
+    let phase = &p.name;
+    if w.scanproportion > 0.0 {
+        return Err(UsageError::new(format!(
+            "phase '{phase}': scanproportion={} with --connections: the event-driven engine does not scan; run it without --connections",
+            w.scanproportion
+        )));
+    }
+    if w.readmodifywriteproportion > 0.0 {
+        return Err(UsageError::new(format!(
+            "phase '{phase}': readmodifywriteproportion={} with --connections: a read-modify-write is two chained requests, which the event-driven engine does not send yet; run it without --connections",
+            w.readmodifywriteproportion
+        )));
+    }
+    let one_value = adapter.name == "memcached" || opts.str("encoding") == "string";
+    if one_value && w.updateproportion > 0.0 && !w.writeallfields && w.fieldcount > 1 {
+        return Err(UsageError::new(format!(
+            "phase '{phase}': updateproportion={} with writeallfields=false and fieldcount={}: {} keeps a record as one value, so a partial update is a read-merge-write, which the event-driven engine does not chain yet; set -p writeallfields=true or fieldcount=1",
+            w.updateproportion, w.fieldcount, adapter.name
+        )));
+    }
+    Ok(())
+}
+
+/// Event-loop threads: `--threads` (or threadcount) when given, else one per CPU; never more
+/// than connections.
+fn event_loops(req: &Request, p: &mut PhasePlan, connections: usize) {
+    let given = req.threads.is_some() || req.props.iter().any(|x| x.starts_with("threadcount="));
+    let (threads, source) = if given {
+        (p.threads.min(connections), "--threads: event loops")
+    } else {
+        (
+            crate::machine::cpu_count().clamp(1, connections),
+            "kvmeter default with --connections: one event loop per CPU",
+        )
+    };
+    p.threads = threads;
+    p.properties.insert(
+        "threadcount".into(),
+        PropValue {
+            value: threads.to_string(),
+            source: source.into(),
+        },
+    );
+}
+
+/// This process's (soft, hard) limits on open file descriptors.
+pub fn fd_limits() -> (u64, u64) {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return (1024, 1024);
+    }
+    (r.rlim_cur, r.rlim_max)
+}
+
+/// Raises the soft limit to `needed` (checked against the hard limit by `resolve`); returns
+/// the limit in force.
+pub fn raise_fd_limit(needed: u64) -> u64 {
+    let (soft, hard) = fd_limits();
+    if soft >= needed {
+        return soft;
+    }
+    let r = libc::rlimit {
+        rlim_cur: needed.min(hard),
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit reads the struct it is given.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) };
+    fd_limits().0
+}

@@ -1,0 +1,516 @@
+//! RESP for the event-driven engine (`store::wire`): the commands the blocking session sends
+//! (`HGETALL`/`HGET`, `HSET`, `DEL`+`HSET`(+`ZADD`) for an insert, `DEL`(+`ZREM`)), or with
+//! `encoding=string` `GET`/`SET` of the serialized record (what redis-benchmark and memtier
+//! send), each reply recognised in place at the front of the buffer once it is whole. Lengths
+//! are bounded before they are trusted: a bulk past `max_reply`, an array with more elements
+//! than `max_reply` bytes can hold, a negative length other than nil, is `Broken`.
+
+use super::resp::{array_head, bulk};
+use crate::record::{self, Span};
+use crate::store::net::parse_usize;
+use crate::store::wire::{self, Codec, EventTarget, Parsed, Sent};
+use crate::store::{ErrorKind, Fields, Queued, Status};
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::Duration;
+
+const INDEX: &[u8] = super::INDEX;
+
+pub(super) struct RedisTarget {
+    pub(super) addr: SocketAddr,
+    pub(super) timeout: Duration,
+    pub(super) max_reply: usize,
+    /// Keys kept in the sorted-set index (`scan_index`): inserts and deletes update it.
+    pub(super) index: bool,
+    pub(super) string: bool,
+    /// AUTH and SELECT, sent once on each new connection (empty: none).
+    pub(super) hello: Vec<u8>,
+    pub(super) hello_replies: usize,
+}
+
+impl EventTarget for RedisTarget {
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn connect(&self) -> Result<std::net::TcpStream, String> {
+        let mut s =
+            wire::connect_tcp(self.addr, self.timeout).map_err(|e| format!("Redis: {e}"))?;
+        if self.hello_replies > 0 {
+            s.write_all(&self.hello)
+                .map_err(|e| format!("Redis at {}: {e}", self.addr))?;
+            // +OK for each, read within the deadline set by connect_tcp; bounded to a line each.
+            let mut got = Vec::with_capacity(64);
+            let mut b = [0u8; 256];
+            while got.iter().filter(|&&c| c == b'\n').count() < self.hello_replies {
+                let n = s
+                    .read(&mut b)
+                    .map_err(|e| format!("Redis at {}: AUTH/SELECT: {e}", self.addr))?;
+                if n == 0 || got.len() + n > 4096 {
+                    return Err(format!("Redis at {}: AUTH/SELECT: no reply", self.addr));
+                }
+                got.extend_from_slice(&b[..n]);
+            }
+            if let Some(l) = got.split(|&c| c == b'\n').find(|l| !l.starts_with(b"+OK")) {
+                return Err(format!(
+                    "Redis at {}: AUTH/SELECT refused: {}",
+                    self.addr,
+                    crate::store::net::excerpt(l)
+                ));
+            }
+        }
+        Ok(s)
+    }
+
+    fn codec(&self) -> Box<dyn Codec> {
+        Box::new(RedisCodec {
+            index: self.index,
+            string: self.string,
+            max_reply: self.max_reply,
+            encoded: Vec::new(),
+            last_error: None,
+        })
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn max_reply(&self) -> usize {
+        self.max_reply
+    }
+}
+
+pub(super) struct RedisCodec {
+    pub(super) index: bool,
+    pub(super) string: bool,
+    pub(super) max_reply: usize,
+    pub(super) encoded: Vec<u8>,
+    pub(super) last_error: Option<String>,
+}
+
+/// One RESP element's header (a bulk's bytes included).
+enum Elem {
+    Simple,
+    Error(Range<usize>),
+    Int,
+    Bulk(Option<Range<usize>>),
+    Array(usize),
+}
+
+type Step = Result<Option<(Elem, usize)>, &'static str>;
+
+impl RedisCodec {
+    /// The element at `at`, and where the next one starts; `Ok(None)`: not whole yet.
+    fn elem(&self, buf: &[u8], at: usize) -> Step {
+        let Some((l, used)) = wire::line(&buf[at..])? else {
+            return Ok(None);
+        };
+        let next = at + used;
+        let Some((&t, rest)) = l.split_first() else {
+            return Err("Redis: an empty reply line");
+        };
+        let len = |rest: &[u8]| -> Result<Option<usize>, &'static str> {
+            match rest {
+                b"-1" => Ok(None),
+                _ => parse_usize(rest)
+                    .map(Some)
+                    .ok_or("Redis: a malformed length"),
+            }
+        };
+        Ok(Some(match t {
+            b'+' => (Elem::Simple, next),
+            b'-' => (Elem::Error(at + 1..at + 1 + rest.len()), next),
+            b':' => {
+                if rest.is_empty()
+                    || !rest
+                        .iter()
+                        .enumerate()
+                        .all(|(i, c)| c.is_ascii_digit() || (i == 0 && *c == b'-'))
+                {
+                    return Err("Redis: a malformed integer");
+                }
+                (Elem::Int, next)
+            }
+            b'$' => match len(rest)? {
+                None => (Elem::Bulk(None), next),
+                Some(n) if n > self.max_reply => return Err("Redis: a bulk longer than max_reply"),
+                Some(n) => {
+                    if buf.len() < next + n + 2 {
+                        return Ok(None);
+                    }
+                    if &buf[next + n..next + n + 2] != b"\r\n" {
+                        return Err("Redis: a bulk without its end");
+                    }
+                    (Elem::Bulk(Some(next..next + n)), next + n + 2)
+                }
+            },
+            b'*' => match len(rest)? {
+                None => (Elem::Array(0), next),
+                Some(n) if n > self.max_reply / 3 => {
+                    return Err("Redis: an array longer than max_reply can hold")
+                }
+                Some(n) => (Elem::Array(n), next),
+            },
+            _ => return Err("Redis: garbage where a reply was expected"),
+        }))
+    }
+
+    #[cold]
+    fn error(&mut self, buf: &[u8], r: Range<usize>) -> Status {
+        let text = crate::store::net::excerpt(&buf[r]);
+        let kind = if ["BUSY", "LOADING", "TRYAGAIN", "OOM"]
+            .iter()
+            .any(|p| text.starts_with(p))
+        {
+            ErrorKind::Busy
+        } else {
+            ErrorKind::Other
+        };
+        self.last_error = Some(format!("Redis: {text}"));
+        Status::error(kind)
+    }
+
+    /// `n` replies that are each +OK or an integer (a write's): the first error is the status.
+    fn writes(&mut self, buf: &[u8], n: usize) -> Parsed {
+        let mut at = 0;
+        let mut status = Status::Ok;
+        for _ in 0..n {
+            match self.elem(buf, at) {
+                Ok(None) => return Parsed::More,
+                Err(why) => return Parsed::Broken(why),
+                Ok(Some((e, next))) => {
+                    match e {
+                        Elem::Simple | Elem::Int => {}
+                        Elem::Error(r) => {
+                            if status.is_ok() {
+                                status = self.error(buf, r);
+                            }
+                        }
+                        _ => return Parsed::Broken("Redis: a write answered with data"),
+                    }
+                    at = next;
+                }
+            }
+        }
+        Parsed::Reply {
+            status,
+            used: at,
+            bytes: 0,
+            view_base: 0,
+        }
+    }
+
+    /// HGETALL's array of names and values, each a span over `buf`.
+    fn hash(&mut self, buf: &[u8], n: usize, mut at: usize, spans: &mut Vec<Span>) -> Parsed {
+        if n % 2 == 1 {
+            return Parsed::Broken("Redis: HGETALL answered with an odd number of elements");
+        }
+        spans.clear();
+        let mut bytes = 0u64;
+        for _ in 0..n / 2 {
+            let mut pair = [0..0, 0..0];
+            for p in &mut pair {
+                match self.elem(buf, at) {
+                    Ok(None) => return Parsed::More,
+                    Err(why) => return Parsed::Broken(why),
+                    Ok(Some((Elem::Bulk(Some(r)), next))) => {
+                        *p = r;
+                        at = next;
+                    }
+                    Ok(Some(_)) => return Parsed::Broken("Redis: HGETALL element not a string"),
+                }
+            }
+            bytes += (pair[0].len() + pair[1].len()) as u64;
+            spans.push(Span::new(pair[0].clone(), pair[1].clone()));
+        }
+        let status = if n == 0 { Status::NotFound } else { Status::Ok };
+        Parsed::Reply {
+            status,
+            used: at,
+            bytes,
+            view_base: 0,
+        }
+    }
+
+    fn read(&mut self, all: bool, field: &[u8], buf: &[u8], spans: &mut Vec<Span>) -> Parsed {
+        let (e, next) = match self.elem(buf, 0) {
+            Ok(None) => return Parsed::More,
+            Err(why) => return Parsed::Broken(why),
+            Ok(Some(x)) => x,
+        };
+        let reply = |status, bytes, view_base| Parsed::Reply {
+            status,
+            used: next,
+            bytes,
+            view_base,
+        };
+        match e {
+            Elem::Error(r) => reply(self.error(buf, r), 0, 0),
+            Elem::Bulk(None) => reply(Status::NotFound, 0, 0),
+            Elem::Array(n) if all && !self.string => self.hash(buf, n, next, spans),
+            Elem::Bulk(Some(r)) if self.string => {
+                let want = if all { Fields::All } else { Fields::One(field) };
+                match record::index_encoded(&buf[r.clone()], |nm| want.wants(nm), spans) {
+                    Ok(()) => reply(
+                        Status::Ok,
+                        spans.iter().map(|s| s.data_len()).sum(),
+                        r.start,
+                    ),
+                    Err(e) => {
+                        self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
+                        reply(Status::error(ErrorKind::Corruption), 0, r.start)
+                    }
+                }
+            }
+            // HGET: one value; its span has an empty name (the engine knows the field).
+            Elem::Bulk(Some(r)) if !all => {
+                spans.clear();
+                spans.push(Span::new(r.start..r.start, r.clone()));
+                reply(Status::Ok, (field.len() + r.len()) as u64, 0)
+            }
+            _ => Parsed::Broken("Redis: a read answered with the wrong type"),
+        }
+    }
+}
+
+impl Codec for RedisCodec {
+    fn encode(&mut self, op: Queued<'_>, out: &mut Vec<u8>) -> bool {
+        match (op, self.string) {
+            (Queued::Read(key, _), true) => {
+                array_head(out, 2);
+                bulk(out, b"GET");
+                bulk(out, key);
+            }
+            (Queued::Read(key, Fields::All), false) => {
+                array_head(out, 2);
+                bulk(out, b"HGETALL");
+                bulk(out, key);
+            }
+            (Queued::Read(key, Fields::One(f)), false) => {
+                array_head(out, 3);
+                bulk(out, b"HGET");
+                bulk(out, key);
+                bulk(out, f);
+            }
+            (Queued::Insert(key, values) | Queued::Update(key, values), true) => {
+                self.encoded.clear();
+                values.encode_into(&mut self.encoded);
+                array_head(out, 3);
+                bulk(out, b"SET");
+                bulk(out, key);
+                bulk(out, &self.encoded);
+            }
+            (Queued::Insert(key, values), false) => {
+                array_head(out, 2);
+                bulk(out, b"DEL");
+                bulk(out, key);
+                super::RedisSession::hset(out, key, values);
+                if self.index {
+                    index_cmd(out, b"ZADD", key);
+                }
+            }
+            (Queued::Update(key, values), false) => super::RedisSession::hset(out, key, values),
+            (Queued::Delete(key), _) => {
+                array_head(out, 2);
+                bulk(out, b"DEL");
+                bulk(out, key);
+                if self.index && !self.string {
+                    index_cmd(out, b"ZREM", key);
+                }
+            }
+        }
+        true
+    }
+
+    fn decode(
+        &mut self,
+        sent: Sent,
+        _key: &[u8],
+        field: &[u8],
+        buf: &[u8],
+        spans: &mut Vec<Span>,
+    ) -> Parsed {
+        let indexed = usize::from(self.index && !self.string);
+        match sent {
+            Sent::Read { all } => self.read(all, field, buf, spans),
+            Sent::Update => self.writes(buf, 1),
+            Sent::Insert if self.string => self.writes(buf, 1),
+            Sent::Insert => self.writes(buf, 2 + indexed),
+            Sent::Delete => self.writes(buf, 1 + indexed),
+        }
+    }
+
+    fn last_error(&mut self) -> Option<String> {
+        self.last_error.take()
+    }
+}
+
+fn index_cmd(out: &mut Vec<u8>, cmd: &[u8], key: &[u8]) {
+    if cmd == b"ZADD" {
+        array_head(out, 4);
+        bulk(out, cmd);
+        bulk(out, INDEX);
+        bulk(out, b"0");
+    } else {
+        array_head(out, 3);
+        bulk(out, cmd);
+        bulk(out, INDEX);
+    }
+    bulk(out, key);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn codec(string: bool) -> RedisCodec {
+        RedisCodec {
+            index: true,
+            string,
+            max_reply: 1 << 20,
+            encoded: vec![],
+            last_error: None,
+        }
+    }
+
+    #[test]
+    fn hgetall_is_whole_only_at_its_last_byte() {
+        let mut c = codec(false);
+        let reply = b"*4\r\n$6\r\nfield0\r\n$3\r\nabc\r\n$6\r\nfield1\r\n$0\r\n\r\n+PONG\r\n";
+        let whole = reply.len() - 7;
+        let mut spans = vec![];
+        let read = Sent::Read { all: true };
+        for cut in 0..whole {
+            assert_eq!(
+                c.decode(read, b"k", b"", &reply[..cut], &mut spans),
+                Parsed::More,
+                "{cut}"
+            );
+        }
+        let p = c.decode(read, b"k", b"", reply, &mut spans);
+        assert_eq!(
+            p,
+            Parsed::Reply {
+                status: Status::Ok,
+                used: whole,
+                bytes: 15,
+                view_base: 0
+            }
+        );
+        let v = crate::record::RecordView::new(reply, &spans);
+        assert_eq!(v.get(b"field0"), Some(&b"abc"[..]));
+        assert_eq!(v.get(b"field1"), Some(&b""[..]));
+        assert!(matches!(
+            c.decode(read, b"k", b"", b"*0\r\n", &mut spans),
+            Parsed::Reply {
+                status: Status::NotFound,
+                used: 4,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn writes_count_every_reply_of_the_request() {
+        let mut c = codec(false);
+        let mut spans = vec![];
+        // DEL, HSET, ZADD.
+        assert_eq!(
+            c.decode(Sent::Insert, b"k", b"", b":0\r\n:10\r\n", &mut spans),
+            Parsed::More
+        );
+        let p = c.decode(
+            Sent::Insert,
+            b"k",
+            b"",
+            b":0\r\n-OOM no\r\n:1\r\n",
+            &mut spans,
+        );
+        assert!(
+            matches!(
+                p,
+                Parsed::Reply {
+                    status: Status::Error {
+                        kind: ErrorKind::Busy,
+                        ..
+                    },
+                    used: 17,
+                    ..
+                }
+            ),
+            "{p:?}"
+        );
+        assert_eq!(c.last_error().as_deref(), Some("Redis: OOM no"));
+        let mut s = codec(true);
+        assert!(matches!(
+            s.decode(Sent::Insert, b"k", b"", b"+OK\r\n", &mut spans),
+            Parsed::Reply {
+                status: Status::Ok,
+                used: 5,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn hostile_lengths_are_broken() {
+        let mut c = codec(true);
+        let mut spans = vec![];
+        let read = Sent::Read { all: true };
+        for r in [
+            &b"$99999999999\r\n"[..],
+            b"$-2\r\n",
+            b"*99999999\r\n",
+            b"?\r\n",
+            b":1x\r\n",
+            b"$3\r\nabcXY",
+        ] {
+            assert!(
+                matches!(c.decode(read, b"k", b"", r, &mut spans), Parsed::Broken(_)),
+                "{r:?}"
+            );
+        }
+        assert!(matches!(
+            c.decode(Sent::Update, b"k", b"", b"$3\r\nabc\r\n", &mut spans),
+            Parsed::Broken(_)
+        ));
+    }
+
+    #[test]
+    fn string_mode_sends_get_and_set_of_the_record() {
+        let mut c = codec(true);
+        let mut r = crate::record::Record::new();
+        r.push(b"field0", b"abc");
+        let mut out = vec![];
+        c.encode(Queued::Read(b"user1", Fields::All), &mut out);
+        c.encode(Queued::Insert(b"user1", &r), &mut out);
+        let mut enc = vec![];
+        r.encode_into(&mut enc);
+        let mut want =
+            b"*2\r\n$3\r\nGET\r\n$5\r\nuser1\r\n*3\r\n$3\r\nSET\r\n$5\r\nuser1\r\n$15\r\n".to_vec();
+        want.extend_from_slice(&enc);
+        want.extend_from_slice(b"\r\n");
+        assert_eq!(out, want);
+        let mut reply = b"$15\r\n".to_vec();
+        reply.extend_from_slice(&enc);
+        reply.extend_from_slice(b"\r\n");
+        let mut spans = vec![];
+        let p = c.decode(Sent::Read { all: true }, b"user1", b"", &reply, &mut spans);
+        let Parsed::Reply {
+            status: Status::Ok,
+            used,
+            bytes: 9,
+            view_base: 5,
+        } = p
+        else {
+            panic!("{p:?}")
+        };
+        assert_eq!(used, reply.len());
+        assert_eq!(
+            crate::record::RecordView::new(&reply[5..], &spans).get(b"field0"),
+            Some(&b"abc"[..])
+        );
+    }
+}

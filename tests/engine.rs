@@ -1,0 +1,395 @@
+//! The event-driven engine (`--connections`, `--depth`; issue 30) against real memcached and
+//! redis-server started by the test on loopback: 2,000 connections × depth 4 complete with
+//! every reply matched to its request (memcached's `VALUE` line must name the key sent, and
+//! with `dataintegrity=true` every value read is checked against the one derived from the key
+//! it was asked for), the servers' own command counters agree with kvmeter's counts, a server
+//! that closes every connection mid-run is served on new ones, a descriptor limit too low for
+//! `--connections` is one line and exit 2 before anything is created, and on a server stopped
+//! for 500 ms the from-intended latency carries the stall while the from-send latency does not.
+//! No timing is asserted beyond the stall the test makes itself.
+
+mod common;
+
+use common::servers::{wait_port, Proc};
+use common::{count, free_port, json, kvmeter, phase};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn memcached(conns: usize) -> (Proc, u16) {
+    let port = free_port();
+    let c = Command::new("memcached")
+        .args(["-u", "nobody", "-l", "127.0.0.1", "-U", "0", "-t", "2"])
+        .args(["-p", &port.to_string(), "-c", &conns.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("memcached is installed");
+    wait_port(port);
+    (Proc(c), port)
+}
+
+fn redis(dir: &Path, conns: usize) -> (Proc, u16) {
+    let port = free_port();
+    let c = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--maxclients",
+            &conns.to_string(),
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server is installed");
+    wait_port(port);
+    (Proc(c), port)
+}
+
+/// memcached's `stats` counters.
+fn mc_stats(port: u16) -> std::collections::HashMap<String, u64> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"stats\r\n").unwrap();
+    let mut out = Vec::new();
+    let mut b = [0u8; 4096];
+    while !out.ends_with(b"END\r\n") {
+        let n = s.read(&mut b).unwrap();
+        assert!(n > 0);
+        out.extend_from_slice(&b[..n]);
+    }
+    String::from_utf8_lossy(&out)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next()? == "STAT").then_some(())?;
+            Some((f.next()?.to_string(), f.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `calls` of each command in Redis's INFO commandstats.
+fn redis_calls(port: u16, cmd: &str) -> u64 {
+    let o = Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "info", "commandstats"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+        .map(|r| r.split(',').next().unwrap().parse().unwrap())
+        .unwrap_or(0)
+}
+
+fn errors(p: &Value) -> u64 {
+    p["errors"].as_u64().unwrap()
+}
+
+#[test]
+fn two_thousand_connections_at_depth_4_to_memcached_match_every_reply() {
+    let t = tempfile::tempdir().unwrap();
+    let (_mc, port) = memcached(4096);
+    let out = t.path().join("run");
+    let o = kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloada",
+            "--store",
+            "memcached",
+            "--store-opt",
+        ])
+        .arg(format!("addr=127.0.0.1:{port}"))
+        .args(["--connections", "2000", "--depth", "4", "--threads", "2"])
+        .args(["--records", "4000", "--ops", "40000", "--seed", "7"])
+        .args(["-p", "fieldcount=2", "-p", "fieldlength=100"])
+        .args(["-p", "writeallfields=true", "-p", "dataintegrity=true"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let s = json(&out.join("summary.json"));
+    let (load, run) = (phase(&s, "load"), phase(&s, "run"));
+    assert_eq!(count(load, "INSERT"), 4000);
+    let (reads, updates) = (count(run, "READ"), count(run, "UPDATE"));
+    assert_eq!(reads + updates, 40000);
+    assert_eq!(errors(load) + errors(run), 0, "{run}");
+    // Every read's value was the one derived from the key it asked for.
+    assert_eq!(count(run, "VERIFY"), reads);
+    assert_eq!(run["ops"]["VERIFY"]["ok"].as_u64().unwrap(), reads);
+    let e = &run["engine"];
+    assert_eq!(
+        (e["connections"].as_u64(), e["depth"].as_u64()),
+        (Some(2000), Some(4))
+    );
+    assert_eq!(e["event_loops"], 2);
+    assert_eq!(e["reconnects"], 0);
+    assert!(e["fd_limit"].as_u64().unwrap() >= 2000 + 256, "{e}");
+    // The server saw as much: two phases of 2,000 connections, every get and set.
+    let st = mc_stats(port);
+    assert!(st["total_connections"] >= 4000, "{st:?}");
+    assert_eq!(st["cmd_get"], reads);
+    assert_eq!(st["cmd_set"], 4000 + updates);
+    // Each request was timed from its intended start and from its send.
+    let r = &run["ops"]["READ"];
+    assert_eq!(r["intended_latency_us"]["count"].as_u64(), Some(reads));
+    assert!(r["intended_latency_us"]["p50"].as_f64() >= r["latency_us"]["p50"].as_f64());
+    let m = json(&out.join("manifest.json"));
+    assert_eq!(m["plan"]["engine"]["connections"], 2000);
+}
+
+#[test]
+fn two_thousand_connections_at_depth_4_to_redis_hashes_and_strings() {
+    let t = tempfile::tempdir().unwrap();
+    let (_r, port) = redis(t.path(), 4500);
+    for (enc, read_cmd) in [("hash", "hgetall"), ("string", "get")] {
+        let out = t.path().join(enc);
+        let o = kvmeter()
+            .args(["run", "-P", "workloadb", "--store", "redis", "--store-opt"])
+            .arg(format!("addr=127.0.0.1:{port}"))
+            .args(["--store-opt", &format!("encoding={enc}")])
+            .args(["--connections", "2000", "--depth", "4"])
+            .args(["--records", "3000", "--ops", "30000"])
+            .args([
+                "-p",
+                "fieldcount=3",
+                "-p",
+                "fieldlength=50",
+                "-p",
+                "table=t",
+            ])
+            .args(["-p", "writeallfields=true", "-p", "dataintegrity=true"])
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let s = json(&out.join("summary.json"));
+        let run = phase(&s, "run");
+        let reads = count(run, "READ");
+        assert_eq!(reads + count(run, "UPDATE"), 30000);
+        assert_eq!(errors(run) + errors(phase(&s, "load")), 0, "{run}");
+        assert_eq!(run["ops"]["VERIFY"]["ok"].as_u64().unwrap(), reads);
+        assert_eq!(run["engine"]["event_loops"].as_u64().unwrap() as usize, {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            n.min(2000)
+        });
+        // The server ran the commands of the encoding, one per read.
+        assert!(redis_calls(port, read_cmd) >= reads, "{enc}");
+    }
+    assert_eq!(redis_calls(port, "hgetall"), {
+        let s = json(&t.path().join("hash/summary.json"));
+        count(phase(&s, "run"), "READ")
+    });
+}
+
+#[test]
+fn a_server_that_closes_every_connection_mid_run_is_served_on_new_ones() {
+    let t = tempfile::tempdir().unwrap();
+    let (_r, port) = redis(t.path(), 1000);
+    let out = t.path().join("run");
+    let mut child = kvmeter_cmd()
+        .args(["run", "-P", "workloadc", "--store", "redis", "--store-opt"])
+        .arg(format!("addr=127.0.0.1:{port}"))
+        .args(["--connections", "50", "--depth", "2", "--records", "500"])
+        .args(["--duration", "3s", "--interval", "500ms"])
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the run phase is under way, the server drops every client.
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(out.join("intervals.csv"))
+        .unwrap_or_default()
+        .contains("\nrun,")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the run did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let killed = Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "client", "kill", "type", "normal"])
+        .output()
+        .unwrap();
+    let killed: u64 = String::from_utf8_lossy(&killed.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(killed, 50);
+    let st = child.wait().unwrap();
+    assert!(st.success());
+    let s = json(&out.join("summary.json"));
+    let run = phase(&s, "run");
+    assert_eq!(run["outcome"], "completed");
+    let e = &run["engine"];
+    // Every connection was opened again; what was in flight on them (at most 2 each) failed.
+    assert_eq!(e["reconnects"], 50, "{e}");
+    let failed = errors(run);
+    assert!((1..=100).contains(&failed), "{failed} {run}");
+    let samples = run["error_samples"].to_string();
+    assert!(
+        samples.contains("closed the connection") || samples.contains("read:"),
+        "{samples}"
+    );
+    // The run went on after the kill: the last full interval has reads.
+    let iv = std::fs::read_to_string(out.join("intervals.csv")).unwrap();
+    let reads: Vec<u64> = iv
+        .lines()
+        .filter(|l| l.starts_with("run,") && l.contains(",READ,"))
+        .map(|l| l.split(',').nth(6).unwrap().parse().unwrap())
+        .collect();
+    assert!(reads.len() >= 5 && reads[reads.len() - 2] > 0, "{iv}");
+}
+
+#[test]
+fn too_few_file_descriptors_for_the_connections_is_exit_2_before_anything() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 600 && exec \"$0\" run -P workloadc --store memcached --store-opt addr=127.0.0.1:1 --connections 1000 --out {}",
+            out.display()
+        ))
+        .arg(common::bin())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--connections 1000") && err.contains("1256"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    // What the engine does not serve is one line too.
+    for (args, says) in [
+        (
+            vec!["--store", "rocksdb", "--connections", "4"],
+            "memcached and redis",
+        ),
+        (
+            vec!["--store", "memcached", "--depth", "4"],
+            "go with --connections",
+        ),
+        (
+            vec!["--store", "redis", "--store-opt", "encoding=string"],
+            "add --connections",
+        ),
+        (
+            vec![
+                "--store",
+                "memcached",
+                "--connections",
+                "4",
+                "-P",
+                "workloada",
+            ],
+            "writeallfields",
+        ),
+        (
+            vec!["--store", "redis", "--connections", "4", "-P", "workloade"],
+            "does not scan",
+        ),
+    ] {
+        let o = kvmeter()
+            .arg("run")
+            .args(&args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!out.exists());
+    }
+}
+
+#[test]
+fn on_a_stopped_server_from_intended_carries_the_stall_and_from_send_does_not() {
+    let t = tempfile::tempdir().unwrap();
+    let (mc, port) = memcached(1024);
+    let out = t.path().join("run");
+    let mut child = kvmeter_cmd()
+        .args([
+            "run",
+            "-P",
+            "workloadc",
+            "--store",
+            "memcached",
+            "--store-opt",
+        ])
+        .arg(format!("addr=127.0.0.1:{port}"))
+        .args([
+            "--connections",
+            "16",
+            "--rate",
+            "2000",
+            "--arrival",
+            "fixed",
+        ])
+        .args([
+            "--records",
+            "500",
+            "--duration",
+            "3s",
+            "--interval",
+            "500ms",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(out.join("intervals.csv"))
+        .unwrap_or_default()
+        .contains("\nrun,")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the run did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = mc.0.id() as i32;
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(500));
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert!(child.wait().unwrap().success());
+    let s = json(&out.join("summary.json"));
+    let run = phase(&s, "run");
+    let r = &run["ops"]["READ"];
+    // Ground truth from the schedule: arrivals every 0.5 ms, 1,000 of them in the 500 ms stall,
+    // each waiting until its end, out of ~6,000: 1 % of all waited longer than ~470 ms. Only
+    // the 16 sent before the stop waited on the wire.
+    let intended_p99 = r["intended_latency_us"]["p99"].as_f64().unwrap();
+    let send_p99 = r["latency_us"]["p99"].as_f64().unwrap();
+    assert!(intended_p99 > 250_000.0, "{r}");
+    assert!(send_p99 < 100_000.0, "{r}");
+    assert!(r["latency_us"]["max"].as_f64().unwrap() > 250_000.0, "{r}");
+    let e = &run["engine"];
+    assert!(e["queued"].as_u64().unwrap() > 500, "{e}");
+    assert_eq!(e["when_full"], "queue");
+}
+
+fn kvmeter_cmd() -> Command {
+    let mut c = Command::new(common::bin());
+    c.env("NO_COLOR", "1");
+    c
+}
