@@ -388,6 +388,73 @@ fn on_a_stopped_server_from_intended_carries_the_stall_and_from_send_does_not() 
     assert_eq!(e["when_full"], "queue");
 }
 
+#[test]
+fn three_agents_split_the_connections_and_replay_one_hosts_streams() {
+    use common::servers::{etcd, memcached as mc_logged, run_phase_streams, s, Dist};
+    let tmp = tempfile::tempdir().unwrap();
+    let (_etcd, url) = etcd(tmp.path(), 1);
+    let (_m1, one_port) = mc_logged(tmp.path(), "one-host", true);
+    let (_m2, dist_port) = mc_logged(tmp.path(), "dist", true);
+    let run = |port: u16| {
+        s(&[
+            "--store",
+            "memcached",
+            "--store-opt",
+            &format!("addr=127.0.0.1:{port}"),
+            "-P",
+            "workloadc",
+            "--records",
+            "300",
+            "--duration",
+            "2s",
+            "--connections",
+            "9",
+            "--depth",
+            "2",
+            "--seed",
+            "5",
+            "--telemetry-interval",
+            "0",
+        ])
+    };
+    let one = tmp.path().join("one");
+    let mut args = s(&["run", "--out", one.to_str().unwrap()]);
+    args.extend(run(one_port));
+    kvmeter().args(&args).assert().success();
+    let mut d = Dist::start(&url, "engine", 3, &[], &run(dist_port));
+    assert_eq!(d.finish(), 0, "{}", d.log("coord.log"));
+    // Agent i opened connections 3i..3i+2 of the run's nine.
+    for i in 0..3 {
+        let a = json(&d.path(&format!("agent{i}/summary.json")));
+        assert_eq!(phase(&a, "run")["engine"]["connections"], 3);
+        let streams = phase(&a, "run")["engine"]["streams"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            streams.contains(&format!("stream {} + c", 3 * i)),
+            "{streams}"
+        );
+    }
+    // The same key sequence on each connection, one host or three agents (each connection's
+    // first 100 gets; how many more it sent depends on timing).
+    let firsts = |log: &str| {
+        let mut v: Vec<Vec<String>> = run_phase_streams(&tmp.path().join(log))
+            .into_iter()
+            .map(|seq| seq.into_iter().take(100).collect())
+            .collect();
+        v.sort();
+        v
+    };
+    let (a, b) = (firsts("one-host.log"), firsts("dist.log"));
+    assert_eq!(a.len(), 9);
+    assert!(a.iter().all(|s| s.len() == 100));
+    assert!(
+        a == b,
+        "the agents' connections draw other keys than one host's"
+    );
+}
+
 fn kvmeter_cmd() -> Command {
     let mut c = Command::new(common::bin());
     c.env("NO_COLOR", "1");

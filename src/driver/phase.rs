@@ -339,10 +339,15 @@ fn shared<'a>(ctx: &PhaseCtx, phase: &PhasePlan, s: Started<'a, '_>) -> worker::
             .map(|t| ((s.threads as f64) * 1e9 / t).max(1.0) as u64),
         arrivals: s.arrivals,
         seed: ctx.plan.seed,
-        stream_base: ctx
-            .plan
-            .share
-            .map_or(0, |sh| (sh.index * phase.threads) as u64),
+        // Worker w of agent i draws stream i·T + w; the engine's connection c draws c
+        // (counted across the run's agents).
+        stream_base: match &ctx.plan.engine {
+            Some(e) => e.first_conn,
+            None => ctx
+                .plan
+                .share
+                .map_or(0, |sh| (sh.index * phase.threads) as u64),
+        },
         clock: ctx.clock.clone(),
         counters: ctx.plan.counters,
         timelines: s

@@ -38,6 +38,10 @@ pub struct Engine {
     /// File descriptors the run needs (connections + headroom): the soft limit is raised to
     /// it at the start (up to the hard limit, checked here).
     pub fds_needed: u64,
+    /// A distributed run's agent: the number (across the run) of its first connection, which
+    /// is also that connection's stream (`plan::share`); 0 on one host.
+    #[serde(skip)]
+    pub first_conn: u64,
 }
 
 /// The engine's settings from the request, or `None` without `--connections`; fixes each
@@ -104,6 +108,7 @@ pub(super) fn resolve(
         depth: depth as usize,
         when_full,
         fds_needed,
+        first_conn: 0,
     }))
 }
 

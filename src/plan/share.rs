@@ -7,6 +7,10 @@
 //!   `i·T + w` (the driver reads `Plan::share`), and its operation count is the one YCSB's split
 //!   (§8.2) gives that global worker, so each worker replays one host's worker exactly.
 //!   Run-phase inserts are spread: agent i takes keys `recordcount + i + k·N`.
+//! - The event-driven engine (`--connections`): agent i opens its slice of the connections
+//!   (the first `N % count` agents one more) and numbers them from the slice's start, so
+//!   connection c of the whole run draws stream c whichever agent opens it; its requests
+//!   are the run's operations split over agents.
 //! - Pacing: `--target` and open-loop `--rate` are divided by N (the per-thread schedule of
 //!   `--target` is then the same as one host's). Poisson arrivals stay Poisson (a sum of
 //!   independent Poisson processes is one); fixed arrivals are phased i/N of a gap apart, so
@@ -40,7 +44,24 @@ pub fn slice(total: u64, count: usize, index: usize) -> (u64, u64) {
 /// Makes `plan` agent `share.index`'s part of the run `plan` describes for one host.
 pub fn apply_share(plan: &mut Plan, share: Share) {
     let (n, i) = (share.count, share.index);
+    let engine = plan.engine.as_mut().map(|e| {
+        let (first, mine) = slice(e.connections as u64, n, i);
+        e.connections = (mine as usize).max(1);
+        e.first_conn = first;
+        e.fds_needed = e.connections as u64 + super::engine::FD_HEADROOM;
+    });
     for p in &mut plan.phases {
+        if engine.is_some() && p.kind == PhaseKind::Run && p.open_loop.is_none() {
+            p.operations = split_ops(p.operations, n, i);
+            p.threads = p
+                .threads
+                .min(plan.engine.as_ref().map_or(1, |e| e.connections));
+            if let Some(w) = p.workload.as_mut() {
+                w.insert_stride = n as i64;
+                w.insert_offset = i as i64;
+            }
+            continue;
+        }
         let t = p.threads;
         match p.kind {
             PhaseKind::Load => {
@@ -189,5 +210,28 @@ mod tests {
                 assert_eq!(split_ops(agent, t, w), one_host[i * t + w]);
             }
         }
+    }
+
+    #[test]
+    fn agents_split_the_engines_connections_and_number_them_across_the_run() {
+        let req = super::super::Request {
+            command: "run".into(),
+            store: "memcached".into(),
+            workload_files: vec!["workloadc".into()],
+            connections: Some(10),
+            ops: Some(1001),
+            ..Default::default()
+        };
+        let one = super::super::build(&req).unwrap();
+        let mut seen = vec![];
+        for i in 0..3 {
+            let mut p = one.clone();
+            apply_share(&mut p, Share { index: i, count: 3 });
+            let e = p.engine.unwrap();
+            let run = p.phases.iter().find(|p| p.kind == PhaseKind::Run).unwrap();
+            seen.push((e.first_conn, e.connections, run.operations));
+        }
+        // 10 = 4 + 3 + 3, numbered 0.., 4.., 7..; 1001 operations = 334 + 334 + 333.
+        assert_eq!(seen, [(0, 4, 334), (4, 3, 334), (7, 3, 333)]);
     }
 }
