@@ -66,7 +66,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         .into_iter()
         .map(|slot| resolver.resolve(slot))
         .collect::<Result<Vec<_>, _>>()?;
-    let engine = engine::resolve(req, adapter, &store_options, &mut phases)?;
+    let engine = engine::resolve(req, adapter, &mut store_options, &mut phases)?;
     let ycsb_percentiles = resolver.ycsb_percentiles;
     max_reply::fill(&mut store_options, &phases);
     let faults = faults(req, adapter, &store_options, &phases)?;

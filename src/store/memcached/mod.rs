@@ -30,6 +30,7 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "protocol", default: "text", help: "text or binary (TCP)" },
     OptSpec { name: "udp", default: "false", help: "GETs over UDP (papers/003); sets and deletes over TCP. Managed servers listen on UDP at the TCP port number" },
     OptSpec { name: "connections", default: "1", help: "TCP connections per worker, used in turn" },
+    OptSpec { name: "max_clients", default: "auto", help: "managed server: its connection limit (-c) and listen backlog; auto: 4096, or what --connections needs" },
     OptSpec { name: "pipeline", default: "1", help: "operations per round trip (text protocol over TCP): queued reads become one multi-get ('get k1 k2 ...'), inserts are pipelined sets; updates (read-merge-set) and deletes go alone" },
     OptSpec { name: "timeout_ms", default: "5000", help: "deadline of one request: its whole reply within this, or the operation counts as a timeout (a server that drips bytes, or UDP datagrams of other requests, too)" },
     net::MAX_REPLY_OPT,
@@ -105,6 +106,9 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         max_reply: net::max_reply(o)?,
     };
     o.positive("memory_mb")?;
+    if o.str("max_clients") != "auto" {
+        o.positive("max_clients")?;
+    }
     o.positive("threads")?;
     if !o.str("addr").is_empty() {
         net::resolve(o.str("addr"))
@@ -127,6 +131,12 @@ pub fn engine_refusal(o: &StoreOptions) -> Option<String> {
     None
 }
 
+/// A managed server's connection limit (`-c`): `max_clients`, or 4096 (`auto`; the engine sets
+/// it to what `--connections` needs).
+fn max_clients(o: &StoreOptions) -> u64 {
+    o.str("max_clients").parse().unwrap_or(4096)
+}
+
 fn server_args(o: &StoreOptions, ports: &[u16], _dir: &Path) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "-l".into(),
@@ -144,7 +154,9 @@ fn server_args(o: &StoreOptions, ports: &[u16], _dir: &Path) -> Vec<String> {
         "-t".into(),
         o.str("threads").into(),
         "-c".into(),
-        "4096".into(),
+        max_clients(o).to_string(),
+        "-b".into(),
+        max_clients(o).min(65_535).to_string(),
     ];
     // memcached refuses to run as root unless told which user to be.
     // SAFETY: geteuid has no preconditions.

@@ -30,6 +30,7 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "user", default: "", help: "ACL user for AUTH (Redis 6+); empty: the default user" },
     OptSpec { name: "db", default: "0", help: "database number (SELECT)" },
     OptSpec { name: "connections", default: "1", help: "connections per worker, used in turn" },
+    OptSpec { name: "max_clients", default: "auto", help: "managed server: maxclients; auto: Redis's default (10000), or what --connections needs" },
     OptSpec { name: "timeout_ms", default: "5000", help: "deadline of one request: its whole reply within this, or the operation counts as a timeout (a server that drips bytes too)" },
     net::MAX_REPLY_OPT,
     OptSpec { name: "pipeline", default: "1", help: "operations sent per round trip (redis-benchmark's -P): reads, updates, inserts and deletes are batched; scans and read-modify-writes go alone" },

@@ -47,6 +47,9 @@ pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
     super::replication::check(o)?;
     super::cluster::check(o)?;
     o.u64("maxmemory_mb")?;
+    if o.str("max_clients") != "auto" {
+        o.positive("max_clients")?;
+    }
     let io = o.positive("io_threads")?;
     if io > 128 {
         return Err(UsageError::new(format!(
@@ -148,6 +151,9 @@ pub(super) fn server_args(o: &StoreOptions, ports: &[u16], dir: &Path) -> Vec<St
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if let Ok(n) = o.str("max_clients").parse::<u64>() {
+        a.extend(["--maxclients".into(), n.to_string()]);
+    }
     let (save, aof, fsync) = match o.str("persistence") {
         "rdb" => ("60 1", "no", "everysec"),
         "aof" => ("", "yes", "everysec"),
