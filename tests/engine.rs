@@ -455,6 +455,50 @@ fn three_agents_split_the_connections_and_replay_one_hosts_streams() {
     );
 }
 
+#[test]
+fn a_killed_and_restarted_managed_redis_is_a_fault_the_engine_lives_through() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    let o = kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloadc",
+            "--store",
+            "redis",
+            "--records",
+            "500",
+        ])
+        .args(["--connections", "40", "--depth", "2", "--duration", "3s"])
+        .args(["--fault", "at=1s,kill=primary,restart_after=500ms"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("summary.json"));
+    let run = phase(&s, "run");
+    assert_eq!(run["outcome"], "completed");
+    let f = &run["faults"][0];
+    // Down from the kill to the restart's first answer: at least the 500 ms it was dead.
+    let down = f["unavailable_s"].as_f64().unwrap();
+    assert!((0.5..3.0).contains(&down), "{f}");
+    assert!(f["errors"]["io"].as_u64().unwrap() > 0, "{f}");
+    // Every connection was opened again on the restarted server, and reads went on.
+    assert!(
+        run["engine"]["reconnects"].as_u64().unwrap() >= 40,
+        "{}",
+        run["engine"]
+    );
+    assert!(
+        std::fs::read_to_string(out.join("timeline.csv"))
+            .unwrap()
+            .lines()
+            .count()
+            > 20
+    );
+}
+
 fn kvmeter_cmd() -> Command {
     let mut c = Command::new(common::bin());
     c.env("NO_COLOR", "1");

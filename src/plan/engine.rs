@@ -94,8 +94,15 @@ pub(super) fn resolve(
     let connections = connections as usize;
     // A managed server must take them all (a few more: kvmeter's own readiness checks).
     if opts.str("max_clients") == "auto" {
-        let floor = if adapter.name == "memcached" { 4096 } else { 10_000 };
-        opts.set("max_clients", &(connections as u64 + 64).max(floor).to_string());
+        let floor = if adapter.name == "memcached" {
+            4096
+        } else {
+            10_000
+        };
+        opts.set(
+            "max_clients",
+            &(connections as u64 + 64).max(floor).to_string(),
+        );
     }
     for p in phases.iter_mut() {
         workload_served(adapter, opts, p)?;
