@@ -386,6 +386,19 @@ fn on_a_stopped_server_from_intended_carries_the_stall_and_from_send_does_not() 
     let e = &run["engine"];
     assert!(e["queued"].as_u64().unwrap() > 500, "{e}");
     assert_eq!(e["when_full"], "queue");
+    // The sends bunched after the stall: the run fails its own check of the arrival process
+    // (evenly spaced asked for) and says the schedule was not kept.
+    let ol = &run["open_loop"];
+    assert_eq!(ol["arrivals_check"]["passed"], false, "{ol}");
+    assert!(
+        ol["arrivals_check"]["dispersion"].as_f64().unwrap() > 0.5,
+        "{ol}"
+    );
+    assert_eq!(ol["kept_up"], false, "{ol}");
+    assert!(
+        ol["warning"].as_str().unwrap().contains("did not follow"),
+        "{ol}"
+    );
 }
 
 #[test]

@@ -102,6 +102,7 @@ pub(super) fn summary(
         max_behind_ms,
         kept_up: !(short || behind),
         warning,
+        arrivals_check: None,
     }
 }
 

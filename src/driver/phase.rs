@@ -221,6 +221,9 @@ pub(super) fn run(
         close_result,
         late,
     );
+    if let (Some(e), Some(o)) = (&engine, &phase.open_loop) {
+        e.judge_open_loop(&mut ps, o.arrival, o.rate);
+    }
     Ok((ps, Some(ycsb)))
 }
 

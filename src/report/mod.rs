@@ -320,6 +320,23 @@ pub struct OpenLoopSummary {
     pub kept_up: bool,
     /// Why not, loudly (also in the summary's warnings and on stderr).
     pub warning: Option<String>,
+    /// The event-driven engine's check of the process its sends made (Poisson, or evenly
+    /// spaced); `None` without the engine or with too short a window to judge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrivals_check: Option<ArrivalsCheck>,
+}
+
+/// Whether the sends followed the arrival process asked for.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ArrivalsCheck {
+    pub statistic: String,
+    pub window_ms: f64,
+    pub windows: usize,
+    pub dispersion: f64,
+    /// What the process asked for gives (1: Poisson; 0: fixed), and how far off still passes.
+    pub expected: f64,
+    pub tolerance: f64,
+    pub passed: bool,
 }
 
 /// One step of the pressure scale.

@@ -35,6 +35,7 @@
 //! `max_reply`.
 
 mod conn;
+mod sends;
 mod timer;
 
 use super::worker::Shared;
@@ -74,6 +75,8 @@ pub struct LoopShare<'a> {
     pub target: &'a dyn EventTarget,
     pub cfg: &'a Engine,
     pub stats: &'a EngineStats,
+    /// Open loop: the run's send counts, for the arrival-process check.
+    pub sends: Option<&'a sends::Sends>,
 }
 
 type Handback = (
@@ -155,6 +158,7 @@ struct Loop<'s, 'a> {
     target: &'s dyn EventTarget,
     cfg: &'s Engine,
     stats: &'s EngineStats,
+    sends: Option<&'s sends::Sends>,
     codec: Box<dyn Codec>,
     poll: Poll,
     events: Events,
@@ -219,6 +223,7 @@ impl<'s, 'a> Loop<'s, 'a> {
             target: share.target,
             cfg: share.cfg,
             stats: share.stats,
+            sends: share.sends,
             codec: share.target.codec(),
             poll,
             events: Events::with_capacity(1024),
@@ -302,6 +307,9 @@ impl<'s, 'a> Loop<'s, 'a> {
             match self.take_free() {
                 Some(ci) => {
                     self.rec.record_lag(now.saturating_sub(t));
+                    if let Some(s) = self.sends {
+                        s.count(now);
+                    }
                     self.issue(ci, t);
                     self.list_free(ci);
                 }
@@ -564,6 +572,9 @@ impl<'s, 'a> Loop<'s, 'a> {
                     break;
                 };
                 self.rec.record_lag(now.saturating_sub(t));
+                if let Some(s) = self.sends {
+                    s.count(now);
+                }
                 self.issue(ci, t);
             }
             self.list_free(ci);
@@ -794,6 +805,7 @@ pub struct Opened {
     recs: Vec<WorkerRecorder>,
     pub stats: EngineStats,
     cfg: Engine,
+    sends: Option<sends::Sends>,
 }
 
 impl Opened {
@@ -828,6 +840,7 @@ impl Opened {
             recs: (0..loops).map(|_| collector.worker()).collect(),
             stats: EngineStats::default(),
             cfg: cfg.clone(),
+            sends: None,
         })
     }
 
@@ -856,6 +869,50 @@ impl Opened {
         }
     }
 
+    /// Open loop: judges the process the sends made over the measured window (and the sends'
+    /// lateness, which the worker pool's `max_behind_ms` does not see here: the loops take
+    /// every due arrival and hold it in their backlog), marking a schedule not kept.
+    pub fn judge_open_loop(
+        &self,
+        ps: &mut crate::report::PhaseSummary,
+        arrival: crate::plan::Arrival,
+        rate: f64,
+    ) {
+        let (from, to) = (ps.warmup_seconds, ps.warmup_seconds + ps.measured_seconds);
+        let Some(ol) = ps.open_loop.as_mut() else {
+            return;
+        };
+        ol.arrivals_check = self
+            .sends
+            .as_ref()
+            .and_then(|s| s.check(arrival, rate, from, to));
+        let mut why = vec![];
+        if let Some(c) = ol.arrivals_check.as_ref().filter(|c| !c.passed) {
+            why.push(format!(
+                "the sends did not follow the {} process asked for (dispersion {:.2} over {} windows of {} ms, expected {} ± {:.2})",
+                ol.arrival, c.dispersion, c.windows, c.window_ms, c.expected, c.tolerance
+            ));
+        }
+        if ol.send_lag_us.p99 > 100_000.0 {
+            why.push(format!(
+                "sends were late by {:.1} ms at p99 (the loops' backlog reached {} arrivals)",
+                ol.send_lag_us.p99 / 1000.0,
+                self.stats.max_backlog.load(Ordering::Relaxed)
+            ));
+        }
+        if !why.is_empty() {
+            ol.kept_up = false;
+            let text = format!(
+                "the event-driven engine's checks failed: {}",
+                why.join("; ")
+            );
+            ol.warning = Some(match ol.warning.take() {
+                Some(w) => format!("{w} {text}"),
+                None => text,
+            });
+        }
+    }
+
     /// Starts one thread per loop in scope `s`.
     pub fn spawn<'scope, 'env>(
         &'env mut self,
@@ -867,7 +924,12 @@ impl Opened {
         let mut first = 0u64;
         let socks = std::mem::take(&mut self.socks);
         let recs = std::mem::take(&mut self.recs);
+        if sh.arrivals.is_some() {
+            let secs = sh.grid.deadline.min(3_600_000_000_000) as f64 / 1e9;
+            self.sends = Some(sends::Sends::new(sh.grid.origin, secs));
+        }
         let (target, cfg, stats) = (&*self.target, &self.cfg, &self.stats);
+        let sends = self.sends.as_ref();
         socks
             .into_iter()
             .zip(recs)
@@ -885,6 +947,7 @@ impl Opened {
                     target,
                     cfg,
                     stats,
+                    sends,
                 };
                 first += share.socks.len() as u64;
                 std::thread::Builder::new()
