@@ -145,6 +145,8 @@ fn two_thousand_connections_at_depth_4_to_memcached_match_every_reply() {
     assert!(r["intended_latency_us"]["p50"].as_f64() >= r["latency_us"]["p50"].as_f64());
     let m = json(&out.join("manifest.json"));
     assert_eq!(m["plan"]["engine"]["connections"], 2000);
+    common::validate("summary.schema.json", &s);
+    common::validate("manifest.schema.json", &m);
 }
 
 #[test]
@@ -399,6 +401,7 @@ fn on_a_stopped_server_from_intended_carries_the_stall_and_from_send_does_not() 
         ol["warning"].as_str().unwrap().contains("did not follow"),
         "{ol}"
     );
+    common::validate("summary.schema.json", &s);
 }
 
 #[test]
