@@ -150,6 +150,60 @@ fn two_thousand_connections_at_depth_4_to_memcached_match_every_reply() {
 }
 
 #[test]
+fn partial_updates_and_read_modify_writes_are_chained_requests_on_memcached() {
+    // memcached keeps a record as one value: an update of one of its fields is a get, a merge
+    // and a set of the whole; a read-modify-write is a read, then that update. Every read
+    // (RMW reads included) is checked against the values last written under its key.
+    let (_mc, port) = memcached(1024);
+    for wl in ["workloada", "workloadf"] {
+        let t = tempfile::tempdir().unwrap();
+        let before = mc_stats(port);
+        let out = t.path().join("run");
+        let o = kvmeter()
+            .args(["run", "-P", wl, "--store", "memcached", "--store-opt"])
+            .arg(format!("addr=127.0.0.1:{port}"))
+            .args(["--connections", "100", "--depth", "3"])
+            .args(["--records", "1000", "--ops", "20000"])
+            .args(["-p", "dataintegrity=true", "-p", "fieldlength=20"])
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{wl}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let s = json(&out.join("summary.json"));
+        let run = phase(&s, "run");
+        let (reads, updates, rmw) = (
+            count(run, "READ"),
+            count(run, "UPDATE"),
+            count(run, "READ-MODIFY-WRITE"),
+        );
+        assert_eq!(errors(run), 0, "{wl}: {run}");
+        assert_eq!(run["ops"]["VERIFY"]["ok"].as_u64().unwrap(), reads, "{wl}");
+        match wl {
+            "workloada" => assert_eq!((reads + updates, rmw), (20000, 0)),
+            _ => {
+                assert!(rmw > 5000, "{run}");
+                // An RMW's read is a READ and its update an UPDATE.
+                assert_eq!(updates, rmw);
+                assert_eq!(reads, 20000);
+            }
+        }
+        // What the server did: a get per read and per update, a set per update.
+        let after = mc_stats(port);
+        assert_eq!(
+            after["cmd_get"] - before["cmd_get"],
+            reads + updates,
+            "{wl}"
+        );
+        assert_eq!(after["cmd_set"] - before["cmd_set"], 1000 + updates, "{wl}");
+    }
+}
+
+#[test]
 fn two_thousand_connections_at_depth_4_to_redis_hashes_and_strings() {
     let t = tempfile::tempdir().unwrap();
     let (_r, port) = redis(t.path(), 4500);
@@ -297,10 +351,10 @@ fn too_few_file_descriptors_for_the_connections_is_exit_2_before_anything() {
                 "memcached",
                 "--connections",
                 "4",
-                "-P",
-                "workloada",
+                "--store-opt",
+                "udp=true",
             ],
-            "writeallfields",
+            "udp=true: not served",
         ),
         (
             vec!["--store", "redis", "--connections", "4", "-P", "workloade"],

@@ -105,7 +105,7 @@ pub(super) fn resolve(
         );
     }
     for p in phases.iter_mut() {
-        workload_served(adapter, opts, p)?;
+        workload_served(p)?;
         event_loops(req, p, connections);
     }
     let fds_needed = connections as u64 + FD_HEADROOM;
@@ -136,14 +136,9 @@ fn served(adapter: &StoreKind, opts: &StoreOptions) -> Result<(), UsageError> {
     refusal.map_or(Ok(()), |r| Err(UsageError::new(r)))
 }
 
-/// The operations the engine sends one request for: no scans (neither store scans without
-/// its index) and no read-modify-writes or partial updates where the record is one value
-/// (each would be a read and a write chained on one connection, not built yet).
-fn workload_served(
-    adapter: &StoreKind,
-    opts: &StoreOptions,
-    p: &PhasePlan,
-) -> Result<(), UsageError> {
+/// The operations the engine sends: everything but scans (a read-modify-write, and a partial
+/// update where the record is one value, are requests chained on one connection).
+fn workload_served(p: &PhasePlan) -> Result<(), UsageError> {
     let Some(w) = &p.workload else { return Ok(()) };
     if p.kind != PhaseKind::Run {
         return Ok(());
@@ -153,19 +148,6 @@ fn workload_served(
         return Err(UsageError::new(format!(
             "phase '{phase}': scanproportion={} with --connections: the event-driven engine does not scan; run it without --connections",
             w.scanproportion
-        )));
-    }
-    if w.readmodifywriteproportion > 0.0 {
-        return Err(UsageError::new(format!(
-            "phase '{phase}': readmodifywriteproportion={} with --connections: a read-modify-write is two chained requests, which the event-driven engine does not send yet; run it without --connections",
-            w.readmodifywriteproportion
-        )));
-    }
-    let one_value = adapter.name == "memcached" || opts.str("encoding") == "string";
-    if one_value && w.updateproportion > 0.0 && !w.writeallfields && w.fieldcount > 1 {
-        return Err(UsageError::new(format!(
-            "phase '{phase}': updateproportion={} with writeallfields=false and fieldcount={}: {} keeps a record as one value, so a partial update is a read-merge-write, which the event-driven engine does not chain yet; set -p writeallfields=true or fieldcount=1",
-            w.updateproportion, w.fieldcount, adapter.name
         )));
     }
     Ok(())

@@ -87,6 +87,9 @@ pub trait EventTarget: Send + Sync {
     /// within the request timeout; the engine makes it non-blocking.
     fn connect(&self) -> Result<std::net::TcpStream, String>;
     fn codec(&self) -> Box<dyn Codec>;
+    /// Whether the store keeps a record as one value (a partial update is then a read, a merge
+    /// and a write of the whole record).
+    fn whole_record_writes(&self) -> bool;
     /// The deadline of one request (`timeout_ms`): a reply not whole by then is a timeout and
     /// the connection is replaced.
     fn timeout(&self) -> Duration;

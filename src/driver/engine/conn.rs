@@ -3,6 +3,7 @@
 //! connection's buffers have grown to its largest reply), and its own seeded operation stream.
 
 use crate::measure::Metric;
+use crate::record::Record;
 use crate::store::wire::Sent;
 use crate::workload::{OpBuffers, Rng};
 use mio::net::TcpStream;
@@ -23,6 +24,31 @@ pub(super) struct Slot {
     pub(super) written: u64,
     /// A run phase's insert: the key number acknowledged when it completes.
     pub(super) ack: Option<i64>,
+    /// Where this request stands in a chain of requests that make one operation.
+    pub(super) chain: Chain,
+    /// A chain's update values (written after its read).
+    pub(super) values: Record,
+    /// A chain's update started here (its first request's send); 0: not begun.
+    pub(super) update_start: u64,
+    /// A read-modify-write started here (its read's send); 0: not part of one.
+    pub(super) rmw_start: u64,
+}
+
+/// An operation that is more than one request on its connection, each sent when the previous
+/// one's reply arrives (the blocking session's order: YCSB's read-modify-write is a read then an
+/// update; an update of part of a record a store keeps as one value is a read, a merge and a
+/// write of the whole).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Chain {
+    /// One request.
+    None,
+    /// A read-modify-write's read (recorded as READ); its update follows.
+    RmwRead,
+    /// The read of a read-merge-write update (not recorded by itself).
+    MergeRead,
+    /// The write that ends an update (a merged record, or a hash's fields): recorded as UPDATE,
+    /// and as READ-MODIFY-WRITE when `rmw_start` is set.
+    Write,
 }
 
 impl Slot {
@@ -36,6 +62,10 @@ impl Slot {
             field: Vec::new(),
             written: 0,
             ack: None,
+            chain: Chain::None,
+            values: Record::new(),
+            update_start: 0,
+            rmw_start: 0,
         }
     }
 }
@@ -44,8 +74,9 @@ pub(super) struct Conn {
     /// `None` while the connection is being replaced.
     pub(super) sock: Option<TcpStream>,
     pub(super) rbuf: Vec<u8>,
-    /// Where the next unparsed reply starts in `rbuf`.
+    /// Where the next unparsed reply starts in `rbuf`, and where the bytes read end.
     pub(super) rstart: usize,
+    pub(super) rend: usize,
     pub(super) wbuf: Vec<u8>,
     pub(super) wstart: usize,
     /// The ring of requests in flight, oldest at `head`.
@@ -73,8 +104,9 @@ impl Conn {
     pub(super) fn new(sock: TcpStream, depth: usize, rng: Rng) -> Conn {
         Conn {
             sock: Some(sock),
-            rbuf: Vec::with_capacity(RBUF),
+            rbuf: vec![0; RBUF],
             rstart: 0,
+            rend: 0,
             wbuf: Vec::with_capacity(WBUF),
             wstart: 0,
             slots: (0..depth).map(|_| Slot::new()).collect(),
@@ -119,11 +151,18 @@ impl Conn {
     /// Removes the oldest request; it stays readable until the next `push`.
     #[inline]
     pub(super) fn pop(&mut self) -> &Slot {
+        let i = self.pop_index();
+        &self.slots[i]
+    }
+
+    /// As `pop`, giving the slot's index.
+    #[inline]
+    pub(super) fn pop_index(&mut self) -> usize {
         let i = self.head;
         self.head = (self.head + 1) % self.slots.len();
         self.len -= 1;
         self.unsent = self.unsent.min(self.len);
-        &self.slots[i]
+        i
     }
 
     /// Stamps the requests written since the last stamp with `now`.
@@ -157,52 +196,51 @@ impl Conn {
         Ok(true)
     }
 
+    /// The bytes read and not yet parsed.
+    #[inline]
+    pub(super) fn unparsed(&self) -> &[u8] {
+        &self.rbuf[self.rstart..self.rend]
+    }
+
     /// Reads what the socket has. `Ok(false)`: the server closed the connection. `limit`
-    /// bounds the unparsed bytes held (a reply larger than `max_reply` never fits).
+    /// bounds the unparsed bytes held (a reply larger than `max_reply` never fits). The buffer
+    /// is initialised once, when it grows: a read never clears memory it is about to fill.
     pub(super) fn read(&mut self, limit: usize) -> std::io::Result<bool> {
         let Some(s) = self.sock.as_mut() else {
             return Ok(true);
         };
-        if self.rstart == self.rbuf.len() {
-            self.rbuf.clear();
+        if self.rstart == self.rend {
             self.rstart = 0;
-        } else if self.rstart > self.rbuf.capacity() / 2 {
-            self.rbuf.copy_within(self.rstart.., 0);
-            self.rbuf.truncate(self.rbuf.len() - self.rstart);
+            self.rend = 0;
+        } else if self.rstart > self.rbuf.len() / 2 {
+            self.rbuf.copy_within(self.rstart..self.rend, 0);
+            self.rend -= self.rstart;
             self.rstart = 0;
         }
         loop {
-            if self.rbuf.len() == self.rbuf.capacity() {
-                if self.rbuf.len() - self.rstart > limit {
+            if self.rend == self.rbuf.len() {
+                if self.rend - self.rstart > limit {
                     return Err(std::io::Error::other("a reply larger than max_reply"));
                 }
-                self.rbuf.reserve(self.rbuf.capacity().max(RBUF));
+                let grown = self.rbuf.len() * 2;
+                self.rbuf.resize(grown, 0);
             }
-            let len = self.rbuf.len();
-            let cap = self.rbuf.capacity();
-            self.rbuf.resize(cap, 0);
-            let r = s.read(&mut self.rbuf[len..]);
-            match r {
-                Ok(0) => {
-                    self.rbuf.truncate(len);
-                    return Ok(false);
-                }
+            let room = self.rbuf.len() - self.rend;
+            match s.read(&mut self.rbuf[self.rend..]) {
+                Ok(0) => return Ok(false),
                 Ok(n) => {
-                    self.rbuf.truncate(len + n);
+                    self.rend += n;
                     // Edge-triggered: a short read emptied the socket; data arriving later
                     // raises a new event.
-                    if len + n < cap {
+                    if n < room {
                         return Ok(true);
                     }
                 }
-                Err(e) => {
-                    self.rbuf.truncate(len);
-                    match e.kind() {
-                        std::io::ErrorKind::WouldBlock => return Ok(true),
-                        std::io::ErrorKind::Interrupted => {}
-                        _ => return Err(e),
-                    }
-                }
+                Err(e) => match e.kind() {
+                    std::io::ErrorKind::WouldBlock => return Ok(true),
+                    std::io::ErrorKind::Interrupted => {}
+                    _ => return Err(e),
+                },
             }
         }
     }
@@ -211,8 +249,8 @@ impl Conn {
     /// count first).
     pub(super) fn reset(&mut self) {
         self.sock = None;
-        self.rbuf.clear();
         self.rstart = 0;
+        self.rend = 0;
         self.wbuf.clear();
         self.wstart = 0;
         self.blocked = false;

@@ -34,20 +34,26 @@
 //! server sends is trusted: replies are parsed by the store's `wire::Codec`, bounded by
 //! `max_reply`.
 
+mod chain;
 mod conn;
+mod open_loop;
+mod opened;
+mod repair;
 mod sends;
 mod timer;
+
+pub use opened::Opened;
 
 use super::worker::Shared;
 use crate::measure::clock::Clock;
 use crate::measure::{timeline, Metric, WorkerRecorder};
-use crate::plan::engine::{Engine, WhenFull};
+use crate::plan::engine::Engine;
 use crate::record::{Record, RecordView, Span};
 use crate::report::ErrorSample;
 use crate::store::wire::{Codec, EventTarget, Parsed, Sent};
 use crate::store::{ErrorKind, Queued, Status};
 use crate::workload::{Op, Rng};
-use conn::Conn;
+use conn::{Chain, Conn};
 use mio::{Events, Interest, Poll, Token};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -84,19 +90,6 @@ type Handback = (
     Option<crate::telemetry::counters::CounterFigures>,
     Vec<(std::net::SocketAddr, u64)>,
 );
-
-/// Opens `n` connections before the phase's clock starts (each ready for requests).
-pub fn connect_all(target: &dyn EventTarget, n: usize) -> anyhow::Result<Vec<std::net::TcpStream>> {
-    let mut v = Vec::with_capacity(n);
-    for i in 0..n {
-        let s = target.connect().map_err(|e| {
-            anyhow::anyhow!("--connections {n}: connection {} of {n} failed: {e}", i + 1)
-        })?;
-        s.set_nonblocking(true)?;
-        v.push(s);
-    }
-    Ok(v)
-}
 
 /// `run`, with a panic turned into the phase's fatal error (as `worker::run_guarded`).
 pub fn run_guarded(sh: &Shared, share: LoopShare, rec: WorkerRecorder) -> Handback {
@@ -185,6 +178,14 @@ struct Loop<'s, 'a> {
     next_check: u64,
     /// While a broken connection's requests are counted: why it broke.
     broken_why: Option<String>,
+    /// Updates are read-merge-writes: the store keeps a record as one value and the workload
+    /// writes part of it.
+    merge_updates: bool,
+    /// A chain's merged record (`chain.rs`), and the stored one it is made from.
+    merged: Record,
+    stored: Record,
+    /// The events of one poll: token, readable, writable, closed.
+    ready: Vec<(Token, bool, bool, bool)>,
 }
 
 impl<'s, 'a> Loop<'s, 'a> {
@@ -250,6 +251,12 @@ impl<'s, 'a> Loop<'s, 'a> {
             timeout_ns: share.target.timeout().as_nanos() as u64,
             next_check: 0,
             broken_why: None,
+            merge_updates: share.target.whole_record_writes()
+                && !sh.workload.cfg.writeallfields
+                && sh.workload.cfg.fieldcount > 1,
+            merged: Record::new(),
+            stored: Record::new(),
+            ready: Vec::with_capacity(1024),
         })
     }
 
@@ -296,57 +303,6 @@ impl<'s, 'a> Loop<'s, 'a> {
         }
     }
 
-    /// Open loop: sends every arrival that is due, on a connection with a free slot, or holds
-    /// it back (`--when-full`).
-    fn arrivals_due(&mut self, now: u64) {
-        let Some(a) = self.sh.arrivals else { return };
-        while let Some(t) = self.next_arrival {
-            if t > now || !self.go_on() {
-                break;
-            }
-            match self.take_free() {
-                Some(ci) => {
-                    self.rec.record_lag(now.saturating_sub(t));
-                    if let Some(s) = self.sends {
-                        s.count(now);
-                    }
-                    self.issue(ci, t);
-                    self.list_free(ci);
-                }
-                None if self.cfg.when_full == WhenFull::Queue
-                    && self.backlog.len() < MAX_BACKLOG =>
-                {
-                    self.backlog.push_back(t);
-                    self.stats.queued.fetch_add(1, Ordering::Relaxed);
-                    self.stats
-                        .max_backlog
-                        .fetch_max(self.backlog.len() as u64, Ordering::Relaxed);
-                }
-                None => {
-                    self.stats.skipped.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            self.next_arrival = a.take(&mut self.gaps);
-        }
-    }
-
-    fn take_free(&mut self) -> Option<usize> {
-        while let Some(ci) = self.free.pop_front() {
-            self.listed[ci] = false;
-            if self.conns[ci].free() {
-                return Some(ci);
-            }
-        }
-        None
-    }
-
-    fn list_free(&mut self, ci: usize) {
-        if !self.listed[ci] && self.conns[ci].free() {
-            self.listed[ci] = true;
-            self.free.push_back(ci);
-        }
-    }
-
     /// Sleeps in epoll until a socket is ready, the next arrival is due, an interval ends, the
     /// deadline passes or the next check is due; then handles what woke it.
     fn wait(&mut self, now: u64) {
@@ -373,17 +329,18 @@ impl<'s, 'a> Loop<'s, 'a> {
             }
             return;
         }
-        let n = self.events.iter().count();
-        for k in 0..n {
-            let (token, readable, writable, closed) = {
-                let e = self.events.iter().nth(k).expect("counted");
-                (
-                    e.token(),
-                    e.is_readable(),
-                    e.is_writable(),
-                    e.is_read_closed() || e.is_error(),
-                )
-            };
+        // Copied out first (handling an event needs `self`); the buffer is reused.
+        let mut ready = std::mem::take(&mut self.ready);
+        ready.clear();
+        ready.extend(self.events.iter().map(|e| {
+            (
+                e.token(),
+                e.is_readable(),
+                e.is_writable(),
+                e.is_read_closed() || e.is_error(),
+            )
+        }));
+        for &(token, readable, writable, closed) in &ready {
             if token == TIMER {
                 self.timer.clear();
                 continue;
@@ -400,6 +357,7 @@ impl<'s, 'a> Loop<'s, 'a> {
                 self.mark_dirty(ci);
             }
         }
+        self.ready = ready;
         let now = self.clock.now();
         if now >= self.next_check {
             self.next_check = now + CHECK_NS;
@@ -432,7 +390,7 @@ impl<'s, 'a> Loop<'s, 'a> {
     fn parse(&mut self, ci: usize) {
         loop {
             let c = &self.conns[ci];
-            if c.rstart == c.rbuf.len() {
+            if c.rstart == c.rend {
                 return;
             }
             let Some(slot) = c.oldest() else {
@@ -443,7 +401,7 @@ impl<'s, 'a> Loop<'s, 'a> {
                 slot.sent,
                 &slot.key,
                 &slot.field,
-                &c.rbuf[c.rstart..],
+                c.unparsed(),
                 &mut self.spans,
             );
             match p {
@@ -460,17 +418,25 @@ impl<'s, 'a> Loop<'s, 'a> {
                 } => {
                     let now = self.clock.now();
                     let check = self.verify(ci, status, view_base);
+                    if self.conns[ci].oldest().map(|s| s.chain) == Some(Chain::MergeRead) {
+                        self.merge_from_reply(ci, status, view_base);
+                    }
                     let c = &mut self.conns[ci];
                     c.rstart += used;
-                    let s = c.pop();
-                    let (metric, intended, at_send, written, ack) =
-                        (s.metric, s.intended, s.at_send, s.written, s.ack);
-                    let bytes = if metric == Metric::Read {
-                        bytes
+                    let i = c.pop_index();
+                    let s = &c.slots[i];
+                    if s.chain == Chain::None {
+                        let (metric, intended, at_send, written, ack) =
+                            (s.metric, s.intended, s.at_send, s.written, s.ack);
+                        let bytes = if metric == Metric::Read {
+                            bytes
+                        } else {
+                            written
+                        };
+                        self.complete(metric, status, intended, at_send, now, bytes, ack);
                     } else {
-                        written
-                    };
-                    self.complete(metric, status, intended, at_send, now, bytes, ack);
+                        self.chained(ci, i, status, now, bytes);
+                    }
                     if let Some((good, took)) = check {
                         let st = if good {
                             Status::Ok
@@ -494,7 +460,7 @@ impl<'s, 'a> Loop<'s, 'a> {
             return None;
         }
         let t0 = self.clock.now();
-        let bytes = &c.rbuf[c.rstart + view_base..];
+        let bytes = &c.unparsed()[view_base..];
         let view = RecordView::new(bytes, &self.spans);
         let one_unnamed = !slot.field.is_empty()
             && view.len() == 1
@@ -598,8 +564,29 @@ impl<'s, 'a> Loop<'s, 'a> {
         };
         let fields = wl.read_fields(&c.bufs);
         let written = c.bufs.values.data_bytes();
+        let merge = self.merge_updates;
+        let mut chain = Chain::None;
         let (metric, queued, written, ack) = match op {
             Op::Read => (Metric::Read, Queued::Read(&c.bufs.key, fields), 0, None),
+            // Part of a record kept as one value: read it, merge, write it whole (`chain.rs`).
+            Op::Update if merge => {
+                chain = Chain::MergeRead;
+                (
+                    Metric::Update,
+                    Queued::Read(&c.bufs.key, crate::store::Fields::All),
+                    written,
+                    None,
+                )
+            }
+            Op::ReadModifyWrite => {
+                chain = Chain::RmwRead;
+                (
+                    Metric::Read,
+                    Queued::Read(&c.bufs.key, fields),
+                    written,
+                    None,
+                )
+            }
             Op::Update => (
                 Metric::Update,
                 Queued::Update(&c.bufs.key, &c.bufs.values),
@@ -613,15 +600,10 @@ impl<'s, 'a> Loop<'s, 'a> {
                 (!load).then_some(c.bufs.keynum),
             ),
             // Refused by plan::engine; counted, never sent, should a workload reach here.
-            Op::Scan | Op::ReadModifyWrite => {
-                let m = if op == Op::Scan {
-                    Metric::Scan
-                } else {
-                    Metric::ReadModifyWrite
-                };
+            Op::Scan => {
                 self.ops_left = self.ops_left.saturating_sub(1);
                 self.complete(
-                    m,
+                    Metric::Scan,
                     Status::error(ErrorKind::NotImplemented),
                     intended,
                     intended,
@@ -649,8 +631,17 @@ impl<'s, 'a> Loop<'s, 'a> {
         s.key.clear();
         s.key.extend_from_slice(&c.bufs.key);
         s.field.clear();
-        if let crate::store::Fields::One(f) = fields {
+        if let (crate::store::Fields::One(f), Chain::None | Chain::RmwRead) = (fields, chain) {
             s.field.extend_from_slice(f);
+        }
+        s.chain = chain;
+        s.update_start = 0;
+        s.rmw_start = 0;
+        if chain != Chain::None {
+            s.values.clear();
+            for (n, v) in c.bufs.values.iter() {
+                s.values.push(n, v);
+            }
         }
         c.push();
         if self.ops_left != u64::MAX {
@@ -687,274 +678,5 @@ impl<'s, 'a> Loop<'s, 'a> {
             }
         }
         self.dirty.clear();
-    }
-
-    /// Request deadlines, and connections to try again.
-    fn check(&mut self, now: u64) {
-        for ci in 0..self.conns.len() {
-            let c = &self.conns[ci];
-            if c.sock.is_none() {
-                if now >= c.retry_at && self.go_on() {
-                    self.reconnect(ci, now);
-                }
-                continue;
-            }
-            if let Some(s) = c.oldest() {
-                let since = if s.at_send == 0 {
-                    s.intended
-                } else {
-                    s.at_send
-                };
-                if now.saturating_sub(since) > self.timeout_ns {
-                    self.broken(ci, ErrorKind::Timeout, "no reply within timeout_ms");
-                }
-            }
-        }
-    }
-
-    fn broken(&mut self, ci: usize, kind: ErrorKind, why: &str) {
-        self.broken_owned(ci, kind, why.to_string());
-    }
-
-    /// Counts every request in flight on `ci` as an error of `kind`, and replaces the
-    /// connection.
-    #[cold]
-    fn broken_owned(&mut self, ci: usize, kind: ErrorKind, why: String) {
-        let now = self.clock.now();
-        let st = Status::error(kind);
-        self.broken_why = Some(format!(
-            "{}: {why} (connection replaced)",
-            self.target.addr()
-        ));
-        while self.conns[ci].oldest().is_some() {
-            let s = self.conns[ci].pop();
-            let (metric, intended, at_send, ack) = (s.metric, s.intended, s.at_send, s.ack);
-            self.complete(metric, st, intended, at_send, now, 0, ack);
-        }
-        self.broken_why = None;
-        if let Some(mut s) = self.conns[ci].sock.take() {
-            let _ = self.poll.registry().deregister(&mut s);
-        }
-        self.conns[ci].reset();
-        if self.go_on() {
-            self.reconnect(ci, now);
-        }
-    }
-
-    /// Opens connection `ci` again; one that cannot be opened ends the phase unless faults are
-    /// scheduled (then it is tried again every 100 ms).
-    fn reconnect(&mut self, ci: usize, now: u64) {
-        match self.target.connect() {
-            Ok(s) => {
-                let _ = s.set_nonblocking(true);
-                let mut s = mio::net::TcpStream::from_std(s);
-                if let Err(e) = self.poll.registry().register(
-                    &mut s,
-                    Token(ci),
-                    Interest::READABLE | Interest::WRITABLE,
-                ) {
-                    self.sh.fail(format!("event loop: {e}"));
-                    return;
-                }
-                self.stats.reconnects.fetch_add(1, Ordering::Relaxed);
-                self.conns[ci].sock = Some(s);
-                self.refill(ci, now);
-            }
-            Err(e) => {
-                self.conns[ci].retry_at = now + RETRY_NS;
-                if !self.sh.tolerate_fatal {
-                    self.sh
-                        .fail(format!("connection lost and not opened again: {e}"));
-                }
-            }
-        }
-    }
-
-    /// After the deadline: waits for the replies in flight, up to the request timeout (a
-    /// stop — Ctrl-C or a failure — waits 100 ms, and what is still in flight is abandoned,
-    /// not counted).
-    fn drain(&mut self) {
-        let stopped = self.sh.stop.load(Ordering::Relaxed);
-        let now = self.clock.now();
-        let until = now
-            + if stopped {
-                100_000_000
-            } else {
-                self.timeout_ns
-            };
-        self.flush_writes();
-        while self.in_flight() > 0 {
-            let now = self.clock.now();
-            if now >= until {
-                break;
-            }
-            self.timer.arm(until, until - now);
-            self.poll_once(Some(Duration::from_millis(100)));
-        }
-        let left = self.in_flight() as u64;
-        if left > 0 {
-            self.stats.abandoned.fetch_add(left, Ordering::Relaxed);
-        }
-    }
-}
-
-/// A phase's engine, opened before its clock starts: the connections, split over the loops.
-pub struct Opened {
-    target: Box<dyn EventTarget>,
-    socks: Vec<Vec<std::net::TcpStream>>,
-    recs: Vec<WorkerRecorder>,
-    pub stats: EngineStats,
-    cfg: Engine,
-    sends: Option<sends::Sends>,
-}
-
-impl Opened {
-    /// Raises the descriptor limit, connects every connection and splits them over `loops`.
-    pub fn open(
-        cfg: &Engine,
-        store: &dyn crate::store::Store,
-        loops: usize,
-        collector: &mut crate::measure::Collector,
-    ) -> anyhow::Result<Opened> {
-        let target = store
-            .event_target()
-            .ok_or_else(|| anyhow::anyhow!("this store has no event-driven client"))?;
-        let limit = crate::plan::engine::raise_fd_limit(cfg.fds_needed);
-        if limit < cfg.fds_needed {
-            anyhow::bail!(
-                "--connections {}: the descriptor limit is {limit}, {} are needed",
-                cfg.connections,
-                cfg.fds_needed
-            );
-        }
-        let mut all = connect_all(target.as_ref(), cfg.connections)?.into_iter();
-        let socks = (0..loops)
-            .map(|i| {
-                let n = crate::plan::split_ops(cfg.connections as u64, loops, i) as usize;
-                all.by_ref().take(n).collect()
-            })
-            .collect();
-        Ok(Opened {
-            target,
-            socks,
-            recs: (0..loops).map(|_| collector.worker()).collect(),
-            stats: EngineStats::default(),
-            cfg: cfg.clone(),
-            sends: None,
-        })
-    }
-
-    /// The phase's `engine` figures once its loops have ended.
-    pub fn summary(
-        &self,
-        loops: usize,
-        seed: u64,
-        stream_base: u64,
-    ) -> crate::report::EngineSummary {
-        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        crate::report::EngineSummary {
-            connections: self.cfg.connections,
-            depth: self.cfg.depth,
-            event_loops: loops,
-            when_full: format!("{:?}", self.cfg.when_full).to_lowercase(),
-            fd_limit: crate::plan::engine::fd_limits().0,
-            reconnects: n(&self.stats.reconnects),
-            queued: n(&self.stats.queued),
-            skipped: n(&self.stats.skipped),
-            max_backlog: n(&self.stats.max_backlog),
-            abandoned: n(&self.stats.abandoned),
-            streams: format!(
-                "connection c draws its operations from Rng::for_worker(seed {seed}, stream {stream_base} + c)"
-            ),
-        }
-    }
-
-    /// Open loop: judges the process the sends made over the measured window (and the sends'
-    /// lateness, which the worker pool's `max_behind_ms` does not see here: the loops take
-    /// every due arrival and hold it in their backlog), marking a schedule not kept.
-    pub fn judge_open_loop(
-        &self,
-        ps: &mut crate::report::PhaseSummary,
-        arrival: crate::plan::Arrival,
-        rate: f64,
-    ) {
-        let (from, to) = (ps.warmup_seconds, ps.warmup_seconds + ps.measured_seconds);
-        let Some(ol) = ps.open_loop.as_mut() else {
-            return;
-        };
-        ol.arrivals_check = self
-            .sends
-            .as_ref()
-            .and_then(|s| s.check(arrival, rate, from, to));
-        let mut why = vec![];
-        if let Some(c) = ol.arrivals_check.as_ref().filter(|c| !c.passed) {
-            why.push(format!(
-                "the sends did not follow the {} process asked for (dispersion {:.2} over {} windows of {} ms, expected {} ± {:.2})",
-                ol.arrival, c.dispersion, c.windows, c.window_ms, c.expected, c.tolerance
-            ));
-        }
-        if ol.send_lag_us.p99 > 100_000.0 {
-            why.push(format!(
-                "sends were late by {:.1} ms at p99 (the loops' backlog reached {} arrivals)",
-                ol.send_lag_us.p99 / 1000.0,
-                self.stats.max_backlog.load(Ordering::Relaxed)
-            ));
-        }
-        if !why.is_empty() {
-            ol.kept_up = false;
-            let text = format!(
-                "the event-driven engine's checks failed: {}",
-                why.join("; ")
-            );
-            ol.warning = Some(match ol.warning.take() {
-                Some(w) => format!("{w} {text}"),
-                None => text,
-            });
-        }
-    }
-
-    /// Starts one thread per loop in scope `s`.
-    pub fn spawn<'scope, 'env>(
-        &'env mut self,
-        s: &'scope std::thread::Scope<'scope, 'env>,
-        sh: &'env Shared<'env>,
-        ops: u64,
-    ) -> Vec<std::thread::ScopedJoinHandle<'scope, Handback>> {
-        let loops = self.socks.len();
-        let mut first = 0u64;
-        let socks = std::mem::take(&mut self.socks);
-        let recs = std::mem::take(&mut self.recs);
-        if sh.arrivals.is_some() {
-            let secs = sh.grid.deadline.min(3_600_000_000_000) as f64 / 1e9;
-            self.sends = Some(sends::Sends::new(sh.grid.origin, secs));
-        }
-        let (target, cfg, stats) = (&*self.target, &self.cfg, &self.stats);
-        let sends = self.sends.as_ref();
-        socks
-            .into_iter()
-            .zip(recs)
-            .enumerate()
-            .map(|(i, (socks, rec))| {
-                let share = LoopShare {
-                    index: i,
-                    first_conn: first,
-                    ops: if sh.arrivals.is_some() {
-                        0
-                    } else {
-                        crate::plan::split_ops(ops, loops, i)
-                    },
-                    socks,
-                    target,
-                    cfg,
-                    stats,
-                    sends,
-                };
-                first += share.socks.len() as u64;
-                std::thread::Builder::new()
-                    .name(format!("kvm-loop-{i}"))
-                    .spawn_scoped(s, move || run_guarded(sh, share, rec))
-                    .expect("spawn event loop")
-            })
-            .collect()
     }
 }

@@ -30,6 +30,9 @@ impl EventTarget for McTarget {
             last_error: None,
         })
     }
+    fn whole_record_writes(&self) -> bool {
+        true
+    }
     fn timeout(&self) -> Duration {
         self.timeout
     }

@@ -73,6 +73,10 @@ impl EventTarget for RedisTarget {
         })
     }
 
+    fn whole_record_writes(&self) -> bool {
+        self.string
+    }
+
     fn timeout(&self) -> Duration {
         self.timeout
     }

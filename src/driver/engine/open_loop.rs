@@ -1,0 +1,61 @@
+//! Open loop on the engine: each loop takes the phase's arrivals as they fall due and sends
+//! each on a connection with a free slot, taking connections in turn (so requests spread over
+//! them); an arrival that finds none full waits in the loop's backlog or is skipped
+//! (`--when-full`), both counted.
+
+use super::{Loop, MAX_BACKLOG};
+use crate::plan::engine::WhenFull;
+use std::sync::atomic::Ordering;
+
+impl Loop<'_, '_> {
+    /// Open loop: sends every arrival that is due, on a connection with a free slot, or holds
+    /// it back (`--when-full`).
+    pub(super) fn arrivals_due(&mut self, now: u64) {
+        let Some(a) = self.sh.arrivals else { return };
+        while let Some(t) = self.next_arrival {
+            if t > now || !self.go_on() {
+                break;
+            }
+            match self.take_free() {
+                Some(ci) => {
+                    self.rec.record_lag(now.saturating_sub(t));
+                    if let Some(s) = self.sends {
+                        s.count(now);
+                    }
+                    self.issue(ci, t);
+                    self.list_free(ci);
+                }
+                None if self.cfg.when_full == WhenFull::Queue
+                    && self.backlog.len() < MAX_BACKLOG =>
+                {
+                    self.backlog.push_back(t);
+                    self.stats.queued.fetch_add(1, Ordering::Relaxed);
+                    self.stats
+                        .max_backlog
+                        .fetch_max(self.backlog.len() as u64, Ordering::Relaxed);
+                }
+                None => {
+                    self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            self.next_arrival = a.take(&mut self.gaps);
+        }
+    }
+
+    pub(super) fn take_free(&mut self) -> Option<usize> {
+        while let Some(ci) = self.free.pop_front() {
+            self.listed[ci] = false;
+            if self.conns[ci].free() {
+                return Some(ci);
+            }
+        }
+        None
+    }
+
+    pub(super) fn list_free(&mut self, ci: usize) {
+        if !self.listed[ci] && self.conns[ci].free() {
+            self.listed[ci] = true;
+            self.free.push_back(ci);
+        }
+    }
+}

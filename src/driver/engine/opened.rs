@@ -1,0 +1,185 @@
+//! A phase's engine before and after its loops run: the descriptor limit raised, every
+//! connection opened (before the phase's clock starts, as the worker sessions are) and split
+//! over the loops, the loops spawned, and once they end the phase's `engine` figures and the
+//! open-loop checks (`sends.rs`).
+
+use super::super::worker::Shared;
+use super::{run_guarded, sends, EngineStats, Handback, LoopShare};
+use crate::measure::WorkerRecorder;
+use crate::plan::engine::Engine;
+use crate::store::wire::EventTarget;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Opens `n` connections before the phase's clock starts (each ready for requests).
+pub fn connect_all(target: &dyn EventTarget, n: usize) -> anyhow::Result<Vec<std::net::TcpStream>> {
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        let s = target.connect().map_err(|e| {
+            anyhow::anyhow!("--connections {n}: connection {} of {n} failed: {e}", i + 1)
+        })?;
+        s.set_nonblocking(true)?;
+        v.push(s);
+    }
+    Ok(v)
+}
+
+/// A phase's engine, opened before its clock starts: the connections, split over the loops.
+pub struct Opened {
+    target: Box<dyn EventTarget>,
+    socks: Vec<Vec<std::net::TcpStream>>,
+    recs: Vec<WorkerRecorder>,
+    pub stats: EngineStats,
+    cfg: Engine,
+    sends: Option<sends::Sends>,
+}
+
+impl Opened {
+    /// Raises the descriptor limit, connects every connection and splits them over `loops`.
+    pub fn open(
+        cfg: &Engine,
+        store: &dyn crate::store::Store,
+        loops: usize,
+        collector: &mut crate::measure::Collector,
+    ) -> anyhow::Result<Opened> {
+        let target = store
+            .event_target()
+            .ok_or_else(|| anyhow::anyhow!("this store has no event-driven client"))?;
+        let limit = crate::plan::engine::raise_fd_limit(cfg.fds_needed);
+        if limit < cfg.fds_needed {
+            anyhow::bail!(
+                "--connections {}: the descriptor limit is {limit}, {} are needed",
+                cfg.connections,
+                cfg.fds_needed
+            );
+        }
+        let mut all = connect_all(target.as_ref(), cfg.connections)?.into_iter();
+        let socks = (0..loops)
+            .map(|i| {
+                let n = crate::plan::split_ops(cfg.connections as u64, loops, i) as usize;
+                all.by_ref().take(n).collect()
+            })
+            .collect();
+        Ok(Opened {
+            target,
+            socks,
+            recs: (0..loops).map(|_| collector.worker()).collect(),
+            stats: EngineStats::default(),
+            cfg: cfg.clone(),
+            sends: None,
+        })
+    }
+
+    /// The phase's `engine` figures once its loops have ended.
+    pub fn summary(
+        &self,
+        loops: usize,
+        seed: u64,
+        stream_base: u64,
+    ) -> crate::report::EngineSummary {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        crate::report::EngineSummary {
+            connections: self.cfg.connections,
+            depth: self.cfg.depth,
+            event_loops: loops,
+            when_full: format!("{:?}", self.cfg.when_full).to_lowercase(),
+            fd_limit: crate::plan::engine::fd_limits().0,
+            reconnects: n(&self.stats.reconnects),
+            queued: n(&self.stats.queued),
+            skipped: n(&self.stats.skipped),
+            max_backlog: n(&self.stats.max_backlog),
+            abandoned: n(&self.stats.abandoned),
+            streams: format!(
+                "connection c draws its operations from Rng::for_worker(seed {seed}, stream {stream_base} + c)"
+            ),
+        }
+    }
+
+    /// Open loop: judges the process the sends made over the measured window (and the sends'
+    /// lateness, which the worker pool's `max_behind_ms` does not see here: the loops take
+    /// every due arrival and hold it in their backlog), marking a schedule not kept.
+    pub fn judge_open_loop(
+        &self,
+        ps: &mut crate::report::PhaseSummary,
+        arrival: crate::plan::Arrival,
+        rate: f64,
+    ) {
+        let (from, to) = (ps.warmup_seconds, ps.warmup_seconds + ps.measured_seconds);
+        let Some(ol) = ps.open_loop.as_mut() else {
+            return;
+        };
+        ol.arrivals_check = self
+            .sends
+            .as_ref()
+            .and_then(|s| s.check(arrival, rate, from, to));
+        let mut why = vec![];
+        if let Some(c) = ol.arrivals_check.as_ref().filter(|c| !c.passed) {
+            why.push(format!(
+                "the sends did not follow the {} process asked for (dispersion {:.2} over {} windows of {} ms, expected {} ± {:.2})",
+                ol.arrival, c.dispersion, c.windows, c.window_ms, c.expected, c.tolerance
+            ));
+        }
+        if ol.send_lag_us.p99 > 100_000.0 {
+            why.push(format!(
+                "sends were late by {:.1} ms at p99 (the loops' backlog reached {} arrivals)",
+                ol.send_lag_us.p99 / 1000.0,
+                self.stats.max_backlog.load(Ordering::Relaxed)
+            ));
+        }
+        if !why.is_empty() {
+            ol.kept_up = false;
+            let text = format!(
+                "the event-driven engine's checks failed: {}",
+                why.join("; ")
+            );
+            ol.warning = Some(match ol.warning.take() {
+                Some(w) => format!("{w} {text}"),
+                None => text,
+            });
+        }
+    }
+
+    /// Starts one thread per loop in scope `s`.
+    pub fn spawn<'scope, 'env>(
+        &'env mut self,
+        s: &'scope std::thread::Scope<'scope, 'env>,
+        sh: &'env Shared<'env>,
+        ops: u64,
+    ) -> Vec<std::thread::ScopedJoinHandle<'scope, Handback>> {
+        let loops = self.socks.len();
+        let mut first = 0u64;
+        let socks = std::mem::take(&mut self.socks);
+        let recs = std::mem::take(&mut self.recs);
+        if sh.arrivals.is_some() {
+            let secs = sh.grid.deadline.min(3_600_000_000_000) as f64 / 1e9;
+            self.sends = Some(sends::Sends::new(sh.grid.origin, secs));
+        }
+        let (target, cfg, stats) = (&*self.target, &self.cfg, &self.stats);
+        let sends = self.sends.as_ref();
+        socks
+            .into_iter()
+            .zip(recs)
+            .enumerate()
+            .map(|(i, (socks, rec))| {
+                let share = LoopShare {
+                    index: i,
+                    first_conn: first,
+                    ops: if sh.arrivals.is_some() {
+                        0
+                    } else {
+                        crate::plan::split_ops(ops, loops, i)
+                    },
+                    socks,
+                    target,
+                    cfg,
+                    stats,
+                    sends,
+                };
+                first += share.socks.len() as u64;
+                std::thread::Builder::new()
+                    .name(format!("kvm-loop-{i}"))
+                    .spawn_scoped(s, move || run_guarded(sh, share, rec))
+                    .expect("spawn event loop")
+            })
+            .collect()
+    }
+}
