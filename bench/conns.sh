@@ -38,8 +38,10 @@
 # p50 and p99 from each tool's own output (kvmeter: summary.json READ latency_us, from the send;
 # memtier: --json-out-file Totals "Percentile Latencies", ms -> us; memtier's histogram has 2
 # significant digits from 10 us), kvmeter's from-intended p99 in open loop, errors (kvmeter's
-# failed operations; memtier's Connection Errors), and the 1-minute load average when the
-# case started (a concurrent build shows there). summary.tsv: medians per case; ratios.tsv:
+# failed operations; memtier's Connection Errors), steady ops/s (the mean of the per-second
+# counts from second 1 to DUR: memtier connects inside --test-time, kvmeter before its phase's
+# clock starts, so at 10,000 connections the whole-run rate charges memtier its connection
+# set-up), and the 1-minute load average when the case started (a concurrent build shows there). summary.tsv: medians per case; ratios.tsv:
 # kvmeter / memtier per shape (ops/s, ops per client CPU-second, max RSS, p50, p99).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -135,9 +137,10 @@ if want 'redis-hgetall-*'; then
 fi
 
 # kv_row DIR TIMEFILE: ops/s ops cpu_s cpu_ns_per_op maxrss_kib p50_us p99_us intended_p99_us errors
+# steady_ops_per_s
 kv_row() {
-  python3 - "$1/summary.json" "$2" <<'PY'
-import json, sys
+  python3 - "$1/summary.json" "$2" "$DUR" "$1/intervals.csv" <<'PY'
+import csv, json, sys
 s = json.load(open(sys.argv[1]))
 p = [p for p in s["phases"] if p["name"] == "run"][0]
 u, sy, rss = open(sys.argv[2]).read().split()[-3:]
@@ -147,8 +150,12 @@ r = p["ops"].get("READ", {})
 lat = r.get("latency_us") or {}
 il = r.get("intended_latency_us") or {}
 f = lambda v: "" if v is None else f"{v:.1f}"
+# Seconds 1 .. DUR of the run phase (READ rows of intervals.csv, 1 s intervals), as memtier's.
+dur = float(sys.argv[3])
+steady = [int(r["count"]) for r in csv.DictReader(open(sys.argv[4])) if r["phase"] == "run" and r["metric"] == "READ"
+          and float(r["start_s"]) >= 1 and float(r["end_s"]) <= dur + 1e-9 and abs(float(r["end_s"]) - float(r["start_s"]) - 1) < 1e-6]
 print(round(p["throughput_ops_per_s"]), ops, f"{cpu:.2f}", round(cpu * 1e9 / ops) if ops else "", rss,
-      f(lat.get("p50")), f(lat.get("p99")), f(il.get("p99")), p["errors"])
+      f(lat.get("p50")), f(lat.get("p99")), f(il.get("p99")), p["errors"], round(sum(steady) / len(steady)) if steady else "")
 PY
 }
 # mt_row JSON TIMEFILE OPEN(0|1): the same fields from memtier's JSON
@@ -162,8 +169,12 @@ ops = t["Count"]
 rate = ops / float(sys.argv[4]) if sys.argv[3] == "1" else t["Ops/sec"]
 pl = t.get("Percentile Latencies") or {}
 us = lambda k: f"{pl[k] * 1000:.1f}" if k in pl else ""
+# Seconds 1 .. DUR-1 of its per-second series: after its connections are made (memtier connects
+# inside --test-time, kvmeter before its phase's clock) and before the partial last second.
+ts = t.get("Time-Serie") or {}
+steady = [v["Count"] for k, v in ts.items() if 1 <= int(k) <= int(sys.argv[4]) - 1]
 print(round(rate), ops, f"{cpu:.2f}", round(cpu * 1e9 / ops) if ops else "", rss,
-      us("p50.00"), us("p99.00"), "", t.get("Connection Errors", 0))
+      us("p50.00"), us("p99.00"), "", t.get("Connection Errors", 0), round(sum(steady) / len(steady)) if steady else "")
 PY
 }
 
@@ -205,7 +216,7 @@ run_case() {
 
 {
   echo "# kvmeter $("$K" --version | awk '{print $2}') (${KVMETER}, engine=$ENGINE) vs $("$MEMTIER" --version | head -1); DUR=${DUR}s ARRIVAL=$ARRIVAL; $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ); unpinned; nofile $(ulimit -n)"
-  echo -e "case\trep\tops_per_s\tops\tcpu_s\tcpu_ns_per_op\tmaxrss_kib\tp50_us\tp99_us\tintended_p99_us\terrors\tload1"
+  echo -e "case\trep\tops_per_s\tops\tcpu_s\tcpu_ns_per_op\tmaxrss_kib\tp50_us\tp99_us\tintended_p99_us\terrors\tsteady_ops_per_s\tload1"
 } > "$OUT/raw.tsv"
 for rep in $(seq 1 "$REPS"); do
   # Within a shape, the two tools alternate which goes first from round to round.
@@ -227,7 +238,7 @@ for rep in $(seq 1 "$REPS"); do
 done
 python3 - "$OUT/raw.tsv" "$OUT/summary.tsv" "$OUT/ratios.tsv" <<'PY'
 import sys, statistics, collections
-cols = ["ops_per_s", "ops", "cpu_s", "cpu_ns_per_op", "maxrss_kib", "p50_us", "p99_us", "intended_p99_us", "errors", "load1"]
+cols = ["ops_per_s", "ops", "cpu_s", "cpu_ns_per_op", "maxrss_kib", "p50_us", "p99_us", "intended_p99_us", "errors", "steady_ops_per_s", "load1"]
 rows = collections.defaultdict(lambda: collections.defaultdict(list))
 order = []
 for line in open(sys.argv[1]):
@@ -239,14 +250,14 @@ for line in open(sys.argv[1]):
 med = lambda c, k: statistics.median(rows[c][k]) if rows[c][k] else None
 fmt = lambda v, d=0: "" if v is None else f"{v:.{d}f}"
 with open(sys.argv[2], "w") as out:
-    print("case\tn\tops_per_s\tops_per_s_min\tops_per_s_max\tcpu_ns_per_op\tmaxrss_kib\tp50_us\tp99_us\tintended_p99_us\terrors_max\tload1_max", file=out)
+    print("case\tn\tops_per_s\tops_per_s_min\tops_per_s_max\tsteady_ops_per_s\tcpu_ns_per_op\tmaxrss_kib\tp50_us\tp99_us\tintended_p99_us\terrors_max\tload1_max", file=out)
     for c in order:
         r = rows[c]
         print("\t".join([c, str(len(r["ops_per_s"])), fmt(med(c, "ops_per_s")), fmt(min(r["ops_per_s"])), fmt(max(r["ops_per_s"])),
-              fmt(med(c, "cpu_ns_per_op")), fmt(med(c, "maxrss_kib")), fmt(med(c, "p50_us"), 1), fmt(med(c, "p99_us"), 1),
+              fmt(med(c, "steady_ops_per_s")), fmt(med(c, "cpu_ns_per_op")), fmt(med(c, "maxrss_kib")), fmt(med(c, "p50_us"), 1), fmt(med(c, "p99_us"), 1),
               fmt(med(c, "intended_p99_us"), 1), fmt(max(r["errors"], default=None)), fmt(max(r["load1"], default=None), 2)]), file=out)
 with open(sys.argv[3], "w") as out:
-    print("shape\tops_per_s\tops_per_cpu_s\tmaxrss\tp50\tp99\t(kvmeter / memtier, medians)", file=out)
+    print("shape\tops_per_s\tsteady_ops_per_s\tops_per_cpu_s\tmaxrss\tp50\tp99\t(kvmeter / memtier, medians)", file=out)
     for c in order:
         if not c.endswith("-kvmeter"): continue
         m = c[:-len("kvmeter")] + "memtier"
@@ -255,7 +266,7 @@ with open(sys.argv[3], "w") as out:
             a, b = med(c, k), med(m, k)
             if not a or not b: return ""
             return f"{(b / a if inv else a / b):.2f}"
-        print("\t".join([c[:-len("-kvmeter")], ratio("ops_per_s"), ratio("cpu_ns_per_op", inv=True), ratio("maxrss_kib"),
+        print("\t".join([c[:-len("-kvmeter")], ratio("ops_per_s"), ratio("steady_ops_per_s"), ratio("cpu_ns_per_op", inv=True), ratio("maxrss_kib"),
               ratio("p50_us"), ratio("p99_us"), ""]), file=out)
 PY
 column -t -s $'\t' "$OUT/summary.tsv"
