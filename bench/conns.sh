@@ -215,7 +215,7 @@ run_case() {
 }
 
 {
-  echo "# kvmeter $("$K" --version | awk '{print $2}') (${KVMETER}, engine=$ENGINE) vs $("$MEMTIER" --version | head -1); DUR=${DUR}s ARRIVAL=$ARRIVAL; $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ); unpinned; nofile $(ulimit -n)"
+  echo "# kvmeter $("$K" --version | awk '{print $2}') (${KVMETER}${KVMETER_REV:+ from $KVMETER_REV}, engine=$ENGINE) vs $("$MEMTIER" --version | head -1); DUR=${DUR}s ARRIVAL=$ARRIVAL; $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ); unpinned; nofile $(ulimit -n)"
   echo -e "case\trep\tops_per_s\tops\tcpu_s\tcpu_ns_per_op\tmaxrss_kib\tp50_us\tp99_us\tintended_p99_us\terrors\tsteady_ops_per_s\tload1"
 } > "$OUT/raw.tsv"
 for rep in $(seq 1 "$REPS"); do
