@@ -103,7 +103,8 @@ start_redis() {
 # log CMD...: the command into commands.log, then run it.
 log() { { printf '%q ' "$@"; echo; } >> "$OUT/commands.log"; "$@"; }
 kv_load() {  # STORE-ARGS...: kvmeter's 100,000 records
-  log "$K" run -P workloadc --phase load "$@" "${SHAPE[@]}" --threads 4 --out "$TMP/load-$RANDOM" >/dev/null 2>"$TMP/load.err" \
+  local par=(--threads 4); (( ENGINE )) && par=(--connections 8 --threads 2)  # string mode: engine only
+  log "$K" run -P workloadc --phase load "$@" "${SHAPE[@]}" "${par[@]}" --out "$TMP/load-$RANDOM" >/dev/null 2>"$TMP/load.err" \
     || { echo "warning: kvmeter load $* failed: $(tail -1 "$TMP/load.err")" >&2; return 1; }
 }
 mt_load() {  # MEMTIER-ARGS...: memtier's 100,000 keys, each once
