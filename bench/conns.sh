@@ -3,6 +3,7 @@
 # private server and the same data, round-robin, REPS rounds, medians (issue 30, BENCHMARKS.md
 # "Connections"). memtier comes from ../shared/peers/install-memtier.sh SRC (RedisLabs/memtier_benchmark).
 #   REPS=5 DUR=5 ONLY=regex bench/conns.sh   -> bench/results/conns-<date>/{raw.tsv,summary.tsv,ratios.tsv,commands.log}
+#   ANALYZE=bench/results/conns-<date> bench/conns.sh   -> summary.tsv and ratios.tsv again from its raw.tsv
 # Environment: KVMETER (binary, default target/release/kvmeter; copied first, so a build during the
 # run does not swap it), MEMTIER (default /opt/peers/memtier/bin/memtier_benchmark), DUR (seconds
 # per run, --duration / --test-time; default 5), CONNS (default "1 100 1000 10000"), ARRIVAL
@@ -58,8 +59,54 @@ MC_PORT=21491 RS_PORT=16591 RH_PORT=16592
 SHAPE=(-p fieldcount=1 -p fieldlength=1024 -p requestdistribution=uniform --records 100000)
 MT_KEYS=(--key-minimum 1 --key-maximum 100000 --data-size 1024)
 
-[[ -x $KVMETER ]] || { echo "error: KVMETER=$KVMETER is not an executable (build kvmeter first)" >&2; exit 2; }
-[[ -x $MEMTIER ]] || { echo "error: MEMTIER=$MEMTIER is not an executable (run ../shared/peers/install-memtier.sh SRC)" >&2; exit 2; }
+[[ -n ${ANALYZE:-} || -x $KVMETER ]] || { echo "error: KVMETER=$KVMETER is not an executable (build kvmeter first)" >&2; exit 2; }
+[[ -n ${ANALYZE:-} || -x $MEMTIER ]] || { echo "error: MEMTIER=$MEMTIER is not an executable (run ../shared/peers/install-memtier.sh SRC)" >&2; exit 2; }
+# summarize DIR: summary.tsv (medians per case) and ratios.tsv from DIR/raw.tsv, printed.
+summarize() {
+python3 - "$1/raw.tsv" "$1/summary.tsv" "$1/ratios.tsv" <<'PY'
+import sys, statistics, collections
+cols = ["ops_per_s", "ops", "cpu_s", "cpu_ns_per_op", "maxrss_kib", "p50_us", "p99_us", "intended_p99_us", "errors", "steady_ops_per_s", "load1"]
+rows = collections.defaultdict(lambda: collections.defaultdict(list))
+by_rep = collections.defaultdict(dict)  # (case, rep) -> row, for the per-round (paired) ratios
+order = []
+for line in open(sys.argv[1]):
+    if line.startswith('#') or line.startswith('case'): continue
+    f = line.rstrip('\n').split('\t')
+    if f[0] not in rows: order.append(f[0])
+    for k, v in zip(cols, f[2:]):
+        if v != "": rows[f[0]][k].append(float(v))
+    by_rep[f[0]][f[1]] = dict((k, float(v)) for k, v in zip(cols, f[2:]) if v != "")
+med = lambda c, k: statistics.median(rows[c][k]) if rows[c][k] else None
+fmt = lambda v, d=0: "" if v is None else f"{v:.{d}f}"
+with open(sys.argv[2], "w") as out:
+    print("case\tn\tops_per_s\tops_per_s_min\tops_per_s_max\tsteady_ops_per_s\tcpu_ns_per_op\tmaxrss_kib\tp50_us\tp99_us\tintended_p99_us\terrors_max\tload1_max", file=out)
+    for c in order:
+        r = rows[c]
+        print("\t".join([c, str(len(r["ops_per_s"])), fmt(med(c, "ops_per_s")), fmt(min(r["ops_per_s"])), fmt(max(r["ops_per_s"])),
+              fmt(med(c, "steady_ops_per_s")), fmt(med(c, "cpu_ns_per_op")), fmt(med(c, "maxrss_kib")), fmt(med(c, "p50_us"), 1), fmt(med(c, "p99_us"), 1),
+              fmt(med(c, "intended_p99_us"), 1), fmt(max(r["errors"], default=None)), fmt(max(r["load1"], default=None), 2)]), file=out)
+with open(sys.argv[3], "w") as out:
+    print("shape\tops_per_s\tsteady_ops_per_s\tops_per_cpu_s\tmaxrss\tp50\tp99\tpaired_ops_per_s\tpaired_ops_per_cpu_s\t(kvmeter / memtier: ratios of the medians; paired_*: median of the per-round ratios, the two tools run back to back)", file=out)
+    for c in order:
+        if not c.endswith("-kvmeter"): continue
+        m = c[:-len("kvmeter")] + "memtier"
+        if m not in rows: continue
+        def ratio(k, inv=False):
+            a, b = med(c, k), med(m, k)
+            if not a or not b: return ""
+            return f"{(b / a if inv else a / b):.2f}"
+        def paired(k, inv=False):
+            rs = [(b[k] / a[k] if inv else a[k] / b[k]) for rep, a in by_rep[c].items()
+                  for b in [by_rep[m].get(rep)] if b and a.get(k) and b.get(k)]
+            return f"{statistics.median(rs):.2f}" if rs else ""
+        print("\t".join([c[:-len("-kvmeter")], ratio("ops_per_s"), ratio("steady_ops_per_s"), ratio("cpu_ns_per_op", inv=True), ratio("maxrss_kib"),
+              ratio("p50_us"), ratio("p99_us"), paired("ops_per_s"), paired("cpu_ns_per_op", inv=True), ""]), file=out)
+PY
+column -t -s $'\t' "$1/summary.tsv"
+echo
+column -t -s $'\t' "$1/ratios.tsv"
+}
+if [[ -n ${ANALYZE:-} ]]; then summarize "$ANALYZE"; exit 0; fi
 OUT=bench/results/conns-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$OUT"
 TMP=$(mktemp -d)
@@ -237,40 +284,5 @@ for rep in $(seq 1 "$REPS"); do
     echo -e "$c\t$rep\t$(tr ' ' '\t' <<<"$row")\t$load1" | tee -a "$OUT/raw.tsv" >&2
   done
 done
-python3 - "$OUT/raw.tsv" "$OUT/summary.tsv" "$OUT/ratios.tsv" <<'PY'
-import sys, statistics, collections
-cols = ["ops_per_s", "ops", "cpu_s", "cpu_ns_per_op", "maxrss_kib", "p50_us", "p99_us", "intended_p99_us", "errors", "steady_ops_per_s", "load1"]
-rows = collections.defaultdict(lambda: collections.defaultdict(list))
-order = []
-for line in open(sys.argv[1]):
-    if line.startswith('#') or line.startswith('case'): continue
-    f = line.rstrip('\n').split('\t')
-    if f[0] not in rows: order.append(f[0])
-    for k, v in zip(cols, f[2:]):
-        if v != "": rows[f[0]][k].append(float(v))
-med = lambda c, k: statistics.median(rows[c][k]) if rows[c][k] else None
-fmt = lambda v, d=0: "" if v is None else f"{v:.{d}f}"
-with open(sys.argv[2], "w") as out:
-    print("case\tn\tops_per_s\tops_per_s_min\tops_per_s_max\tsteady_ops_per_s\tcpu_ns_per_op\tmaxrss_kib\tp50_us\tp99_us\tintended_p99_us\terrors_max\tload1_max", file=out)
-    for c in order:
-        r = rows[c]
-        print("\t".join([c, str(len(r["ops_per_s"])), fmt(med(c, "ops_per_s")), fmt(min(r["ops_per_s"])), fmt(max(r["ops_per_s"])),
-              fmt(med(c, "steady_ops_per_s")), fmt(med(c, "cpu_ns_per_op")), fmt(med(c, "maxrss_kib")), fmt(med(c, "p50_us"), 1), fmt(med(c, "p99_us"), 1),
-              fmt(med(c, "intended_p99_us"), 1), fmt(max(r["errors"], default=None)), fmt(max(r["load1"], default=None), 2)]), file=out)
-with open(sys.argv[3], "w") as out:
-    print("shape\tops_per_s\tsteady_ops_per_s\tops_per_cpu_s\tmaxrss\tp50\tp99\t(kvmeter / memtier, medians)", file=out)
-    for c in order:
-        if not c.endswith("-kvmeter"): continue
-        m = c[:-len("kvmeter")] + "memtier"
-        if m not in rows: continue
-        def ratio(k, inv=False):
-            a, b = med(c, k), med(m, k)
-            if not a or not b: return ""
-            return f"{(b / a if inv else a / b):.2f}"
-        print("\t".join([c[:-len("-kvmeter")], ratio("ops_per_s"), ratio("steady_ops_per_s"), ratio("cpu_ns_per_op", inv=True), ratio("maxrss_kib"),
-              ratio("p50_us"), ratio("p99_us"), ""]), file=out)
-PY
-column -t -s $'\t' "$OUT/summary.tsv"
-echo
-column -t -s $'\t' "$OUT/ratios.tsv"
+summarize "$OUT"
 echo "results: $OUT" >&2
