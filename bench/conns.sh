@@ -5,18 +5,21 @@
 #   REPS=5 DUR=5 ONLY=regex bench/conns.sh   -> bench/results/conns-<date>/{raw.tsv,summary.tsv,ratios.tsv,commands.log}
 #   ANALYZE=bench/results/conns-<date> bench/conns.sh   -> summary.tsv and ratios.tsv again from its raw.tsv
 # Environment: KVMETER (binary, default target/release/kvmeter; copied first, so a build during the
-# run does not swap it), MEMTIER (default /opt/peers/memtier/bin/memtier_benchmark), DUR (seconds
-# per run, --duration / --test-time; default 5), CONNS (default "1 100 1000 10000"), ARRIVAL
-# (kvmeter's open-loop arrivals, default fixed: memtier's rate limiting spaces each connection's
-# requests evenly), LEGACY_MAX (see below).
+# run does not swap it; KVMETER_REV: what it was built from, for raw.tsv's header), MEMTIER
+# (default /opt/peers/memtier/bin/memtier_benchmark), DUR (seconds per run, --duration /
+# --test-time; default 5), CONNS (default "1 100 1000 10000"), ARRIVAL (kvmeter's open-loop
+# arrivals, default fixed: memtier's rate limiting spaces each connection's requests evenly),
+# BACKLOG (the servers' listen backlog, default 4096: at 1,024 a 10,000-connection start
+# overflowed memcached's accept queue thousands of times), LEGACY_MAX (see below).
 # Servers (started once by the script on loopback, kept for every round, stopped at exit; unpinned,
 # client and server share the CPUs):
-#   memcached -c 20000 -t 2 -m 1024 -U 0 (-u nobody when root) on 127.0.0.1:21491
-#   redis-server --save '' --appendonly no --maxclients 20000: one for string values (GET) on
+#   memcached -c 20000 -t 2 -m 1024 -b BACKLOG -U 0 (-u nobody when root) on 127.0.0.1:21491
+#   redis-server --save '' --appendonly no --maxclients 20000 --tcp-backlog BACKLOG: one for string values (GET) on
 #   127.0.0.1:16591, one for hashes (HGETALL) on 127.0.0.1:16592
 # Data, loaded once per server before the first round, 100,000 keys of 1 KiB each tool:
 #   kvmeter: its own keys (workload C, fieldcount=1 fieldlength=1024, recordcount=100000) by
-#            `kvmeter run --phase load` (memcached; Redis string mode with encoding=string; hashes)
+#            `kvmeter run --phase load` (memcached; Redis string mode with encoding=string; hashes;
+#            through the engine, --connections 8, when it has one: string mode is engine-only)
 #   memtier: its own keys memtier-1..memtier-100000 by memtier itself, each key once
 #            (--key-pattern P:P --requests allkeys --ratio 1:0 --data-size 1024; for the hashes
 #            --command 'HSET __key__ field0 __data__' --command-key-pattern P)
@@ -42,8 +45,11 @@
 # failed operations; memtier's Connection Errors), steady ops/s (the mean of the per-second
 # counts from second 1 to DUR: memtier connects inside --test-time, kvmeter before its phase's
 # clock starts, so at 10,000 connections the whole-run rate charges memtier its connection
-# set-up), and the 1-minute load average when the case started (a concurrent build shows there). summary.tsv: medians per case; ratios.tsv:
-# kvmeter / memtier per shape (ops/s, ops per client CPU-second, max RSS, p50, p99).
+# set-up), and the 1-minute load average when the case started (a concurrent build shows
+# there). summary.tsv: medians per case; ratios.tsv: kvmeter / memtier per shape (ops/s, ops per
+# client CPU-second, max RSS, p50, p99) as ratios of the medians, and the median of the
+# per-round ratios of ops/s and ops per CPU-second (paired: the two tools run back to back, and
+# swap order every round).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KVMETER=${KVMETER:-target/release/kvmeter}
