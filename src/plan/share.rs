@@ -162,6 +162,17 @@ pub fn plan_hash(plan: &Plan) -> String {
                 *store = serde_json::Value::String(portable_store_name(s));
             }
         }
+        // The engine's event loops are each host's own (one per CPU by default).
+        if plan.engine.is_some() {
+            if let Some(phases) = o.get_mut("phases").and_then(|p| p.as_array_mut()) {
+                for p in phases.iter_mut().filter_map(|p| p.as_object_mut()) {
+                    p.remove("threads");
+                    if let Some(props) = p.get_mut("properties").and_then(|x| x.as_object_mut()) {
+                        props.remove("threadcount");
+                    }
+                }
+            }
+        }
     }
     let text = v.to_string();
     let d = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
@@ -233,5 +244,33 @@ mod tests {
         }
         // 10 = 4 + 3 + 3, numbered 0.., 4.., 7..; 1001 operations = 334 + 334 + 333.
         assert_eq!(seen, [(0, 4, 334), (4, 3, 334), (7, 3, 333)]);
+    }
+
+    #[test]
+    fn the_engines_event_loops_are_each_hosts_own_in_the_plan_hash() {
+        let mut req = super::super::Request {
+            command: "run".into(),
+            store: "memcached".into(),
+            workload_files: vec!["workloadc".into()],
+            connections: Some(100),
+            ..Default::default()
+        };
+        let a = super::super::build(&req).unwrap();
+        let mut b = a.clone();
+        for p in &mut b.phases {
+            p.threads += 3;
+        }
+        assert_eq!(plan_hash(&a), plan_hash(&b));
+        req.connections = Some(101);
+        assert_ne!(
+            plan_hash(&a),
+            plan_hash(&super::super::build(&req).unwrap())
+        );
+        // Worker threads are the plan's, as before.
+        req.connections = None;
+        let c = super::super::build(&req).unwrap();
+        let mut d = c.clone();
+        d.phases[0].threads += 1;
+        assert_ne!(plan_hash(&c), plan_hash(&d));
     }
 }
