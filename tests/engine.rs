@@ -204,6 +204,54 @@ fn partial_updates_and_read_modify_writes_are_chained_requests_on_memcached() {
 }
 
 #[test]
+fn a_probe_stream_is_measured_apart_from_the_load() {
+    let t = tempfile::tempdir().unwrap();
+    let (_mc, port) = memcached(1024);
+    let out = t.path().join("run");
+    let o = kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloadc",
+            "--store",
+            "memcached",
+            "--store-opt",
+        ])
+        .arg(format!("addr=127.0.0.1:{port}"))
+        .args(["--connections", "100", "--depth", "4", "--records", "1000"])
+        .args([
+            "--probe-rate",
+            "200",
+            "--probe-connections",
+            "2",
+            "--duration",
+            "2s",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("summary.json"));
+    let run = phase(&s, "run");
+    let probe = &run["engine"]["probe"];
+    assert_eq!(probe["connections"], 2);
+    let probed = probe["ops"]["READ"]["count"].as_u64().unwrap();
+    // ~400 Poisson arrivals in 2 s (3 sigma is 60); the load's own count leaves them out.
+    assert!((250..600).contains(&probed), "{probe}");
+    assert_eq!(
+        probe["ops"]["READ"]["intended_latency_us"]["count"].as_u64(),
+        Some(probed)
+    );
+    let loaded = count(run, "READ");
+    assert!(loaded > 10 * probed, "{run}");
+    let st = mc_stats(port);
+    assert_eq!(st["cmd_get"], loaded + probed);
+    assert_eq!(st["cmd_set"], 1000);
+    common::validate("summary.schema.json", &s);
+}
+
+#[test]
 fn two_thousand_connections_at_depth_4_to_redis_hashes_and_strings() {
     let t = tempfile::tempdir().unwrap();
     let (_r, port) = redis(t.path(), 4500);

@@ -264,6 +264,13 @@ pub struct CommonArgs {
     /// full waits in a counted backlog (queue, default) or is skipped and counted (skip).
     #[arg(long, value_name = "POLICY", value_parser = ["queue", "skip"])]
     pub when_full: Option<String>,
+    /// With --connections: a low-rate open-loop stream (Poisson, this many ops/s) on separate
+    /// connections, its latency reported apart from the load's (mutilate's measurement client).
+    #[arg(long, value_name = "OPS_PER_S", allow_negative_numbers = true)]
+    pub probe_rate: Option<f64>,
+    /// Connections of the --probe-rate stream (default 1).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub probe_connections: Option<i64>,
     /// Records in the table (YCSB recordcount).
     #[arg(long, allow_negative_numbers = true)]
     pub records: Option<i64>,
@@ -378,6 +385,8 @@ impl CommonArgs {
             connections: self.connections,
             depth: self.depth,
             when_full: self.when_full,
+            probe_rate: self.probe_rate,
+            probe_connections: self.probe_connections,
             records: self.records,
             ops: self.ops,
             duration: self.duration,

@@ -224,6 +224,12 @@ pub(super) fn run(
     if let (Some(e), Some(o)) = (&engine, &phase.open_loop) {
         e.judge_open_loop(&mut ps, o.arrival, o.rate);
     }
+    if let Some(e) = &engine {
+        let probe = e.probe_summary(!phase.warmup.is_zero(), ps.measured_seconds);
+        if let Some(es) = ps.engine.as_mut() {
+            es.probe = probe;
+        }
+    }
     Ok((ps, Some(ycsb)))
 }
 
@@ -659,6 +665,8 @@ impl Opened {
                 store.as_ref(),
                 threads,
                 &mut collector,
+                &metrics_for(load, &ops, workload.cfg.dataintegrity),
+                phase.kind == PhaseKind::Run,
             )?),
             None => {
                 for _ in 0..threads {

@@ -38,10 +38,49 @@ pub struct Engine {
     /// File descriptors the run needs (connections + headroom): the soft limit is raised to
     /// it at the start (up to the hard limit, checked here).
     pub fds_needed: u64,
+    /// Probe connections (`--probe-rate`): a Poisson stream at `rate` on `connections` of
+    /// their own, run phases only, measured apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
     /// A distributed run's agent: the number (across the run) of its first connection, which
     /// is also that connection's stream (`plan::share`); 0 on one host.
     #[serde(skip)]
     pub first_conn: u64,
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Probe {
+    pub rate: f64,
+    pub connections: usize,
+}
+
+/// The most probe connections (the probe is a light stream beside the load).
+pub const MAX_PROBE_CONNECTIONS: i64 = 1000;
+
+fn probe(req: &Request) -> Result<Option<Probe>, UsageError> {
+    let Some(rate) = req.probe_rate else {
+        if req.probe_connections.is_some() {
+            return Err(UsageError::new(
+                "--probe-connections goes with --probe-rate (the probe stream's rate)",
+            ));
+        }
+        return Ok(None);
+    };
+    if !(rate.is_finite() && rate > 0.0 && rate <= 1e6) {
+        return Err(UsageError::new(format!(
+            "--probe-rate {rate}: expected a rate above 0 and at most 1,000,000 operations per second"
+        )));
+    }
+    let connections = req.probe_connections.unwrap_or(1);
+    if !(1..=MAX_PROBE_CONNECTIONS).contains(&connections) {
+        return Err(UsageError::new(format!(
+            "--probe-connections {connections}: expected 1 to {MAX_PROBE_CONNECTIONS}"
+        )));
+    }
+    Ok(Some(Probe {
+        rate,
+        connections: connections as usize,
+    }))
 }
 
 /// The engine's settings from the request, or `None` without `--connections`; fixes each
@@ -53,9 +92,9 @@ pub(super) fn resolve(
     phases: &mut [PhasePlan],
 ) -> Result<Option<Engine>, UsageError> {
     let Some(connections) = req.connections else {
-        if req.depth.is_some() || req.when_full.is_some() {
+        if req.depth.is_some() || req.when_full.is_some() || req.probe_rate.is_some() {
             return Err(UsageError::new(
-                "--depth and --when-full go with --connections (the event-driven engine); without it each worker thread has one request in flight",
+                "--depth, --when-full and --probe-rate go with --connections (the event-driven engine); without it each worker thread has one request in flight",
             ));
         }
         if adapter.name == "redis" && opts.str("encoding") == "string" {
@@ -86,6 +125,7 @@ pub(super) fn resolve(
         }
     };
     served(adapter, opts)?;
+    let probe = probe(req)?;
     if req.target.is_some() {
         return Err(UsageError::new(
             "--target with --connections: the engine's pacing is the open loop; use --rate",
@@ -101,14 +141,16 @@ pub(super) fn resolve(
         };
         opts.set(
             "max_clients",
-            &(connections as u64 + 64).max(floor).to_string(),
+            &((connections + probe.map_or(0, |p| p.connections)) as u64 + 64)
+                .max(floor)
+                .to_string(),
         );
     }
     for p in phases.iter_mut() {
         workload_served(p)?;
         event_loops(req, p, connections);
     }
-    let fds_needed = connections as u64 + FD_HEADROOM;
+    let fds_needed = (connections + probe.map_or(0, |p| p.connections)) as u64 + FD_HEADROOM;
     let (_, hard) = fd_limits();
     if hard < fds_needed {
         return Err(UsageError::new(format!(
@@ -120,6 +162,7 @@ pub(super) fn resolve(
         depth: depth as usize,
         when_full,
         fds_needed,
+        probe,
         first_conn: 0,
     }))
 }

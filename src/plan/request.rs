@@ -26,6 +26,11 @@ pub struct Request {
     pub depth: Option<i64>,
     #[serde(default)]
     pub when_full: Option<String>,
+    /// Probe connections: a low-rate open-loop stream measured apart (`--probe-rate`).
+    #[serde(default)]
+    pub probe_rate: Option<f64>,
+    #[serde(default)]
+    pub probe_connections: Option<i64>,
     pub records: Option<i64>,
     pub ops: Option<i64>,
     pub duration: Option<String>,

@@ -48,7 +48,8 @@ pub fn apply_share(plan: &mut Plan, share: Share) {
         let (first, mine) = slice(e.connections as u64, n, i);
         e.connections = (mine as usize).max(1);
         e.first_conn = first;
-        e.fds_needed = e.connections as u64 + super::engine::FD_HEADROOM;
+        e.fds_needed = (e.connections + e.probe.map_or(0, |p| p.connections)) as u64
+            + super::engine::FD_HEADROOM;
     });
     for p in &mut plan.phases {
         if engine.is_some() && p.kind == PhaseKind::Run && p.open_loop.is_none() {

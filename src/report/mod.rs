@@ -194,6 +194,19 @@ pub struct EngineSummary {
     pub abandoned: u64,
     /// How each connection's operation stream is seeded.
     pub streams: String,
+    /// The probe stream (`--probe-rate`), measured apart from the load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeSummary>,
+}
+
+/// A low-rate open-loop stream on connections of its own, beside the load (mutilate's
+/// measurement client): the latency a light client sees while the load runs.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct ProbeSummary {
+    /// Its Poisson rate, ops/s.
+    pub rate: f64,
+    pub connections: usize,
+    pub ops: BTreeMap<String, OpSummary>,
 }
 
 /// How a phase ended.

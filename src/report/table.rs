@@ -42,6 +42,7 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
             let _ = writeln!(out, "  measured window: {w}");
         }
         open_loop_line(&mut out, p, b, r);
+        engine_lines(&mut out, p);
         ops_table(&mut out, p);
         if let Some(t) = &p.telemetry {
             out.push_str(&telemetry_lines(t));
@@ -115,6 +116,44 @@ fn open_loop_line(out: &mut String, p: &PhaseSummary, b: &str, r: &str) {
                 format!("{b}SCHEDULE NOT KEPT{r} (up to {:.1} ms behind; see the warning)", o.max_behind_ms)
             }
         );
+    }
+}
+
+/// The event-driven engine's shape, and its probe stream's latency, measured apart.
+fn engine_lines(out: &mut String, p: &PhaseSummary) {
+    let Some(e) = &p.engine else { return };
+    let _ = writeln!(
+        out,
+        "  engine   {} connections x depth {} on {} event loops; {} reconnects{}",
+        group(e.connections as u64),
+        e.depth,
+        e.event_loops,
+        e.reconnects,
+        if e.queued + e.skipped > 0 {
+            format!(
+                "; {} arrivals queued (longest backlog {}), {} skipped",
+                group(e.queued),
+                group(e.max_backlog),
+                group(e.skipped)
+            )
+        } else {
+            String::new()
+        }
+    );
+    if let Some(pr) = &e.probe {
+        for (op, s) in &pr.ops {
+            let _ = writeln!(
+                out,
+                "  probe    {} ops/s on {} connection(s), {} {}: p50 {} µs, p99 {} µs from send; p99 {} µs from intended",
+                num(pr.rate),
+                pr.connections,
+                group(s.count),
+                op,
+                num(s.latency_us.p50),
+                num(s.latency_us.p99),
+                num(s.intended_latency_us.as_ref().map_or(0.0, |l| l.p99)),
+            );
+        }
     }
 }
 

@@ -36,6 +36,7 @@
 
 mod chain;
 mod conn;
+mod integrity;
 mod open_loop;
 mod opened;
 mod repair;
@@ -48,7 +49,7 @@ use super::worker::Shared;
 use crate::measure::clock::Clock;
 use crate::measure::{timeline, Metric, WorkerRecorder};
 use crate::plan::engine::Engine;
-use crate::record::{Record, RecordView, Span};
+use crate::record::{Record, Span};
 use crate::report::ErrorSample;
 use crate::store::wire::{Codec, EventTarget, Parsed, Sent};
 use crate::store::{ErrorKind, Queued, Status};
@@ -83,6 +84,11 @@ pub struct LoopShare<'a> {
     pub stats: &'a EngineStats,
     /// Open loop: the run's send counts, for the arrival-process check.
     pub sends: Option<&'a sends::Sends>,
+    /// The schedule this loop serves: the phase's (`--rate`), or the probe's own.
+    pub arrivals: Option<&'a super::arrivals::Arrivals>,
+    /// The probe loop (`--probe-rate`), beside the phase's `main_loops`.
+    pub probe: bool,
+    pub main_loops: usize,
 }
 
 type Handback = (
@@ -93,17 +99,31 @@ type Handback = (
 
 /// `run`, with a panic turned into the phase's fatal error (as `worker::run_guarded`).
 pub fn run_guarded(sh: &Shared, share: LoopShare, rec: WorkerRecorder) -> Handback {
+    let probe = share.probe;
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(sh, share, rec)));
     r.unwrap_or_else(|p| {
         sh.fail(crate::panics::message_of(p.as_ref()));
-        let now = sh.clock.now().saturating_sub(sh.grid.origin);
-        sh.end_ns.fetch_max(now, Ordering::Relaxed);
-        sh.finished.fetch_add(1, Ordering::Release);
+        if !probe {
+            let now = sh.clock.now().saturating_sub(sh.grid.origin);
+            sh.end_ns.fetch_max(now, Ordering::Relaxed);
+            sh.finished.fetch_add(1, Ordering::Release);
+        }
         (Vec::new(), None, Vec::new())
     })
 }
 
 fn run(sh: &Shared, share: LoopShare, mut rec: WorkerRecorder) -> Handback {
+    // The probe loop is not one of the phase's workers: the interval loop neither waits for it
+    // nor takes its rows (its own collector does).
+    let probe = share.probe;
+    let done = |sh: &Shared, last: Option<u64>| {
+        if !probe {
+            if let Some(l) = last {
+                sh.end_ns.fetch_max(l, Ordering::Relaxed);
+            }
+            sh.finished.fetch_add(1, Ordering::Release);
+        }
+    };
     rec.start(sh.grid);
     #[cfg(target_os = "linux")]
     // SAFETY: sets this thread's timer slack; no memory is passed.
@@ -116,7 +136,7 @@ fn run(sh: &Shared, share: LoopShare, mut rec: WorkerRecorder) -> Handback {
             let (e, mut rec) = *b;
             sh.fail(format!("event loop: {e}"));
             rec.finish();
-            sh.finished.fetch_add(1, Ordering::Release);
+            done(sh, None);
             return (Vec::new(), None, Vec::new());
         }
     };
@@ -134,8 +154,7 @@ fn run(sh: &Shared, share: LoopShare, mut rec: WorkerRecorder) -> Handback {
     let took = t.elapsed().as_nanos() as u64;
     rec.record(Metric::Cleanup, Status::Ok, took, took, 0);
     rec.finish();
-    sh.end_ns.fetch_max(last, Ordering::Relaxed);
-    sh.finished.fetch_add(1, Ordering::Release);
+    done(sh, Some(last));
     (samples, None, Vec::new())
 }
 
@@ -152,6 +171,9 @@ struct Loop<'s, 'a> {
     cfg: &'s Engine,
     stats: &'s EngineStats,
     sends: Option<&'s sends::Sends>,
+    arrivals: Option<&'s super::arrivals::Arrivals>,
+    probe: bool,
+    main_loops: usize,
     codec: Box<dyn Codec>,
     poll: Poll,
     events: Events,
@@ -225,6 +247,9 @@ impl<'s, 'a> Loop<'s, 'a> {
             cfg: share.cfg,
             stats: share.stats,
             sends: share.sends,
+            arrivals: share.arrivals,
+            probe: share.probe,
+            main_loops: share.main_loops,
             codec: share.target.codec(),
             poll,
             events: Events::with_capacity(1024),
@@ -262,7 +287,10 @@ impl<'s, 'a> Loop<'s, 'a> {
 
     #[inline]
     fn go_on(&self) -> bool {
-        !self.sh.stop.load(Ordering::Relaxed) && self.rec.last() < self.sh.deadline_ns
+        !self.sh.stop.load(Ordering::Relaxed)
+            && self.rec.last() < self.sh.deadline_ns
+            // The probe stops when the load does.
+            && !(self.probe && self.sh.finished.load(Ordering::Acquire) >= self.main_loops)
     }
 
     fn in_flight(&self) -> usize {
@@ -273,7 +301,7 @@ impl<'s, 'a> Loop<'s, 'a> {
         let now = self.clock.now();
         self.rec.at(now);
         self.next_check = now + CHECK_NS;
-        match self.sh.arrivals {
+        match self.arrivals {
             None => {
                 for ci in 0..self.conns.len() {
                     self.refill(ci, now);
@@ -290,7 +318,7 @@ impl<'s, 'a> Loop<'s, 'a> {
         while self.go_on() {
             let now = self.clock.now();
             self.rec.at(now);
-            if self.sh.arrivals.is_some() {
+            if self.arrivals.is_some() {
                 self.arrivals_due(now);
                 if self.next_arrival.is_none() && self.backlog.is_empty() && self.in_flight() == 0 {
                     break;
@@ -451,32 +479,6 @@ impl<'s, 'a> Loop<'s, 'a> {
         }
     }
 
-    /// The data-integrity check of a read's reply (spec §4.3), timed; `None` when off.
-    fn verify(&mut self, ci: usize, status: Status, view_base: usize) -> Option<(bool, u64)> {
-        let wl = self.sh.workload;
-        let c = &self.conns[ci];
-        let slot = c.oldest()?;
-        if !wl.cfg.dataintegrity || slot.metric != Metric::Read || !status.is_ok() {
-            return None;
-        }
-        let t0 = self.clock.now();
-        let bytes = &c.unparsed()[view_base..];
-        let view = RecordView::new(bytes, &self.spans);
-        let one_unnamed = !slot.field.is_empty()
-            && view.len() == 1
-            && view.iter().next().is_some_and(|(n, _)| n.is_empty());
-        let good = if one_unnamed {
-            // HGET's reply is the value alone: pair it with the field asked for.
-            let value = view.iter().next().map(|(_, v)| v).unwrap_or_default();
-            self.one.clear();
-            self.one.push(&slot.field, value);
-            wl.verify(&slot.key, self.one.view(), &mut self.scratch)
-        } else {
-            wl.verify(&slot.key, view, &mut self.scratch)
-        };
-        Some((good, self.clock.now().saturating_sub(t0)))
-    }
-
     #[allow(clippy::too_many_arguments)]
     #[inline]
     fn complete(
@@ -532,7 +534,7 @@ impl<'s, 'a> Loop<'s, 'a> {
         if !self.go_on() || self.conns[ci].sock.is_none() {
             return;
         }
-        if self.sh.arrivals.is_some() {
+        if self.arrivals.is_some() {
             while self.conns[ci].free() {
                 let Some(t) = self.backlog.pop_front() else {
                     break;

@@ -11,7 +11,7 @@ impl Loop<'_, '_> {
     /// Open loop: sends every arrival that is due, on a connection with a free slot, or holds
     /// it back (`--when-full`).
     pub(super) fn arrivals_due(&mut self, now: u64) {
-        let Some(a) = self.sh.arrivals else { return };
+        let Some(a) = self.arrivals else { return };
         while let Some(t) = self.next_arrival {
             if t > now || !self.go_on() {
                 break;
@@ -25,17 +25,23 @@ impl Loop<'_, '_> {
                     self.issue(ci, t);
                     self.list_free(ci);
                 }
-                None if self.cfg.when_full == WhenFull::Queue
+                // The probe always queues (its lateness is in its from-intended latency) and
+                // is not counted with the load's arrivals.
+                None if (self.probe || self.cfg.when_full == WhenFull::Queue)
                     && self.backlog.len() < MAX_BACKLOG =>
                 {
                     self.backlog.push_back(t);
-                    self.stats.queued.fetch_add(1, Ordering::Relaxed);
-                    self.stats
-                        .max_backlog
-                        .fetch_max(self.backlog.len() as u64, Ordering::Relaxed);
+                    if !self.probe {
+                        self.stats.queued.fetch_add(1, Ordering::Relaxed);
+                        self.stats
+                            .max_backlog
+                            .fetch_max(self.backlog.len() as u64, Ordering::Relaxed);
+                    }
                 }
                 None => {
-                    self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+                    if !self.probe {
+                        self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
             self.next_arrival = a.take(&mut self.gaps);

@@ -31,6 +31,17 @@ pub struct Opened {
     pub stats: EngineStats,
     cfg: Engine,
     sends: Option<sends::Sends>,
+    probe: Option<ProbeParts>,
+}
+
+/// The probe stream's connections, its own collector (its rows are not the phase's) and its
+/// schedule, made when the phase starts.
+struct ProbeParts {
+    socks: Vec<std::net::TcpStream>,
+    collector: crate::measure::Collector,
+    rec: Option<WorkerRecorder>,
+    arrivals: Option<super::super::arrivals::Arrivals>,
+    rate: f64,
 }
 
 impl Opened {
@@ -40,6 +51,8 @@ impl Opened {
         store: &dyn crate::store::Store,
         loops: usize,
         collector: &mut crate::measure::Collector,
+        metrics: &[crate::measure::Metric],
+        run_phase: bool,
     ) -> anyhow::Result<Opened> {
         let target = store
             .event_target()
@@ -59,6 +72,21 @@ impl Opened {
                 all.by_ref().take(n).collect()
             })
             .collect();
+        let probe = match cfg.probe.filter(|_| run_phase) {
+            Some(p) => {
+                let socks = connect_all(target.as_ref(), p.connections)?;
+                let mut collector = crate::measure::Collector::new(metrics, true);
+                let rec = Some(collector.worker());
+                Some(ProbeParts {
+                    socks,
+                    collector,
+                    rec,
+                    arrivals: None,
+                    rate: p.rate,
+                })
+            }
+            None => None,
+        };
         Ok(Opened {
             target,
             socks,
@@ -66,6 +94,7 @@ impl Opened {
             stats: EngineStats::default(),
             cfg: cfg.clone(),
             sends: None,
+            probe,
         })
     }
 
@@ -91,6 +120,7 @@ impl Opened {
             streams: format!(
                 "connection c draws its operations from Rng::for_worker(seed {seed}, stream {stream_base} + c)"
             ),
+            probe: None,
         }
     }
 
@@ -153,9 +183,22 @@ impl Opened {
             let secs = sh.grid.deadline.min(3_600_000_000_000) as f64 / 1e9;
             self.sends = Some(sends::Sends::new(sh.grid.origin, secs));
         }
+        let mut probe_socks = vec![];
+        let mut probe_rec = None;
+        if let Some(p) = self.probe.as_mut() {
+            let o = crate::plan::OpenLoop {
+                arrival: crate::plan::Arrival::Poisson,
+                rate: p.rate,
+                offset_gaps: 0.0,
+            };
+            p.arrivals = Some(super::super::arrivals::Arrivals::new(&o, sh.grid.origin, 0));
+            probe_socks = std::mem::take(&mut p.socks);
+            probe_rec = p.rec.take();
+        }
         let (target, cfg, stats) = (&*self.target, &self.cfg, &self.stats);
         let sends = self.sends.as_ref();
-        socks
+        let probe_arrivals = self.probe.as_ref().and_then(|p| p.arrivals.as_ref());
+        let mut handles: Vec<_> = socks
             .into_iter()
             .zip(recs)
             .enumerate()
@@ -173,6 +216,9 @@ impl Opened {
                     cfg,
                     stats,
                     sends,
+                    arrivals: sh.arrivals,
+                    probe: false,
+                    main_loops: loops,
                 };
                 first += share.socks.len() as u64;
                 std::thread::Builder::new()
@@ -180,6 +226,55 @@ impl Opened {
                     .spawn_scoped(s, move || run_guarded(sh, share, rec))
                     .expect("spawn event loop")
             })
-            .collect()
+            .collect();
+        if let (Some(rec), Some(arrivals)) = (probe_rec, probe_arrivals) {
+            // The probe's connections are numbered after the load's: their own streams.
+            let share = LoopShare {
+                index: loops,
+                first_conn: cfg.connections as u64,
+                ops: 0,
+                socks: probe_socks,
+                target,
+                cfg,
+                stats,
+                sends: None,
+                arrivals: Some(arrivals),
+                probe: true,
+                main_loops: loops,
+            };
+            handles.push(
+                std::thread::Builder::new()
+                    .name("kvm-probe".into())
+                    .spawn_scoped(s, move || run_guarded(sh, share, rec))
+                    .expect("spawn the probe loop"),
+            );
+        }
+        handles
+    }
+
+    /// The probe stream's figures over the measured window (its rows after warm-up).
+    pub fn probe_summary(&self, warmup: bool, seconds: f64) -> Option<crate::report::ProbeSummary> {
+        let p = self.probe.as_ref()?;
+        let mut total = p.collector.empty_stats();
+        let last = p.collector.last_with_data().unwrap_or(0);
+        while let Some((k, st)) = p.collector.next_row_at_end(last) {
+            if !(warmup && k == 0) {
+                total.add(&st);
+            }
+        }
+        Some(crate::report::ProbeSummary {
+            rate: p.rate,
+            connections: self.cfg.probe.map_or(0, |q| q.connections),
+            ops: total
+                .metrics()
+                .filter(|(m, _)| *m != crate::measure::Metric::Cleanup)
+                .map(|(m, o)| {
+                    (
+                        m.name().to_string(),
+                        crate::report::OpSummary::from_stats(o, seconds),
+                    )
+                })
+                .collect(),
+        })
     }
 }

@@ -78,7 +78,9 @@ impl Loop<'_, '_> {
                     self.sh.fail(format!("event loop: {e}"));
                     return;
                 }
-                self.stats.reconnects.fetch_add(1, Ordering::Relaxed);
+                if !self.probe {
+                    self.stats.reconnects.fetch_add(1, Ordering::Relaxed);
+                }
                 self.conns[ci].sock = Some(s);
                 self.refill(ci, now);
             }
@@ -114,7 +116,7 @@ impl Loop<'_, '_> {
             self.poll_once(Some(Duration::from_millis(100)));
         }
         let left = self.in_flight() as u64;
-        if left > 0 {
+        if left > 0 && !self.probe {
             self.stats.abandoned.fetch_add(left, Ordering::Relaxed);
         }
     }
