@@ -550,6 +550,13 @@ fn redis_defaults() {
     conformance("redis", &[]);
 }
 
+/// String mode on worker threads: GET/SET of the serialized record, no key index (scans say
+/// not implemented).
+#[test]
+fn redis_string_mode() {
+    conformance("redis", &["encoding=string", "scan_index=false"]);
+}
+
 #[test]
 fn redis_password_db_connections_no_index() {
     conformance(

@@ -390,8 +390,15 @@ fn too_few_file_descriptors_for_the_connections_is_exit_2_before_anything() {
             "go with --connections",
         ),
         (
-            vec!["--store", "redis", "--store-opt", "encoding=string"],
-            "add --connections",
+            vec![
+                "--store",
+                "redis",
+                "--store-opt",
+                "encoding=string",
+                "-P",
+                "workloade",
+            ],
+            "keeps no key index",
         ),
         (
             vec![

@@ -98,9 +98,14 @@ pub(super) fn resolve(
             ));
         }
         if adapter.name == "redis" && opts.str("encoding") == "string" {
-            return Err(UsageError::new(
-                "--store-opt encoding=string: served by the event-driven engine only; add --connections N",
-            ));
+            for p in phases.iter().filter(|p| p.kind == PhaseKind::Run) {
+                workload_served(p).map_err(|_| {
+                    UsageError::new(format!(
+                        "phase '{}': scans with --store-opt encoding=string: string mode keeps no key index; use encoding=hash",
+                        p.name
+                    ))
+                })?;
+            }
         }
         return Ok(None);
     };

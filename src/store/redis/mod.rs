@@ -18,6 +18,7 @@ mod ops;
 mod replication;
 mod resp;
 mod server;
+mod strings;
 
 use resp::*;
 use server::*;
@@ -34,7 +35,7 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "timeout_ms", default: "5000", help: "deadline of one request: its whole reply within this, or the operation counts as a timeout (a server that drips bytes too)" },
     net::MAX_REPLY_OPT,
     OptSpec { name: "pipeline", default: "1", help: "operations sent per round trip (redis-benchmark's -P): reads, updates, inserts and deletes are batched; scans and read-modify-writes go alone" },
-    OptSpec { name: "encoding", default: "hash", help: "hash: a record is a hash, one field each (YCSB's binding: HGETALL/HGET/HSET); string: the serialized record under its key (GET/SET, as redis-benchmark and memtier send; --connections only)" },
+    OptSpec { name: "encoding", default: "hash", help: "hash: a record is a hash, one field each (YCSB's binding: HGETALL/HGET/HSET); string: the serialized record under its key (GET/SET, as redis-benchmark and memtier send; no key index, so no scans)" },
     OptSpec { name: "scan_index", default: "true", help: "keep keys in a sorted set so SCAN works (costs a ZADD per insert)" },
     OptSpec { name: "tls", default: "false", help: "TLS (rustls); needs tls_ca. Managed: the server listens with TLS only" },
     OptSpec { name: "tls_ca", default: "", help: "PEM file of the CA certificates that sign the server's certificate" },
@@ -111,6 +112,14 @@ impl Store for RedisStore {
         let mut conns = Vec::with_capacity(self.s.connections);
         for _ in 0..self.s.connections {
             conns.push(connect(&self.s, addr).map_err(|e| anyhow::anyhow!(e.message))?);
+        }
+        if self.s.string {
+            return Ok(Box::new(super::kv::KvSession::new(strings::RedisStrings {
+                conns,
+                next: 0,
+                s: self.s.clone(),
+                addr,
+            })));
         }
         let routes = if self.s.cluster > 0 {
             let mut r = cluster::Routes::default();

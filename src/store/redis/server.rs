@@ -101,6 +101,23 @@ pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
     } else {
         None
     };
+    if o.choice("encoding", &["hash", "string"])? == "string" {
+        // String mode speaks GET/SET/DEL to one server (either client).
+        for (opt, unset) in [
+            ("cluster", "0"),
+            ("sentinels", "0"),
+            ("sentinel_addr", ""),
+            ("wait_replicas", "0"),
+            ("pipeline", "1"),
+        ] {
+            if o.str(opt) != unset {
+                return Err(UsageError::new(format!(
+                    "--store-opt encoding=string with {opt}={}: string mode talks to one server, one request at a time per connection; leave {opt} out or use encoding=hash",
+                    o.str(opt)
+                )));
+            }
+        }
+    }
     Ok(Settings {
         addr,
         password: password(o),
