@@ -9,7 +9,6 @@ use common::servers::*;
 use common::{free_port, json, kvmeter, phase};
 use hdrhistogram::Histogram;
 use serde_json::Value;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -157,19 +156,6 @@ fn three_agents_replay_one_host_on_memcached_and_merge_exactly() {
             phase(&merged, p)["ops"],
             "{p}: dist merge differs from the live merge"
         );
-    }
-}
-
-/// Polls `dir/intervals.csv` until a row of `phase` is there.
-fn wait_for_phase(dir: &Path, phase: &str) {
-    let t = Instant::now();
-    loop {
-        let csv = std::fs::read_to_string(dir.join("intervals.csv")).unwrap_or_default();
-        if csv.lines().any(|l| l.starts_with(&format!("{phase},"))) {
-            return;
-        }
-        assert!(t.elapsed() < Duration::from_secs(60), "no {phase} interval");
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -313,17 +313,7 @@ fn a_server_that_closes_every_connection_mid_run_is_served_on_new_ones() {
         .spawn()
         .unwrap();
     // Once the run phase is under way, the server drops every client.
-    let started = std::time::Instant::now();
-    while !std::fs::read_to_string(out.join("intervals.csv"))
-        .unwrap_or_default()
-        .contains("\nrun,")
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the run did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::servers::wait_for_phase(&out, "run");
     let killed = Command::new("redis-cli")
         .args(["-p", &port.to_string(), "client", "kill", "type", "normal"])
         .output()
@@ -467,17 +457,7 @@ fn on_a_stopped_server_from_intended_carries_the_stall_and_from_send_does_not() 
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let started = std::time::Instant::now();
-    while !std::fs::read_to_string(out.join("intervals.csv"))
-        .unwrap_or_default()
-        .contains("\nrun,")
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the run did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::servers::wait_for_phase(&out, "run");
     let pid = mc.0.id() as i32;
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     std::thread::sleep(Duration::from_millis(500));
@@ -622,6 +602,77 @@ fn a_killed_and_restarted_managed_redis_is_a_fault_the_engine_lives_through() {
             .count()
             > 20
     );
+}
+
+#[test]
+fn engine_connections_authenticate_and_select_their_database() {
+    let t = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _r = Proc(
+        Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--requirepass",
+                "s3cret",
+            ])
+            .arg("--dir")
+            .arg(t.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_port(port);
+    let o = kvmeter()
+        .args(["run", "-P", "workloadc", "--store", "redis", "--store-opt"])
+        .arg(format!("addr=127.0.0.1:{port}"))
+        .args(["--store-opt", "password=s3cret", "--store-opt", "db=3"])
+        .args(["--connections", "10", "--records", "200", "--ops", "2000"])
+        .arg("--out")
+        .arg(t.path().join("run"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&t.path().join("run/summary.json"));
+    assert_eq!(errors(phase(&s, "run")), 0);
+    // The 200 records went to database 3, none to 0.
+    let size = |db: &str| {
+        let o = Command::new("redis-cli")
+            .args([
+                "-p",
+                &port.to_string(),
+                "-a",
+                "s3cret",
+                "--no-auth-warning",
+                "-n",
+                db,
+            ])
+            .arg("dbsize")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    assert!(size("3") >= 200);
+    assert_eq!(size("0"), 0);
+    // A wrong password is one clear error, before the clock starts.
+    let o = kvmeter()
+        .args(["run", "-P", "workloadc", "--store", "redis", "--store-opt"])
+        .arg(format!("addr=127.0.0.1:{port}"))
+        .args(["--store-opt", "password=wrong", "--connections", "10"])
+        .arg("--out")
+        .arg(t.path().join("bad"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("AUTH") || err.contains("WRONGPASS"), "{err}");
 }
 
 fn kvmeter_cmd() -> Command {

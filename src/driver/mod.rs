@@ -9,6 +9,7 @@
 mod antagonists;
 pub mod arrivals;
 mod companion;
+mod conclude;
 pub mod datadir;
 mod engine;
 mod faults;

@@ -10,7 +10,7 @@ use super::datadir::DataDir;
 use super::intervals::Intervals;
 use super::progress::Progress;
 use super::test_panic;
-use super::{antagonists, faults, metrics_for, now_rfc3339, open_loop, pressure, worker};
+use super::{antagonists, conclude, faults, metrics_for, now_rfc3339, pressure, worker};
 use crate::antagonist::io::IoAntagonists;
 use crate::measure::clock::Clock;
 use crate::measure::cpu::CpuTime;
@@ -210,7 +210,7 @@ pub(super) fn run(
         .clone();
     let late = Duration::from_nanos(last.saturating_sub(grid.deadline));
     let paced = arrivals.is_some();
-    let ycsb = conclude(
+    let ycsb = conclude::conclude(
         ctx,
         phase,
         &mut ps,
@@ -221,14 +221,8 @@ pub(super) fn run(
         close_result,
         late,
     );
-    if let (Some(e), Some(o)) = (&engine, &phase.open_loop) {
-        e.judge_open_loop(&mut ps, o.arrival, o.rate);
-    }
     if let Some(e) = &engine {
-        let probe = e.probe_summary(!phase.warmup.is_zero(), ps.measured_seconds);
-        if let Some(es) = ps.engine.as_mut() {
-            es.probe = probe;
-        }
+        conclude::engine_figures(e, phase, &mut ps);
     }
     Ok((ps, Some(ycsb)))
 }
@@ -368,42 +362,6 @@ fn shared<'a>(ctx: &PhaseCtx, phase: &PhasePlan, s: Started<'a, '_>) -> worker::
     }
 }
 
-/// The phase's verdict and derived figures once its measurements are in: the open-loop
-/// figures, energy, the outcome (a fatal error, the store's close, Ctrl-C), why the window is
-/// not the plan's, and YCSB's text report.
-#[allow(clippy::too_many_arguments)]
-fn conclude(
-    ctx: &PhaseCtx,
-    phase: &PhasePlan,
-    ps: &mut PhaseSummary,
-    iv: &Intervals<'_>,
-    threads: usize,
-    paced: bool,
-    fatal: Option<String>,
-    close_result: anyhow::Result<()>,
-    late: Duration,
-) -> String {
-    if let (Some(o), true) = (&phase.open_loop, paced) {
-        ps.open_loop = Some(open_loop::summary(
-            o,
-            threads,
-            &iv.measured,
-            ps.measured_seconds,
-            iv.max_behind_ms,
-            ps.telemetry.as_ref(),
-        ));
-    }
-    energy(ps, ctx.idle);
-    settle(ps, fatal, close_result, iv.interrupted);
-    ps.window_note = window_note(phase, ps, iv.interrupted, late);
-    report::ycsb::report(
-        &iv.measured,
-        (ps.measured_seconds * 1000.0) as u64,
-        iv.measured.transactions(),
-        &ctx.plan.ycsb_percentiles,
-    )
-}
-
 /// The phase's interval grid from `origin` (clock ns) — the first boundary at the end of
 /// warm-up, else one interval in, the last at the deadline (none without `--duration`). A
 /// duration beyond the clock's range (1e19 s from an agent's plan) fails the phase here.
@@ -531,75 +489,6 @@ fn sent_by_member(
             (name, *n)
         })
         .collect()
-}
-
-/// Why the measured window is not the plan's (`--duration` less warm-up), when it differs by
-/// more than a millisecond (issue 28 item 7). Workers stop on their own clock at the deadline,
-/// so the window overruns only by a call in flight then; it ends early when the phase was
-/// stopped or ran out of operations.
-fn window_note(
-    phase: &PhasePlan,
-    ps: &PhaseSummary,
-    interrupted: bool,
-    late: Duration,
-) -> Option<String> {
-    let planned = phase.duration?.saturating_sub(phase.warmup).as_secs_f64();
-    let got = ps.measured_seconds;
-    if got < planned - 1e-3 {
-        let why = if interrupted {
-            "stopped early (Ctrl-C, or the coordinator asked)".to_string()
-        } else if ps.outcome == Outcome::Failed {
-            "stopped early: the phase failed".into()
-        } else if phase.operations > 0 {
-            // --ops with --duration: whichever comes first, as planned.
-            return None;
-        } else {
-            "stopped early".into()
-        };
-        return Some(format!("{got:.3} s, not the planned {planned:.3} s: {why}"));
-    }
-    // The window is the plan's; say so when calls in flight at the deadline took long to
-    // return (a stalled store): their operations are in the last interval.
-    (late >= Duration::from_millis(100)).then(|| {
-        format!(
-            "the planned {planned:.3} s; the calls in flight at the deadline returned up to {:.3} s after it (counted in the last interval)",
-            late.as_secs_f64()
-        )
-    })
-}
-
-/// The phase's outcome: a worker's fatal error first, then a failed close, then Ctrl-C.
-fn settle(
-    ps: &mut PhaseSummary,
-    fatal: Option<String>,
-    close_result: anyhow::Result<()>,
-    interrupted: bool,
-) {
-    if let Some(f) = fatal {
-        ps.outcome = Outcome::Failed;
-        ps.error = Some(f);
-    } else if let Err(e) = close_result {
-        ps.outcome = Outcome::Failed;
-        ps.error = Some(format!("{e:#}"));
-    } else if interrupted {
-        ps.outcome = Outcome::Interrupted;
-    }
-}
-
-/// Energy of the measured window, where telemetry had a power source.
-fn energy(ps: &mut PhaseSummary, idle: Option<&(f64, String)>) {
-    let Some(t) = ps.telemetry.as_ref() else {
-        return;
-    };
-    if let Some(p) = t.power.as_ref() {
-        // The energy window is telemetry's, which matches the measured window.
-        ps.energy = Some(report::Energy::derive(
-            p,
-            ps.operations,
-            t.seconds,
-            idle.cloned(),
-        ));
-    }
 }
 
 /// What the workers hand back: error samples, each worker's own counters, and requests sent

@@ -281,6 +281,16 @@ impl Conn {
         })
     }
 
+    /// The plain socket, once a handshake (AUTH, SELECT) is done on it and nothing of its
+    /// replies is left unread: the event-driven engine takes it over. `None` for TLS or a
+    /// stream with bytes pending.
+    pub fn into_plain_tcp(self) -> Option<TcpStream> {
+        match self.stream {
+            Stream::Plain(s) if self.pos == self.end => Some(s),
+            _ => None,
+        }
+    }
+
     /// A connection to `addr` not opened yet: `broken`, so the client opens it the first time
     /// it is used (a Redis Cluster node no key has been routed to costs no socket).
     pub fn unconnected(addr: SocketAddr, timeout: Duration) -> Conn {

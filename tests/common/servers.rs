@@ -356,3 +356,20 @@ impl Dist {
         code
     }
 }
+
+/// Polls `dir/intervals.csv` until a row of `phase` is there (its first interval is written):
+/// a test that acts on a running phase waits for this, at most 60 s.
+pub fn wait_for_phase(dir: &Path, phase: &str) {
+    let t = std::time::Instant::now();
+    loop {
+        let csv = std::fs::read_to_string(dir.join("intervals.csv")).unwrap_or_default();
+        if csv.lines().any(|l| l.starts_with(&format!("{phase},"))) {
+            return;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "no {phase} interval"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -10,7 +10,6 @@ use crate::record::{self, Span};
 use crate::store::net::parse_usize;
 use crate::store::wire::{self, Codec, EventTarget, Parsed, Sent};
 use crate::store::{ErrorKind, Fields, Queued, Status};
-use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::time::Duration;
@@ -18,15 +17,10 @@ use std::time::Duration;
 const INDEX: &[u8] = super::INDEX;
 
 pub(super) struct RedisTarget {
+    /// The session settings: the engine's connections are opened (AUTH, SELECT) as a
+    /// session's are, then taken over.
+    pub(super) s: super::server::Settings,
     pub(super) addr: SocketAddr,
-    pub(super) timeout: Duration,
-    pub(super) max_reply: usize,
-    /// Keys kept in the sorted-set index (`scan_index`): inserts and deletes update it.
-    pub(super) index: bool,
-    pub(super) string: bool,
-    /// AUTH and SELECT, sent once on each new connection (empty: none).
-    pub(super) hello: Vec<u8>,
-    pub(super) hello_replies: usize,
 }
 
 impl EventTarget for RedisTarget {
@@ -35,54 +29,34 @@ impl EventTarget for RedisTarget {
     }
 
     fn connect(&self) -> Result<std::net::TcpStream, String> {
-        let mut s =
-            wire::connect_tcp(self.addr, self.timeout).map_err(|e| format!("Redis: {e}"))?;
-        if self.hello_replies > 0 {
-            s.write_all(&self.hello)
-                .map_err(|e| format!("Redis at {}: {e}", self.addr))?;
-            // +OK for each, read within the deadline set by connect_tcp; bounded to a line each.
-            let mut got = Vec::with_capacity(64);
-            let mut b = [0u8; 256];
-            while got.iter().filter(|&&c| c == b'\n').count() < self.hello_replies {
-                let n = s
-                    .read(&mut b)
-                    .map_err(|e| format!("Redis at {}: AUTH/SELECT: {e}", self.addr))?;
-                if n == 0 || got.len() + n > 4096 {
-                    return Err(format!("Redis at {}: AUTH/SELECT: no reply", self.addr));
-                }
-                got.extend_from_slice(&b[..n]);
-            }
-            if let Some(l) = got.split(|&c| c == b'\n').find(|l| !l.starts_with(b"+OK")) {
-                return Err(format!(
-                    "Redis at {}: AUTH/SELECT refused: {}",
-                    self.addr,
-                    crate::store::net::excerpt(l)
-                ));
-            }
-        }
+        let c = super::server::connect(&self.s, self.addr).map_err(|e| e.message)?;
+        let s = c
+            .into_plain_tcp()
+            .ok_or_else(|| format!("Redis at {}: the connection is not plain TCP", self.addr))?;
+        let _ = s.set_nodelay(true);
         Ok(s)
     }
 
     fn codec(&self) -> Box<dyn Codec> {
         Box::new(RedisCodec {
-            index: self.index,
-            string: self.string,
-            max_reply: self.max_reply,
+            index: self.s.index,
+            string: self.s.string,
+            max_reply: self.s.max_reply,
             encoded: Vec::new(),
             last_error: None,
         })
     }
 
     fn whole_record_writes(&self) -> bool {
-        self.string
+        self.s.string
     }
 
     fn timeout(&self) -> Duration {
-        self.timeout
+        self.s.timeout
     }
 
     fn max_reply(&self) -> usize {
-        self.max_reply
+        self.s.max_reply
     }
 }
 

@@ -150,31 +150,9 @@ impl Store for RedisStore {
     }
 
     fn event_target(&self) -> Option<Box<dyn super::wire::EventTarget>> {
-        let mut hello = Vec::new();
-        let mut hello_replies = 0;
-        if !self.s.password.is_empty() {
-            if self.s.user.is_empty() {
-                command(&mut hello, &[b"AUTH", self.s.password.as_bytes()]);
-            } else {
-                command(
-                    &mut hello,
-                    &[b"AUTH", self.s.user.as_bytes(), self.s.password.as_bytes()],
-                );
-            }
-            hello_replies += 1;
-        }
-        if self.s.db != 0 {
-            command(&mut hello, &[b"SELECT", self.s.db.to_string().as_bytes()]);
-            hello_replies += 1;
-        }
         Some(Box::new(codec::RedisTarget {
+            s: self.s.clone(),
             addr: self.s.addr.expect("resolved in open"),
-            timeout: self.s.timeout,
-            max_reply: self.s.max_reply,
-            index: self.s.index,
-            string: self.s.string,
-            hello,
-            hello_replies,
         }))
     }
 }

@@ -1,0 +1,128 @@
+//! A phase's conclusion once its measurements are in: the open-loop figures (and the
+//! event-driven engine's own checks and probe), energy, the outcome, why the measured window
+//! is not the plan's, and YCSB's text report. Split from `phase.rs`, which starts and runs the
+//! phase.
+
+use super::intervals::Intervals;
+use super::open_loop;
+use super::phase::PhaseCtx;
+use crate::plan::PhasePlan;
+use crate::report::{self, Outcome, PhaseSummary};
+use std::time::Duration;
+
+/// The engine's phase figures that need the measured window: its open-loop checks and the
+/// probe stream's latency.
+pub(super) fn engine_figures(e: &super::engine::Opened, phase: &PhasePlan, ps: &mut PhaseSummary) {
+    if let Some(o) = &phase.open_loop {
+        e.judge_open_loop(ps, o.arrival, o.rate);
+    }
+    let probe = e.probe_summary(!phase.warmup.is_zero(), ps.measured_seconds);
+    if let Some(es) = ps.engine.as_mut() {
+        es.probe = probe;
+    }
+}
+
+/// The phase's verdict and derived figures once its measurements are in: the open-loop
+/// figures, energy, the outcome (a fatal error, the store's close, Ctrl-C), why the window is
+/// not the plan's, and YCSB's text report.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn conclude(
+    ctx: &PhaseCtx,
+    phase: &PhasePlan,
+    ps: &mut PhaseSummary,
+    iv: &Intervals<'_>,
+    threads: usize,
+    paced: bool,
+    fatal: Option<String>,
+    close_result: anyhow::Result<()>,
+    late: Duration,
+) -> String {
+    if let (Some(o), true) = (&phase.open_loop, paced) {
+        ps.open_loop = Some(open_loop::summary(
+            o,
+            threads,
+            &iv.measured,
+            ps.measured_seconds,
+            iv.max_behind_ms,
+            ps.telemetry.as_ref(),
+        ));
+    }
+    energy(ps, ctx.idle);
+    settle(ps, fatal, close_result, iv.interrupted);
+    ps.window_note = window_note(phase, ps, iv.interrupted, late);
+    report::ycsb::report(
+        &iv.measured,
+        (ps.measured_seconds * 1000.0) as u64,
+        iv.measured.transactions(),
+        &ctx.plan.ycsb_percentiles,
+    )
+}
+
+/// Why the measured window is not the plan's (`--duration` less warm-up), when it differs by
+/// more than a millisecond (issue 28 item 7). Workers stop on their own clock at the deadline,
+/// so the window overruns only by a call in flight then; it ends early when the phase was
+/// stopped or ran out of operations.
+fn window_note(
+    phase: &PhasePlan,
+    ps: &PhaseSummary,
+    interrupted: bool,
+    late: Duration,
+) -> Option<String> {
+    let planned = phase.duration?.saturating_sub(phase.warmup).as_secs_f64();
+    let got = ps.measured_seconds;
+    if got < planned - 1e-3 {
+        let why = if interrupted {
+            "stopped early (Ctrl-C, or the coordinator asked)".to_string()
+        } else if ps.outcome == Outcome::Failed {
+            "stopped early: the phase failed".into()
+        } else if phase.operations > 0 {
+            // --ops with --duration: whichever comes first, as planned.
+            return None;
+        } else {
+            "stopped early".into()
+        };
+        return Some(format!("{got:.3} s, not the planned {planned:.3} s: {why}"));
+    }
+    // The window is the plan's; say so when calls in flight at the deadline took long to
+    // return (a stalled store): their operations are in the last interval.
+    (late >= Duration::from_millis(100)).then(|| {
+        format!(
+            "the planned {planned:.3} s; the calls in flight at the deadline returned up to {:.3} s after it (counted in the last interval)",
+            late.as_secs_f64()
+        )
+    })
+}
+
+/// The phase's outcome: a worker's fatal error first, then a failed close, then Ctrl-C.
+fn settle(
+    ps: &mut PhaseSummary,
+    fatal: Option<String>,
+    close_result: anyhow::Result<()>,
+    interrupted: bool,
+) {
+    if let Some(f) = fatal {
+        ps.outcome = Outcome::Failed;
+        ps.error = Some(f);
+    } else if let Err(e) = close_result {
+        ps.outcome = Outcome::Failed;
+        ps.error = Some(format!("{e:#}"));
+    } else if interrupted {
+        ps.outcome = Outcome::Interrupted;
+    }
+}
+
+/// Energy of the measured window, where telemetry had a power source.
+fn energy(ps: &mut PhaseSummary, idle: Option<&(f64, String)>) {
+    let Some(t) = ps.telemetry.as_ref() else {
+        return;
+    };
+    if let Some(p) = t.power.as_ref() {
+        // The energy window is telemetry's, which matches the measured window.
+        ps.energy = Some(report::Energy::derive(
+            p,
+            ps.operations,
+            t.seconds,
+            idle.cloned(),
+        ));
+    }
+}
