@@ -393,13 +393,13 @@ fn too_few_file_descriptors_for_the_connections_is_exit_2_before_anything() {
         (
             vec![
                 "--store",
-                "memcached",
+                "redis",
                 "--connections",
                 "4",
                 "--store-opt",
-                "udp=true",
+                "cluster=3",
             ],
-            "udp=true: not served",
+            "cluster=3: not served",
         ),
         (
             vec!["--store", "redis", "--connections", "4", "-P", "workloade"],

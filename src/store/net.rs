@@ -281,13 +281,27 @@ impl Conn {
         })
     }
 
-    /// The plain socket, once a handshake (AUTH, SELECT) is done on it and nothing of its
-    /// replies is left unread: the event-driven engine takes it over. `None` for TLS or a
-    /// stream with bytes pending.
-    pub fn into_plain_tcp(self) -> Option<TcpStream> {
+    /// The socket and, for TLS, rustls's session on it, once a handshake (TLS, AUTH, SELECT)
+    /// is done and nothing of its replies is left unread: the event-driven engine takes them
+    /// over (`store::wire::Link`). `None` with bytes pending.
+    #[allow(clippy::type_complexity)]
+    pub fn into_parts(self) -> Option<(TcpStream, Option<Box<rustls::ClientConnection>>)> {
+        if self.pos != self.end {
+            return None;
+        }
         match self.stream {
-            Stream::Plain(s) if self.pos == self.end => Some(s),
-            _ => None,
+            Stream::Plain(s) => Some((s, None)),
+            Stream::Tls(s) => {
+                let s = *s;
+                let mut conn = s.conn;
+                // Plaintext rustls decrypted and nobody read would be lost.
+                let pending = conn
+                    .process_new_packets()
+                    .map(|st| st.plaintext_bytes_to_read())
+                    .unwrap_or(1);
+                (pending == 0).then(|| (s.sock, Some(Box::new(conn))))
+            }
+            Stream::None => None,
         }
     }
 

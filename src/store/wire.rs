@@ -78,14 +78,35 @@ pub trait Codec: Send {
     fn last_error(&mut self) -> Option<String> {
         None
     }
+    /// After an error reply: whether its connection must be replaced, because the server will
+    /// not serve it any more (a primary Sentinels demoted answers READONLY; a new connection
+    /// goes to the primary they name). Taken: the next call starts afresh.
+    fn replace_connection(&mut self) -> bool {
+        false
+    }
 }
+
+/// A connection a store opened for the engine, blocking, its handshake done (TLS, AUTH,
+/// SELECT): the engine makes it non-blocking and takes it over.
+pub enum Link {
+    Tcp(std::net::TcpStream),
+    /// TLS over TCP: the socket and rustls's state of the session on it.
+    Tls(std::net::TcpStream, Box<rustls::ClientConnection>),
+    /// memcached's UDP (a connected socket): the codec writes each request after a 4-byte
+    /// little-endian length (`UDP_FRAMED`), and the engine sends it as one datagram with the
+    /// frame header and reads the replies back in request order.
+    Udp(std::net::UdpSocket),
+}
+
+/// Bytes before each request a codec writes for a `Link::Udp`: its length.
+pub const UDP_FRAMED: usize = 4;
 
 /// Where the engine connects, and how it talks there.
 pub trait EventTarget: Send + Sync {
     fn addr(&self) -> SocketAddr;
     /// A new connection, ready for requests (authenticated, database chosen), made blocking
     /// within the request timeout; the engine makes it non-blocking.
-    fn connect(&self) -> Result<std::net::TcpStream, String>;
+    fn connect(&self) -> Result<Link, String>;
     fn codec(&self) -> Box<dyn Codec>;
     /// Whether the store keeps a record as one value (a partial update is then a read, a merge
     /// and a write of the whole record).

@@ -2,11 +2,11 @@
 //! in flight (`--depth` slots, made once and reused: the hot path allocates nothing once a
 //! connection's buffers have grown to its largest reply), and its own seeded operation stream.
 
+use super::link::Link;
 use crate::measure::Metric;
 use crate::record::Record;
 use crate::store::wire::Sent;
 use crate::workload::{OpBuffers, Rng};
-use mio::net::TcpStream;
 use std::io::{Read, Write};
 
 /// A request in flight: what its reply is parsed as, and its times (clock ns).
@@ -72,7 +72,7 @@ impl Slot {
 
 pub(super) struct Conn {
     /// `None` while the connection is being replaced.
-    pub(super) sock: Option<TcpStream>,
+    pub(super) sock: Option<Link>,
     pub(super) rbuf: Vec<u8>,
     /// Where the next unparsed reply starts in `rbuf`, and where the bytes read end.
     pub(super) rstart: usize,
@@ -101,7 +101,7 @@ const RBUF: usize = 4096;
 const WBUF: usize = 2048;
 
 impl Conn {
-    pub(super) fn new(sock: TcpStream, depth: usize, rng: Rng) -> Conn {
+    pub(super) fn new(sock: Link, depth: usize, rng: Rng) -> Conn {
         Conn {
             sock: Some(sock),
             rbuf: vec![0; RBUF],
@@ -192,6 +192,10 @@ impl Conn {
         }
         self.wbuf.clear();
         self.wstart = 0;
+        // TLS: the last ciphertext byte must be the socket's before the send is stamped.
+        if !s.flush()? {
+            return Ok(false);
+        }
         self.stamp(now);
         Ok(true)
     }
@@ -217,6 +221,7 @@ impl Conn {
             self.rend -= self.rstart;
             self.rstart = 0;
         }
+        let drains = s.short_read_drains();
         loop {
             if self.rend == self.rbuf.len() {
                 if self.rend - self.rstart > limit {
@@ -232,7 +237,7 @@ impl Conn {
                     self.rend += n;
                     // Edge-triggered: a short read emptied the socket; data arriving later
                     // raises a new event.
-                    if n < room {
+                    if drains && n < room {
                         return Ok(true);
                     }
                 }

@@ -37,11 +37,13 @@
 mod chain;
 mod conn;
 mod integrity;
+mod link;
 mod open_loop;
 mod opened;
 mod repair;
 mod sends;
 mod timer;
+mod udp;
 
 pub use opened::Opened;
 
@@ -75,7 +77,7 @@ pub struct EngineStats {
 /// One loop's part of the phase.
 pub struct LoopShare<'a> {
     pub index: usize,
-    pub socks: Vec<std::net::TcpStream>,
+    pub socks: Vec<crate::store::wire::Link>,
     /// Connection number of `socks[0]` across the run (its stream index).
     pub first_conn: u64,
     pub ops: u64,
@@ -226,8 +228,12 @@ impl<'s, 'a> Loop<'s, 'a> {
         };
         let n = share.socks.len();
         let mut conns = Vec::with_capacity(n);
+        let max_reply = share.target.max_reply();
         for (k, s) in share.socks.into_iter().enumerate() {
-            let mut s = mio::net::TcpStream::from_std(s);
+            let mut s = match link::Link::from_opened(s, share.cfg.depth, max_reply) {
+                Ok(s) => s,
+                Err(e) => return Err(Box::new((e, rec))),
+            };
             if let Err(e) =
                 poll.registry()
                     .register(&mut s, Token(k), Interest::READABLE | Interest::WRITABLE)
@@ -472,6 +478,14 @@ impl<'s, 'a> Loop<'s, 'a> {
                             Status::error(ErrorKind::UnexpectedState)
                         };
                         self.rec.record(Metric::Verify, st, took, took, 0);
+                    }
+                    if status != Status::Ok && self.codec.replace_connection() {
+                        self.broken(
+                            ci,
+                            ErrorKind::Io,
+                            "the server no longer serves this connection (READONLY: demoted); connecting to the new primary",
+                        );
+                        return;
                     }
                     self.refill(ci, now);
                 }

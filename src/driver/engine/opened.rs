@@ -7,17 +7,16 @@ use super::super::worker::Shared;
 use super::{run_guarded, sends, EngineStats, Handback, LoopShare};
 use crate::measure::WorkerRecorder;
 use crate::plan::engine::Engine;
-use crate::store::wire::EventTarget;
+use crate::store::wire::{EventTarget, Link};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Opens `n` connections before the phase's clock starts (each ready for requests).
-pub fn connect_all(target: &dyn EventTarget, n: usize) -> anyhow::Result<Vec<std::net::TcpStream>> {
+pub fn connect_all(target: &dyn EventTarget, n: usize) -> anyhow::Result<Vec<Link>> {
     let mut v = Vec::with_capacity(n);
     for i in 0..n {
         let s = target.connect().map_err(|e| {
             anyhow::anyhow!("--connections {n}: connection {} of {n} failed: {e}", i + 1)
         })?;
-        s.set_nonblocking(true)?;
         v.push(s);
     }
     Ok(v)
@@ -26,7 +25,7 @@ pub fn connect_all(target: &dyn EventTarget, n: usize) -> anyhow::Result<Vec<std
 /// A phase's engine, opened before its clock starts: the connections, split over the loops.
 pub struct Opened {
     target: Box<dyn EventTarget>,
-    socks: Vec<Vec<std::net::TcpStream>>,
+    socks: Vec<Vec<Link>>,
     recs: Vec<WorkerRecorder>,
     pub stats: EngineStats,
     cfg: Engine,
@@ -37,7 +36,7 @@ pub struct Opened {
 /// The probe stream's connections, its own collector (its rows are not the phase's) and its
 /// schedule, made when the phase starts.
 struct ProbeParts {
-    socks: Vec<std::net::TcpStream>,
+    socks: Vec<Link>,
     collector: crate::measure::Collector,
     rec: Option<WorkerRecorder>,
     arrivals: Option<super::super::arrivals::Arrivals>,

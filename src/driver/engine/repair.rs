@@ -68,8 +68,14 @@ impl Loop<'_, '_> {
     pub(super) fn reconnect(&mut self, ci: usize, now: u64) {
         match self.target.connect() {
             Ok(s) => {
-                let _ = s.set_nonblocking(true);
-                let mut s = mio::net::TcpStream::from_std(s);
+                let mut s = match super::link::Link::from_opened(s, self.cfg.depth, self.max_reply)
+                {
+                    Ok(s) => s,
+                    Err(e) => {
+                        self.sh.fail(format!("event loop: {e}"));
+                        return;
+                    }
+                };
                 if let Err(e) = self.poll.registry().register(
                     &mut s,
                     Token(ci),

@@ -14,20 +14,36 @@ pub(super) struct McTarget {
     pub(super) addr: SocketAddr,
     pub(super) timeout: Duration,
     pub(super) max_reply: usize,
+    /// `udp=true`: every request over UDP, one datagram each (`wire::Link::Udp`).
+    pub(super) udp: bool,
 }
 
 impl EventTarget for McTarget {
     fn addr(&self) -> SocketAddr {
         self.addr
     }
-    fn connect(&self) -> Result<std::net::TcpStream, String> {
-        wire::connect_tcp(self.addr, self.timeout).map_err(|e| format!("memcached: {e}"))
+    fn connect(&self) -> Result<wire::Link, String> {
+        if self.udp {
+            let any = if self.addr.is_ipv4() {
+                "0.0.0.0:0"
+            } else {
+                "[::]:0"
+            };
+            let s = std::net::UdpSocket::bind(any)
+                .and_then(|s| s.connect(self.addr).map(|_| s))
+                .map_err(|e| format!("memcached: UDP to {}: {e}", self.addr))?;
+            return Ok(wire::Link::Udp(s));
+        }
+        wire::connect_tcp(self.addr, self.timeout)
+            .map(wire::Link::Tcp)
+            .map_err(|e| format!("memcached: {e}"))
     }
     fn codec(&self) -> Box<dyn Codec> {
         Box::new(McCodec {
             encoded: Vec::new(),
             max_reply: self.max_reply,
             last_error: None,
+            udp: self.udp,
         })
     }
     fn whole_record_writes(&self) -> bool {
@@ -45,6 +61,7 @@ pub(super) struct McCodec {
     encoded: Vec<u8>,
     max_reply: usize,
     last_error: Option<String>,
+    udp: bool,
 }
 
 impl McCodec {
@@ -54,10 +71,9 @@ impl McCodec {
         self.last_error = Some(e.message);
         Status::error(e.kind)
     }
-}
 
-impl Codec for McCodec {
-    fn encode(&mut self, op: Queued<'_>, out: &mut Vec<u8>) -> bool {
+    /// The request in the text protocol.
+    fn encode_text(&mut self, op: Queued<'_>, out: &mut Vec<u8>) {
         match op {
             Queued::Read(key, _) => {
                 out.extend_from_slice(b"get ");
@@ -82,6 +98,20 @@ impl Codec for McCodec {
                 out.extend_from_slice(key);
                 out.extend_from_slice(b"\r\n");
             }
+        }
+    }
+}
+
+impl Codec for McCodec {
+    fn encode(&mut self, op: Queued<'_>, out: &mut Vec<u8>) -> bool {
+        let start = out.len();
+        if self.udp {
+            out.extend_from_slice(&[0; wire::UDP_FRAMED]);
+        }
+        self.encode_text(op, out);
+        if self.udp {
+            let len = (out.len() - start - wire::UDP_FRAMED) as u32;
+            out[start..start + wire::UDP_FRAMED].copy_from_slice(&len.to_le_bytes());
         }
         true
     }
@@ -177,6 +207,7 @@ mod tests {
             encoded: Vec::new(),
             max_reply: 1 << 20,
             last_error: None,
+            udp: false,
         }
     }
 

@@ -28,7 +28,7 @@ use udp::*;
 const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "addr", default: "", help: "host:port of a memcached you run; empty: kvmeter starts one on loopback (managed)" },
     OptSpec { name: "protocol", default: "text", help: "text or binary (TCP)" },
-    OptSpec { name: "udp", default: "false", help: "GETs over UDP (papers/003); sets and deletes over TCP. Managed servers listen on UDP at the TCP port number" },
+    OptSpec { name: "udp", default: "false", help: "GETs over UDP (papers/003); sets and deletes over TCP. On the event-driven engine (--connections) every request goes over UDP, one datagram each. Managed servers listen on UDP at the TCP port number" },
     OptSpec { name: "connections", default: "1", help: "TCP connections per worker, used in turn" },
     OptSpec { name: "max_clients", default: "auto", help: "managed server: its connection limit (-c) and listen backlog; auto: 4096, or what --connections needs" },
     OptSpec { name: "pipeline", default: "1", help: "operations per round trip (text protocol over TCP): queued reads become one multi-get ('get k1 k2 ...'), inserts are pipelined sets; updates (read-merge-set) and deletes go alone" },
@@ -120,7 +120,7 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
 /// Why the event-driven engine (`--connections`) cannot serve these options yet, if it
 /// cannot: it speaks the text protocol over TCP.
 pub fn engine_refusal(o: &StoreOptions) -> Option<String> {
-    for (opt, unset) in [("protocol", "text"), ("udp", "false"), ("pipeline", "1")] {
+    for (opt, unset) in [("protocol", "text"), ("pipeline", "1")] {
         if o.str(opt) != unset {
             return Some(format!(
                 "--store-opt {opt}={}: not served by the event-driven engine (--connections) yet; without --connections, worker threads serve it",
@@ -266,6 +266,7 @@ impl Store for McStore {
             addr: self.addr,
             timeout: self.s.timeout,
             max_reply: self.s.max_reply,
+            udp: self.s.udp,
         }))
     }
 }

@@ -17,10 +17,31 @@ use std::time::Duration;
 const INDEX: &[u8] = super::INDEX;
 
 pub(super) struct RedisTarget {
+    /// With Sentinels: the primary they named last (asked again when a connection is lost).
+    pub(super) primary: std::sync::Mutex<Option<SocketAddr>>,
     /// The session settings: the engine's connections are opened (AUTH, SELECT) as a
     /// session's are, then taken over.
     pub(super) s: super::server::Settings,
     pub(super) addr: SocketAddr,
+}
+
+impl RedisTarget {
+    /// Where a new connection goes: the server given, or with Sentinels the primary they name
+    /// now (after a failover, another server). A connection is opened at the start and after
+    /// one is lost, never per request, so the lock is off the hot path.
+    fn primary(&self) -> SocketAddr {
+        if self.s.sentinels.is_empty() {
+            return self.addr;
+        }
+        let mut known = self.primary.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(a) = super::replication::ask_sentinels(&self.s.sentinels, self.s.timeout)
+            .and_then(|a| crate::store::net::resolve(&a).ok())
+        {
+            super::server::warn_foreign(&self.s, "a Sentinel", a);
+            *known = Some(a);
+        }
+        known.unwrap_or(self.addr)
+    }
 }
 
 impl EventTarget for RedisTarget {
@@ -28,13 +49,17 @@ impl EventTarget for RedisTarget {
         self.addr
     }
 
-    fn connect(&self) -> Result<std::net::TcpStream, String> {
-        let c = super::server::connect(&self.s, self.addr).map_err(|e| e.message)?;
-        let s = c
-            .into_plain_tcp()
-            .ok_or_else(|| format!("Redis at {}: the connection is not plain TCP", self.addr))?;
+    fn connect(&self) -> Result<wire::Link, String> {
+        let addr = self.primary();
+        let c = super::server::connect(&self.s, addr).map_err(|e| e.message)?;
+        let (s, tls) = c
+            .into_parts()
+            .ok_or_else(|| format!("Redis at {addr}: bytes left unread after the handshake"))?;
         let _ = s.set_nodelay(true);
-        Ok(s)
+        Ok(match tls {
+            Some(t) => wire::Link::Tls(s, t),
+            None => wire::Link::Tcp(s),
+        })
     }
 
     fn codec(&self) -> Box<dyn Codec> {
@@ -44,6 +69,8 @@ impl EventTarget for RedisTarget {
             max_reply: self.s.max_reply,
             encoded: Vec::new(),
             last_error: None,
+            demoted: false,
+            sentinels: !self.s.sentinels.is_empty(),
         })
     }
 
@@ -66,6 +93,9 @@ pub(super) struct RedisCodec {
     pub(super) max_reply: usize,
     pub(super) encoded: Vec<u8>,
     pub(super) last_error: Option<String>,
+    /// The latest error said READONLY with Sentinels watching: a demoted primary.
+    pub(super) demoted: bool,
+    pub(super) sentinels: bool,
 }
 
 /// One RESP element's header (a bulk's bytes included).
@@ -146,6 +176,9 @@ impl RedisCodec {
         } else {
             ErrorKind::Other
         };
+        if self.sentinels && text.starts_with("READONLY") {
+            self.demoted = true;
+        }
         self.last_error = Some(format!("Redis: {text}"));
         Status::error(kind)
     }
@@ -323,6 +356,10 @@ impl Codec for RedisCodec {
     fn last_error(&mut self) -> Option<String> {
         self.last_error.take()
     }
+
+    fn replace_connection(&mut self) -> bool {
+        std::mem::take(&mut self.demoted)
+    }
 }
 
 fn index_cmd(out: &mut Vec<u8>, cmd: &[u8], key: &[u8]) {
@@ -350,6 +387,8 @@ mod tests {
             max_reply: 1 << 20,
             encoded: vec![],
             last_error: None,
+            demoted: false,
+            sentinels: false,
         }
     }
 

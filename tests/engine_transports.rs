@@ -1,0 +1,284 @@
+//! The event-driven engine's transports besides plain TCP (issue 30), against real servers on
+//! loopback: Redis over TLS (rustls driven by hand on non-blocking sockets), memcached over
+//! UDP (one datagram per request, replies put back in request order), and Redis behind
+//! Sentinels (a killed primary: connections move to the replica the Sentinels promote).
+//! The servers' own counters are the ground truth; no timing is asserted.
+
+mod common;
+
+use common::servers::{wait_port, Proc};
+use common::{count, free_port, json, kvmeter, phase};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// A CA and a certificate for 127.0.0.1, made with the openssl command line.
+fn tls_files(dir: &Path) -> (String, String, String) {
+    let run = |args: &[&str]| {
+        let o = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl is installed");
+        assert!(o.status.success(), "openssl {args:?}");
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=kvmeter test CA",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    let p = |f: &str| dir.join(f).display().to_string();
+    (p("ca.pem"), p("server.pem"), p("server.key"))
+}
+
+/// Calls of `cmd` in Redis's INFO commandstats, asked over TLS.
+fn tls_calls(port: u16, ca: &str, cmd: &str) -> u64 {
+    let o = Command::new("redis-cli")
+        .args(["--tls", "--cacert", ca, "-p", &port.to_string()])
+        .args(["info", "commandstats"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+        .map(|r| r.split(',').next().unwrap().parse().unwrap())
+        .unwrap_or(0)
+}
+
+#[test]
+fn redis_over_tls_on_the_engine_matches_the_servers_own_counts() {
+    let t = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = tls_files(t.path());
+    let port = free_port();
+    let _r = Proc(
+        Command::new("redis-server")
+            .args(["--port", "0", "--tls-port", &port.to_string()])
+            .args(["--bind", "127.0.0.1", "--tls-auth-clients", "no"])
+            .args(["--tls-cert-file", &cert, "--tls-key-file", &key])
+            .args([
+                "--tls-ca-cert-file",
+                &ca,
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(t.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed"),
+    );
+    wait_port(port);
+    let out = t.path().join("run");
+    let o = kvmeter()
+        .args(["run", "-P", "workloada", "--store", "redis"])
+        .args(["--store-opt", &format!("addr=127.0.0.1:{port}")])
+        .args([
+            "--store-opt",
+            "tls=true",
+            "--store-opt",
+            &format!("tls_ca={ca}"),
+        ])
+        .args(["--connections", "200", "--depth", "4", "--threads", "2"])
+        .args(["--records", "2000", "--ops", "20000", "--seed", "3"])
+        .args(["-p", "fieldcount=4", "-p", "fieldlength=300"])
+        .args(["-p", "dataintegrity=true"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("summary.json"));
+    let (load, run) = (phase(&s, "load"), phase(&s, "run"));
+    assert_eq!(count(load, "INSERT"), 2000);
+    let (reads, updates) = (count(run, "READ"), count(run, "UPDATE"));
+    assert_eq!(reads + updates, 20000);
+    assert_eq!(run["errors"], 0, "{run}");
+    assert_eq!(run["ops"]["VERIFY"]["ok"].as_u64(), Some(reads));
+    assert_eq!(run["engine"]["connections"], 200);
+    assert_eq!(run["engine"]["reconnects"], 0);
+    // Every read was an HGETALL and every update an HSET the server decrypted and served (an
+    // insert is a DEL and an HSET).
+    assert_eq!(tls_calls(port, &ca, "hgetall"), reads);
+    assert_eq!(tls_calls(port, &ca, "hset"), 2000 + updates);
+}
+
+/// memcached's `stats` counters, over TCP.
+fn mc_stats(port: u16) -> std::collections::HashMap<String, u64> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"stats\r\n").unwrap();
+    let mut out = Vec::new();
+    let mut b = [0u8; 4096];
+    while !out.ends_with(b"END\r\n") {
+        let n = s.read(&mut b).unwrap();
+        assert!(n > 0);
+        out.extend_from_slice(&b[..n]);
+    }
+    String::from_utf8_lossy(&out)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next()? == "STAT").then_some(())?;
+            Some((f.next()?.to_string(), f.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+fn errors_of(p: &serde_json::Value, op: &str, kind: &str) -> u64 {
+    p["ops"][op]["errors"][kind].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn memcached_over_udp_on_the_engine_sends_every_request_as_a_datagram() {
+    let port = free_port();
+    let _mc = Proc(
+        Command::new("memcached")
+            .args(["-u", "nobody", "-l", "127.0.0.1", "-t", "2"])
+            .args(["-p", &port.to_string(), "-U", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("memcached is installed"),
+    );
+    wait_port(port);
+    let before = mc_stats(port);
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    // Values of 3 x 1,000 bytes: replies of three datagrams, put back together in order.
+    let o = kvmeter()
+        .args(["run", "-P", "workloada", "--store", "memcached"])
+        .args(["--store-opt", &format!("addr=127.0.0.1:{port}")])
+        .args(["--store-opt", "udp=true"])
+        .args(["--connections", "20", "--depth", "2", "--threads", "2"])
+        .args(["--records", "1000", "--ops", "10000", "--seed", "5"])
+        .args(["-p", "fieldcount=3", "-p", "fieldlength=1000"])
+        .args(["-p", "writeallfields=true", "-p", "dataintegrity=true"])
+        .args(["--store-opt", "timeout_ms=1000"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("summary.json"));
+    let (load, run) = (phase(&s, "load"), phase(&s, "run"));
+    let after = mc_stats(port);
+    let d = |k: &str| after[k] - before[k];
+    // The 20 connections of each phase went over UDP: over TCP only the test's `stats` and
+    // kvmeter's own session per phase (its readiness check and cleanup), not 40.
+    assert!(d("total_connections") <= 5, "{after:?}");
+    let (reads, updates) = (count(run, "READ"), count(run, "UPDATE"));
+    assert_eq!(reads + updates, 10000);
+    // UDP may lose a datagram: a lost request or reply is a timeout, never a wrong answer.
+    // (A record whose insert was lost is then not found.)
+    let lost = errors_of(run, "READ", "timeout") + errors_of(run, "UPDATE", "timeout");
+    let lost_load = errors_of(load, "INSERT", "timeout");
+    assert_eq!(load["errors"].as_u64().unwrap(), lost_load, "{load}");
+    let not_found = errors_of(run, "READ", "not_found") + errors_of(run, "UPDATE", "not_found");
+    assert_eq!(run["errors"].as_u64().unwrap(), lost + not_found, "{run}");
+    assert!(not_found == 0 || lost_load > 0, "{run}");
+    assert!(lost + lost_load < 500, "{lost} {lost_load}");
+    let read_ok = run["ops"]["READ"]["ok"].as_u64().unwrap();
+    // Every read that came back whole was checked against the value its key derives.
+    assert_eq!(run["ops"]["VERIFY"]["ok"].as_u64(), Some(read_ok));
+    assert_eq!(count(run, "VERIFY"), read_ok);
+    // The server answered at least every get kvmeter counted, at most every one it sent,
+    // plus the ping's one UDP get (kvmeter checks the UDP port answers before it starts).
+    let gets = d("cmd_get") - 1;
+    assert!(gets >= read_ok && gets <= reads, "{gets} {read_ok} {reads}");
+    assert!(d("cmd_set") <= 1000 + updates && d("cmd_set") + lost + lost_load >= 1000 + updates);
+    assert_eq!(run["engine"]["connections"], 20);
+}
+
+#[test]
+fn the_engine_follows_sentinels_to_the_promoted_replica() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    let o = kvmeter()
+        .args(["run", "-P", "workloada", "--store", "redis"])
+        .args(["--store-opt", "replicas=1", "--store-opt", "sentinels=3"])
+        .args(["--records", "1000", "--connections", "20", "--depth", "2"])
+        .args(["--duration", "9s", "--fault", "at=2s,kill=primary"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("summary.json"));
+    let run = phase(&s, "run");
+    assert_eq!(run["outcome"], "completed");
+    let events = run["fault_events"].as_array().unwrap();
+    let promoted = events
+        .iter()
+        .find(|e| e["event"] == "primary")
+        .expect("a new primary");
+    assert_eq!(promoted["member"], "replica:0");
+    // Every connection was opened again, on the server the Sentinels named, and served there:
+    // the last second's operations all succeeded.
+    assert!(
+        run["engine"]["reconnects"].as_u64().unwrap() >= 20,
+        "{}",
+        run["engine"]
+    );
+    let tl = std::fs::read_to_string(out.join("timeline.csv")).unwrap();
+    let mut lines = tl.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |n: &str| {
+        head.iter()
+            .position(|h| *h == n)
+            .unwrap_or_else(|| panic!("{n}: {head:?}"))
+    };
+    let (ph, t_s, ok, errs) = (col("phase"), col("t_start_s"), col("ok"), col("errors"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let num = |r: &Vec<&str>, c: usize| r[c].parse::<f64>().unwrap();
+    let last: Vec<&Vec<&str>> = rows
+        .iter()
+        .filter(|r| r[ph] == "run" && num(r, t_s) >= 8.0)
+        .collect();
+    assert!(!last.is_empty());
+    assert!(last.iter().map(|r| num(r, ok)).sum::<f64>() > 0.0, "{tl}");
+    assert_eq!(last.iter().map(|r| num(r, errs)).sum::<f64>(), 0.0, "{tl}");
+}
