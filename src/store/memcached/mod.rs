@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 mod binary;
+mod bincodec;
 mod codec;
 mod pipeline;
 mod text;
@@ -118,9 +119,9 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
 }
 
 /// Why the event-driven engine (`--connections`) cannot serve these options yet, if it
-/// cannot: it speaks the text protocol over TCP.
+/// cannot: it speaks the text and binary protocols over TCP, one request per slot.
 pub fn engine_refusal(o: &StoreOptions) -> Option<String> {
-    for (opt, unset) in [("protocol", "text"), ("udp", "false"), ("pipeline", "1")] {
+    for (opt, unset) in [("udp", "false"), ("pipeline", "1")] {
         if o.str(opt) != unset {
             return Some(format!(
                 "--store-opt {opt}={}: not served by the event-driven engine (--connections) yet; without --connections, worker threads serve it",
@@ -262,11 +263,19 @@ impl Store for McStore {
     }
 
     fn event_target(&self) -> Option<Box<dyn wire::EventTarget>> {
-        Some(Box::new(codec::McTarget {
-            addr: self.addr,
-            timeout: self.s.timeout,
-            max_reply: self.s.max_reply,
-        }))
+        let (addr, timeout, max_reply) = (self.addr, self.s.timeout, self.s.max_reply);
+        Some(match self.s.protocol {
+            Protocol::Text => Box::new(codec::McTarget {
+                addr,
+                timeout,
+                max_reply,
+            }),
+            Protocol::Binary => Box::new(bincodec::BinTarget {
+                addr,
+                timeout,
+                max_reply,
+            }),
+        })
     }
 }
 
