@@ -3,8 +3,9 @@
 //! writes a request into a buffer and recognises the reply at the front of another, so one
 //! connection can carry `--depth` requests in flight and one thread can serve thousands of
 //! connections. The blocking sessions (`Session`) stay for worker threads; both encode the same
-//! commands (memcached text `get`/`set`/`delete`; Redis `HGETALL`/`HGET`/`HSET`/`DEL`/`ZADD`,
-//! or `GET`/`SET` of the serialized record with `encoding=string`).
+//! commands (memcached text `get`/`set`/`delete`, binary GETK/SET/DELETE; Redis
+//! `HGETALL`/`HGET`/`HSET`/`DEL`/`ZADD`, or `GET`/`SET` of the serialized record with
+//! `encoding=string`).
 //!
 //! Parsing is incremental and bounded: `decode` never waits, looks at no more than the buffer,
 //! and says `More` until the whole reply is there; a declared length past `max_reply` or a

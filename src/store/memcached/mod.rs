@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 mod binary;
+mod bincodec;
 mod codec;
 mod pipeline;
 mod text;
@@ -118,9 +119,13 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
 }
 
 /// Why the event-driven engine (`--connections`) cannot serve these options yet, if it
-/// cannot: it speaks the text protocol over TCP.
+/// cannot: it speaks the text protocol over TCP or UDP and the binary protocol over TCP, one
+/// request per slot.
 pub fn engine_refusal(o: &StoreOptions) -> Option<String> {
-    for (opt, unset) in [("protocol", "text"), ("pipeline", "1")] {
+    if o.str("protocol") == "binary" && o.bool("udp").unwrap_or(false) {
+        return Some("--store-opt protocol=binary with udp=true: not served by the event-driven engine (--connections), which speaks the text protocol over UDP; without --connections, worker threads serve it".into());
+    }
+    for (opt, unset) in [("pipeline", "1")] {
         if o.str(opt) != unset {
             return Some(format!(
                 "--store-opt {opt}={}: not served by the event-driven engine (--connections) yet; without --connections, worker threads serve it",
@@ -262,12 +267,20 @@ impl Store for McStore {
     }
 
     fn event_target(&self) -> Option<Box<dyn wire::EventTarget>> {
-        Some(Box::new(codec::McTarget {
-            addr: self.addr,
-            timeout: self.s.timeout,
-            max_reply: self.s.max_reply,
-            udp: self.s.udp,
-        }))
+        let (addr, timeout, max_reply) = (self.addr, self.s.timeout, self.s.max_reply);
+        Some(match self.s.protocol {
+            Protocol::Text => Box::new(codec::McTarget {
+                addr,
+                timeout,
+                max_reply,
+                udp: self.s.udp,
+            }),
+            Protocol::Binary => Box::new(bincodec::BinTarget {
+                addr,
+                timeout,
+                max_reply,
+            }),
+        })
     }
 }
 
