@@ -397,9 +397,9 @@ fn too_few_file_descriptors_for_the_connections_is_exit_2_before_anything() {
                 "--connections",
                 "4",
                 "--store-opt",
-                "cluster=3",
+                "pipeline=4",
             ],
-            "cluster=3: not served",
+            "pipeline=4: not served",
         ),
         (
             vec!["--store", "redis", "--connections", "4", "-P", "workloade"],

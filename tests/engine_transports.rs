@@ -282,3 +282,98 @@ fn the_engine_follows_sentinels_to_the_promoted_replica() {
     assert!(last.iter().map(|r| num(r, ok)).sum::<f64>() > 0.0, "{tl}");
     assert_eq!(last.iter().map(|r| num(r, errs)).sum::<f64>(), 0.0, "{tl}");
 }
+
+fn sent_to(p: &serde_json::Value, member: &str) -> u64 {
+    p["sent_to"][member].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn redis_cluster_on_the_engine_sends_each_key_to_its_masters_socket() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    let o = kvmeter()
+        .args(["run", "-P", "workloada", "--store", "redis"])
+        .args(["--store-opt", "cluster=3"])
+        .args(["--connections", "40", "--depth", "4", "--threads", "2"])
+        .args(["--records", "2000", "--ops", "20000", "--seed", "11"])
+        .args(["-p", "dataintegrity=true"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("summary.json"));
+    let (load, run) = (phase(&s, "load"), phase(&s, "run"));
+    assert_eq!(load["errors"], 0, "{load}");
+    assert_eq!(run["errors"], 0, "{run}");
+    let reads = count(run, "READ");
+    assert_eq!(reads + count(run, "UPDATE"), 20000);
+    // A MOVED reply would be an error: every key went to its slot's master at once, and every
+    // value read back was the one written for its key.
+    assert_eq!(run["ops"]["VERIFY"]["ok"].as_u64(), Some(reads));
+    let masters = ["master:0", "master:1", "master:2"];
+    // An insert is DEL + HSET on one socket (one operation), a read HGETALL, an update HSET.
+    assert_eq!(masters.iter().map(|m| sent_to(load, m)).sum::<u64>(), 2000);
+    assert_eq!(masters.iter().map(|m| sent_to(run, m)).sum::<u64>(), 20000);
+    for m in masters {
+        // Slots are split in three equal ranges: each master gets about a third.
+        assert!(sent_to(run, m) > 20000 / 5, "{m}: {}", run["sent_to"]);
+    }
+    assert_eq!(run["engine"]["connections"], 40);
+    assert_eq!(run["engine"]["reconnects"], 0);
+}
+
+#[test]
+fn a_killed_cluster_master_stops_its_keys_on_the_engine_while_the_others_go_on() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    let o = kvmeter()
+        .args(["run", "-P", "workloada", "--store", "redis"])
+        .args([
+            "--store-opt",
+            "cluster=3",
+            "--store-opt",
+            "cluster_replicas=1",
+        ])
+        .args(["--connections", "30", "--depth", "2", "--records", "2000"])
+        .args(["-p", "dataintegrity=true", "--duration", "8s"])
+        .args(["--fault", "at=2s,kill=master:1"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("summary.json"));
+    let run = phase(&s, "run");
+    assert_eq!(run["outcome"], "completed");
+    // The victim's keys failed fast (io) until its replica took over; then they went there.
+    assert!(sent_to(run, "replica:1") > 0, "{}", run["sent_to"]);
+    assert_eq!(sent_to(run, "replica:0") + sent_to(run, "replica:2"), 0);
+    let read_errors = run["ops"]["READ"]["errors"]["io"].as_u64().unwrap_or(0);
+    assert!(read_errors > 0, "{run}");
+    let unexpected = run["ops"]["VERIFY"]["errors"]["unexpected_state"]
+        .as_u64()
+        .unwrap_or(0);
+    assert_eq!(unexpected, 0, "{run}");
+    let f = &run["faults"][0];
+    let unavailable = f["unavailable_s"].as_f64().unwrap();
+    assert!((0.5..6.0).contains(&unavailable), "{f}");
+    let at = f["at_s"].as_f64().unwrap();
+    let tl = std::fs::read_to_string(out.join("timeline.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = tl.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    // phase,t_start_s,t_end_s,class,ok,...
+    let ok = |class: &str, from: f64, to: f64| -> u64 {
+        rows.iter()
+            .filter(|r| r[0] == "run" && r[3] == class)
+            .filter(|r| {
+                let s: f64 = r[1].parse().unwrap();
+                s >= from && s < to
+            })
+            .map(|r| r[4].parse::<u64>().unwrap())
+            .sum()
+    };
+    let (gap_from, gap_to) = (at + 0.15, at + unavailable.min(1.0) - 0.05);
+    assert_eq!(ok("affected", gap_from, gap_to), 0, "{tl}");
+    assert!(ok("rest", gap_from, gap_to) > 0, "{tl}");
+    assert!(ok("affected", at + unavailable + 0.3, 8.0) > 0, "{tl}");
+}

@@ -85,6 +85,27 @@ pub trait Codec: Send {
     fn replace_connection(&mut self) -> bool {
         false
     }
+    /// After an error reply: whether the store's routing changed (Redis Cluster's MOVED, ASK
+    /// or CLUSTERDOWN), so the slot map must be asked for again. Taken.
+    fn rerouted(&mut self) -> bool {
+        false
+    }
+}
+
+/// A store that spreads keys over nodes (Redis Cluster): the nodes, and which serves each
+/// slot. The engine keeps one per loop and opens, for each of its connections, one socket per
+/// node (memtier's cluster mode), so every request goes straight to its key's node.
+#[derive(Clone, Debug)]
+pub struct ClusterMap {
+    pub nodes: Vec<SocketAddr>,
+    /// Slot → index in `nodes`.
+    pub slots: Vec<u16>,
+    /// The slot of a key.
+    pub slot_of: fn(&[u8]) -> usize,
+    /// The shard (`master:i` when the cluster was made) of a slot, given the masters: the
+    /// recovery timeline's affected/rest split.
+    pub shard_of: fn(usize, usize) -> u16,
+    pub masters: usize,
 }
 
 /// A connection a store opened for the engine, blocking, its handshake done (TLS, AUTH,
@@ -117,6 +138,15 @@ pub trait EventTarget: Send + Sync {
     fn timeout(&self) -> Duration;
     /// The most bytes one reply may hold (`max_reply`).
     fn max_reply(&self) -> usize;
+    /// A cluster's map, asked of its nodes now (blocking; `known`: nodes to ask first). `None`:
+    /// not a cluster.
+    fn cluster_map(&self, _known: &[SocketAddr]) -> Option<Result<ClusterMap, String>> {
+        None
+    }
+    /// A new connection to node `addr` of a cluster, ready for requests.
+    fn connect_to(&self, _addr: SocketAddr) -> Result<Link, String> {
+        self.connect()
+    }
 }
 
 /// Connects to `addr` within `timeout`, with Nagle off (requests are written whole) and the

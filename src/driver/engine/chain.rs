@@ -35,6 +35,8 @@ impl Loop<'_, '_> {
     pub(super) fn chained(&mut self, ci: usize, i: usize, status: Status, now: u64, bytes: u64) {
         let s = &self.conns[ci].slots[i];
         let (chain, intended, at_send, written) = (s.chain, s.intended, s.at_send, s.written);
+        let shard = s.shard;
+        self.class = self.class_of(shard);
         let (update_start, rmw_start) = (s.update_start, s.rmw_start);
         let sent_at = if at_send == 0 { intended } else { at_send };
         match chain {
@@ -95,6 +97,7 @@ impl Loop<'_, '_> {
             std::mem::swap(&mut a.key, &mut b.key);
             std::mem::swap(&mut a.values, &mut b.values);
             b.metric = a.metric;
+            b.shard = a.shard;
             b.intended = a.intended;
             b.written = a.written;
         }
@@ -119,6 +122,9 @@ impl Loop<'_, '_> {
         };
         s.rmw_start = rmw_start;
         c.push();
+        if let Some(r) = self.routes.as_mut() {
+            r.count_sent(ci);
+        }
         self.mark_dirty(ci);
     }
 }

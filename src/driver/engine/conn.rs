@@ -32,6 +32,8 @@ pub(super) struct Slot {
     pub(super) update_start: u64,
     /// A read-modify-write started here (its read's send); 0: not part of one.
     pub(super) rmw_start: u64,
+    /// Redis Cluster: the shard of its key (the recovery timeline's split); else 0.
+    pub(super) shard: u16,
 }
 
 /// An operation that is more than one request on its connection, each sent when the previous
@@ -66,6 +68,7 @@ impl Slot {
             values: Record::new(),
             update_start: 0,
             rmw_start: 0,
+            shard: 0,
         }
     }
 }
@@ -102,8 +105,15 @@ const WBUF: usize = 2048;
 
 impl Conn {
     pub(super) fn new(sock: Link, depth: usize, rng: Rng) -> Conn {
+        let mut c = Conn::new_idle(depth, rng);
+        c.sock = Some(sock);
+        c
+    }
+
+    /// A connection with no socket yet (a cluster client's socket to a node opened later).
+    pub(super) fn new_idle(depth: usize, rng: Rng) -> Conn {
         Conn {
-            sock: Some(sock),
+            sock: None,
             rbuf: vec![0; RBUF],
             rstart: 0,
             rend: 0,

@@ -35,8 +35,10 @@
 //! `max_reply`.
 
 mod chain;
+mod cluster;
 mod conn;
 mod integrity;
+mod issue;
 mod link;
 mod open_loop;
 mod opened;
@@ -53,9 +55,9 @@ use crate::measure::{timeline, Metric, WorkerRecorder};
 use crate::plan::engine::Engine;
 use crate::record::{Record, Span};
 use crate::report::ErrorSample;
-use crate::store::wire::{Codec, EventTarget, Parsed, Sent};
-use crate::store::{ErrorKind, Queued, Status};
-use crate::workload::{Op, Rng};
+use crate::store::wire::{ClusterMap, Codec, EventTarget, Parsed};
+use crate::store::{ErrorKind, Status};
+use crate::workload::{OpBuffers, Rng};
 use conn::{Chain, Conn};
 use mio::{Events, Interest, Poll, Token};
 use std::collections::VecDeque;
@@ -91,6 +93,9 @@ pub struct LoopShare<'a> {
     /// The probe loop (`--probe-rate`), beside the phase's `main_loops`.
     pub probe: bool,
     pub main_loops: usize,
+    /// A Redis Cluster's slot map: `socks` are then one per node for each client, client by
+    /// client (`cluster.rs`).
+    pub map: Option<&'a ClusterMap>,
 }
 
 type Handback = (
@@ -144,6 +149,7 @@ fn run(sh: &Shared, share: LoopShare, mut rec: WorkerRecorder) -> Handback {
     };
     l.main();
     l.drain();
+    let sent_to = l.routes.as_ref().map(|r| r.sent_to()).unwrap_or_default();
     let Loop {
         mut rec,
         samples,
@@ -157,7 +163,7 @@ fn run(sh: &Shared, share: LoopShare, mut rec: WorkerRecorder) -> Handback {
     rec.record(Metric::Cleanup, Status::Ok, took, took, 0);
     rec.finish();
     done(sh, Some(last));
-    (samples, None, Vec::new())
+    (samples, None, sent_to)
 }
 
 const TIMER: Token = Token(usize::MAX);
@@ -210,6 +216,12 @@ struct Loop<'s, 'a> {
     stored: Record,
     /// The events of one poll: token, readable, writable, closed.
     ready: Vec<(Token, bool, bool, bool)>,
+    /// Redis Cluster: clients, their sockets per node, the slot map (`cluster.rs`).
+    routes: Option<cluster::Routes>,
+    /// A stream's buffers while its request is written to another connection (`issue.rs`).
+    drawn: OpBuffers,
+    /// The recovery timeline's class of the request being completed (`cluster::class_of`).
+    class: usize,
 }
 
 impl<'s, 'a> Loop<'s, 'a> {
@@ -240,7 +252,9 @@ impl<'s, 'a> Loop<'s, 'a> {
             {
                 return Err(Box::new((e, rec)));
             }
-            let stream = sh.stream_base + share.first_conn + k as u64;
+            // A cluster client's sockets share its stream (the first one's).
+            let client = k / share.map.map_or(1, |m| m.nodes.len().max(1));
+            let stream = sh.stream_base + share.first_conn + client as u64;
             conns.push(Conn::new(
                 s,
                 share.cfg.depth,
@@ -288,6 +302,11 @@ impl<'s, 'a> Loop<'s, 'a> {
             merged: Record::new(),
             stored: Record::new(),
             ready: Vec::with_capacity(1024),
+            routes: share
+                .map
+                .map(|m| cluster::Routes::new(m.clone(), n / m.nodes.len().max(1))),
+            drawn: OpBuffers::default(),
+            class: timeline::AFFECTED,
         })
     }
 
@@ -459,6 +478,9 @@ impl<'s, 'a> Loop<'s, 'a> {
                     c.rstart += used;
                     let i = c.pop_index();
                     let s = &c.slots[i];
+                    let shard = s.shard;
+                    self.class = self.class_of(shard);
+                    let s = &self.conns[ci].slots[i];
                     if s.chain == Chain::None {
                         let (metric, intended, at_send, written, ack) =
                             (s.metric, s.intended, s.at_send, s.written, s.ack);
@@ -478,6 +500,9 @@ impl<'s, 'a> Loop<'s, 'a> {
                             Status::error(ErrorKind::UnexpectedState)
                         };
                         self.rec.record(Metric::Verify, st, took, took, 0);
+                    }
+                    if status != Status::Ok && self.codec.rerouted() {
+                        self.refresh_routes(now);
                     }
                     if status != Status::Ok && self.codec.replace_connection() {
                         self.broken(
@@ -511,7 +536,7 @@ impl<'s, 'a> Loop<'s, 'a> {
         self.rec.at(end);
         self.rec.record(metric, st, service, from_intended, bytes);
         if let Some(t) = &self.timeline {
-            t.record(timeline::AFFECTED, st, end, from_intended);
+            t.record(self.class, st, end, from_intended);
         }
         if let Some(k) = ack {
             if let Err(e) = self.sh.workload.acknowledge(k) {
@@ -545,11 +570,12 @@ impl<'s, 'a> Loop<'s, 'a> {
     /// Closed loop: fills connection `ci` to `--depth`; open loop: sends held-back arrivals,
     /// or lists the connection as free.
     fn refill(&mut self, ci: usize, now: u64) {
-        if !self.go_on() || self.conns[ci].sock.is_none() {
+        let ci = self.home(ci);
+        if !self.go_on() || (self.routes.is_none() && self.conns[ci].sock.is_none()) {
             return;
         }
         if self.arrivals.is_some() {
-            while self.conns[ci].free() {
+            while self.can_issue(ci) {
                 let Some(t) = self.backlog.pop_front() else {
                     break;
                 };
@@ -562,108 +588,9 @@ impl<'s, 'a> Loop<'s, 'a> {
             self.list_free(ci);
             return;
         }
-        while self.conns[ci].free() && self.ops_left > 0 {
+        while self.can_issue(ci) && self.ops_left > 0 {
             self.issue(ci, now);
         }
-    }
-
-    /// Writes the next operation of connection `ci`'s stream into its buffer.
-    fn issue(&mut self, ci: usize, intended: u64) {
-        let wl = self.sh.workload;
-        let load = self.sh.load;
-        let c = &mut self.conns[ci];
-        let op = if load {
-            wl.next_load(&mut c.rng, &mut c.bufs);
-            Op::Insert
-        } else {
-            wl.next_op(&mut c.rng, &mut c.bufs)
-        };
-        let fields = wl.read_fields(&c.bufs);
-        let written = c.bufs.values.data_bytes();
-        let merge = self.merge_updates;
-        let mut chain = Chain::None;
-        let (metric, queued, written, ack) = match op {
-            Op::Read => (Metric::Read, Queued::Read(&c.bufs.key, fields), 0, None),
-            // Part of a record kept as one value: read it, merge, write it whole (`chain.rs`).
-            Op::Update if merge => {
-                chain = Chain::MergeRead;
-                (
-                    Metric::Update,
-                    Queued::Read(&c.bufs.key, crate::store::Fields::All),
-                    written,
-                    None,
-                )
-            }
-            Op::ReadModifyWrite => {
-                chain = Chain::RmwRead;
-                (
-                    Metric::Read,
-                    Queued::Read(&c.bufs.key, fields),
-                    written,
-                    None,
-                )
-            }
-            Op::Update => (
-                Metric::Update,
-                Queued::Update(&c.bufs.key, &c.bufs.values),
-                written,
-                None,
-            ),
-            Op::Insert => (
-                Metric::Insert,
-                Queued::Insert(&c.bufs.key, &c.bufs.values),
-                written,
-                (!load).then_some(c.bufs.keynum),
-            ),
-            // Refused by plan::engine; counted, never sent, should a workload reach here.
-            Op::Scan => {
-                self.ops_left = self.ops_left.saturating_sub(1);
-                self.complete(
-                    Metric::Scan,
-                    Status::error(ErrorKind::NotImplemented),
-                    intended,
-                    intended,
-                    intended,
-                    0,
-                    None,
-                );
-                return;
-            }
-        };
-        let sent = Sent::of(&queued);
-        let encoded = self.codec.encode(queued, &mut c.wbuf);
-        debug_assert!(
-            encoded,
-            "the engine's codecs encode every request plan lets through"
-        );
-        let i = c.next_index();
-        let s = &mut c.slots[i];
-        s.metric = metric;
-        s.sent = sent;
-        s.intended = intended;
-        s.at_send = 0;
-        s.written = written;
-        s.ack = ack;
-        s.key.clear();
-        s.key.extend_from_slice(&c.bufs.key);
-        s.field.clear();
-        if let (crate::store::Fields::One(f), Chain::None | Chain::RmwRead) = (fields, chain) {
-            s.field.extend_from_slice(f);
-        }
-        s.chain = chain;
-        s.update_start = 0;
-        s.rmw_start = 0;
-        if chain != Chain::None {
-            s.values.clear();
-            for (n, v) in c.bufs.values.iter() {
-                s.values.push(n, v);
-            }
-        }
-        c.push();
-        if self.ops_left != u64::MAX {
-            self.ops_left -= 1;
-        }
-        self.mark_dirty(ci);
     }
 
     #[inline]

@@ -51,7 +51,7 @@ impl Loop<'_, '_> {
     pub(super) fn take_free(&mut self) -> Option<usize> {
         while let Some(ci) = self.free.pop_front() {
             self.listed[ci] = false;
-            if self.conns[ci].free() {
+            if self.can_issue(ci) {
                 return Some(ci);
             }
         }
@@ -59,7 +59,8 @@ impl Loop<'_, '_> {
     }
 
     pub(super) fn list_free(&mut self, ci: usize) {
-        if !self.listed[ci] && self.conns[ci].free() {
+        let ci = self.home(ci);
+        if !self.listed[ci] && self.can_issue(ci) {
             self.listed[ci] = true;
             self.free.push_back(ci);
         }

@@ -7,17 +7,29 @@ use super::super::worker::Shared;
 use super::{run_guarded, sends, EngineStats, Handback, LoopShare};
 use crate::measure::WorkerRecorder;
 use crate::plan::engine::Engine;
-use crate::store::wire::{EventTarget, Link};
+use crate::store::wire::{ClusterMap, EventTarget, Link};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Opens `n` connections before the phase's clock starts (each ready for requests).
-pub fn connect_all(target: &dyn EventTarget, n: usize) -> anyhow::Result<Vec<Link>> {
-    let mut v = Vec::with_capacity(n);
+/// Opens `n` connections before the phase's clock starts (each ready for requests); with a
+/// cluster, one socket per node for each, connection by connection.
+pub fn connect_all(
+    target: &dyn EventTarget,
+    n: usize,
+    map: Option<&ClusterMap>,
+) -> anyhow::Result<Vec<Link>> {
+    let nodes = map.map_or(1, |m| m.nodes.len());
+    let mut v = Vec::with_capacity(n * nodes);
     for i in 0..n {
-        let s = target.connect().map_err(|e| {
-            anyhow::anyhow!("--connections {n}: connection {} of {n} failed: {e}", i + 1)
-        })?;
-        v.push(s);
+        for k in 0..nodes {
+            let s = match map {
+                Some(m) => target.connect_to(m.nodes[k]),
+                None => target.connect(),
+            };
+            let s = s.map_err(|e| {
+                anyhow::anyhow!("--connections {n}: connection {} of {n} failed: {e}", i + 1)
+            })?;
+            v.push(s);
+        }
     }
     Ok(v)
 }
@@ -26,6 +38,8 @@ pub fn connect_all(target: &dyn EventTarget, n: usize) -> anyhow::Result<Vec<Lin
 pub struct Opened {
     target: Box<dyn EventTarget>,
     socks: Vec<Vec<Link>>,
+    /// A Redis Cluster's slot map, asked when the phase's connections were opened.
+    map: Option<ClusterMap>,
     recs: Vec<WorkerRecorder>,
     pub stats: EngineStats,
     cfg: Engine,
@@ -56,24 +70,31 @@ impl Opened {
         let target = store
             .event_target()
             .ok_or_else(|| anyhow::anyhow!("this store has no event-driven client"))?;
-        let limit = crate::plan::engine::raise_fd_limit(cfg.fds_needed);
-        if limit < cfg.fds_needed {
+        let map = match target.cluster_map(&[]) {
+            Some(m) => Some(m.map_err(|e| anyhow::anyhow!("Redis Cluster: {e}"))?),
+            None => None,
+        };
+        // A cluster's connections are one socket per node each.
+        let nodes = map.as_ref().map_or(1, |m| m.nodes.len());
+        let headroom = crate::plan::engine::FD_HEADROOM;
+        let needed = (cfg.fds_needed - headroom) * nodes as u64 + headroom;
+        let limit = crate::plan::engine::raise_fd_limit(needed);
+        if limit < needed {
             anyhow::bail!(
-                "--connections {}: the descriptor limit is {limit}, {} are needed",
+                "--connections {}: the descriptor limit is {limit}, {needed} are needed",
                 cfg.connections,
-                cfg.fds_needed
             );
         }
-        let mut all = connect_all(target.as_ref(), cfg.connections)?.into_iter();
+        let mut all = connect_all(target.as_ref(), cfg.connections, map.as_ref())?.into_iter();
         let socks = (0..loops)
             .map(|i| {
                 let n = crate::plan::split_ops(cfg.connections as u64, loops, i) as usize;
-                all.by_ref().take(n).collect()
+                all.by_ref().take(n * nodes).collect()
             })
             .collect();
         let probe = match cfg.probe.filter(|_| run_phase) {
             Some(p) => {
-                let socks = connect_all(target.as_ref(), p.connections)?;
+                let socks = connect_all(target.as_ref(), p.connections, map.as_ref())?;
                 let mut collector = crate::measure::Collector::new(metrics, true);
                 let rec = Some(collector.worker());
                 Some(ProbeParts {
@@ -89,6 +110,7 @@ impl Opened {
         Ok(Opened {
             target,
             socks,
+            map,
             recs: (0..loops).map(|_| collector.worker()).collect(),
             stats: EngineStats::default(),
             cfg: cfg.clone(),
@@ -195,6 +217,8 @@ impl Opened {
             probe_rec = p.rec.take();
         }
         let (target, cfg, stats) = (&*self.target, &self.cfg, &self.stats);
+        let map = self.map.as_ref();
+        let nodes = map.map_or(1, |m| m.nodes.len());
         let sends = self.sends.as_ref();
         let probe_arrivals = self.probe.as_ref().and_then(|p| p.arrivals.as_ref());
         let mut handles: Vec<_> = socks
@@ -218,8 +242,9 @@ impl Opened {
                     arrivals: sh.arrivals,
                     probe: false,
                     main_loops: loops,
+                    map,
                 };
-                first += share.socks.len() as u64;
+                first += (share.socks.len() / nodes) as u64;
                 std::thread::Builder::new()
                     .name(format!("kvm-loop-{i}"))
                     .spawn_scoped(s, move || run_guarded(sh, share, rec))
@@ -240,6 +265,7 @@ impl Opened {
                 arrivals: Some(arrivals),
                 probe: true,
                 main_loops: loops,
+                map,
             };
             handles.push(
                 std::thread::Builder::new()

@@ -13,9 +13,15 @@ use std::time::Duration;
 impl Loop<'_, '_> {
     /// Request deadlines, and connections to try again.
     pub(super) fn check(&mut self, now: u64) {
+        // A cluster client's sockets are opened again when a key is routed to them.
+        self.retry_held(now);
+        let lazy = self.routes.is_some();
         for ci in 0..self.conns.len() {
             let c = &self.conns[ci];
             if c.sock.is_none() {
+                if lazy {
+                    continue;
+                }
                 if now >= c.retry_at && self.go_on() {
                     self.reconnect(ci, now);
                 }
@@ -44,13 +50,16 @@ impl Loop<'_, '_> {
     pub(super) fn broken_owned(&mut self, ci: usize, kind: ErrorKind, why: String) {
         let now = self.clock.now();
         let st = Status::error(kind);
-        self.broken_why = Some(format!(
-            "{}: {why} (connection replaced)",
-            self.target.addr()
-        ));
+        let addr = match &self.routes {
+            Some(r) => r.node_addr(ci),
+            None => self.target.addr(),
+        };
+        self.broken_why = Some(format!("{addr}: {why} (connection replaced)"));
         while self.conns[ci].oldest().is_some() {
             let s = self.conns[ci].pop();
             let (metric, intended, at_send, ack) = (s.metric, s.intended, s.at_send, s.ack);
+            let shard = s.shard;
+            self.class = self.class_of(shard);
             self.complete(metric, st, intended, at_send, now, 0, ack);
         }
         self.broken_why = None;
@@ -58,7 +67,12 @@ impl Loop<'_, '_> {
             let _ = self.poll.registry().deregister(&mut s);
         }
         self.conns[ci].reset();
-        if self.go_on() {
+        if self.routes.is_some() {
+            // Its client goes on; the socket is opened again when a key needs it.
+            self.conns[ci].retry_at = 0;
+            self.refresh_routes(now);
+            self.refill(ci, now);
+        } else if self.go_on() {
             self.reconnect(ci, now);
         }
     }

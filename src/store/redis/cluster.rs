@@ -488,6 +488,51 @@ impl Routes {
     }
 }
 
+/// The engine's slot map (`wire::ClusterMap`): asked of the nodes in `known`, then of the node
+/// options name, in turn; a slot no master serves goes to the node asked (it answers
+/// CLUSTERDOWN or MOVED itself).
+pub(super) fn engine_map(
+    s: &Settings,
+    known: &[SocketAddr],
+) -> Result<crate::store::wire::ClusterMap, String> {
+    let mut last = String::from("no node to ask");
+    let mut candidates: Vec<SocketAddr> = known.to_vec();
+    candidates.extend(s.addr.iter().copied());
+    for a in candidates {
+        let Ok(mut c) = connect(s, a) else {
+            last = format!("{a} does not answer");
+            continue;
+        };
+        match slot_map(&mut c) {
+            Ok(map) => {
+                let mut nodes: Vec<SocketAddr> = known.to_vec();
+                let mut slots = Vec::with_capacity(map.len());
+                for owner in map {
+                    let addr = owner.unwrap_or(a);
+                    let i = match nodes.iter().position(|n| *n == addr) {
+                        Some(i) => i,
+                        None => {
+                            super::server::warn_foreign(s, "CLUSTER SLOTS", addr);
+                            nodes.push(addr);
+                            nodes.len() - 1
+                        }
+                    };
+                    slots.push(i as u16);
+                }
+                return Ok(crate::store::wire::ClusterMap {
+                    nodes,
+                    slots,
+                    slot_of: slot,
+                    shard_of,
+                    masters: s.cluster.max(1),
+                });
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
 /// Following MOVED and ASK: the session's side (its fields are private to `redis`).
 impl super::RedisSession {
     /// A redirected request's connection (MOVED or ASK): to `addr`, opened if need be, with

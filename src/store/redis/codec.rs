@@ -42,15 +42,9 @@ impl RedisTarget {
         }
         known.unwrap_or(self.addr)
     }
-}
 
-impl EventTarget for RedisTarget {
-    fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    fn connect(&self) -> Result<wire::Link, String> {
-        let addr = self.primary();
+    /// A connection to `addr`, opened as a session's is (TLS, AUTH, SELECT), then handed over.
+    fn open(&self, addr: SocketAddr) -> Result<wire::Link, String> {
         let c = super::server::connect(&self.s, addr).map_err(|e| e.message)?;
         let (s, tls) = c
             .into_parts()
@@ -60,6 +54,16 @@ impl EventTarget for RedisTarget {
             Some(t) => wire::Link::Tls(s, t),
             None => wire::Link::Tcp(s),
         })
+    }
+}
+
+impl EventTarget for RedisTarget {
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn connect(&self) -> Result<wire::Link, String> {
+        self.open(self.primary())
     }
 
     fn codec(&self) -> Box<dyn Codec> {
@@ -71,6 +75,7 @@ impl EventTarget for RedisTarget {
             last_error: None,
             demoted: false,
             sentinels: !self.s.sentinels.is_empty(),
+            rerouted: false,
         })
     }
 
@@ -85,6 +90,14 @@ impl EventTarget for RedisTarget {
     fn max_reply(&self) -> usize {
         self.s.max_reply
     }
+
+    fn cluster_map(&self, known: &[SocketAddr]) -> Option<Result<wire::ClusterMap, String>> {
+        (self.s.cluster > 0).then(|| super::cluster::engine_map(&self.s, known))
+    }
+
+    fn connect_to(&self, addr: SocketAddr) -> Result<wire::Link, String> {
+        self.open(addr)
+    }
 }
 
 pub(super) struct RedisCodec {
@@ -96,6 +109,8 @@ pub(super) struct RedisCodec {
     /// The latest error said READONLY with Sentinels watching: a demoted primary.
     pub(super) demoted: bool,
     pub(super) sentinels: bool,
+    /// The latest error was MOVED, ASK or CLUSTERDOWN.
+    pub(super) rerouted: bool,
 }
 
 /// One RESP element's header (a bulk's bytes included).
@@ -178,6 +193,12 @@ impl RedisCodec {
         };
         if self.sentinels && text.starts_with("READONLY") {
             self.demoted = true;
+        }
+        if ["MOVED ", "ASK ", "CLUSTERDOWN"]
+            .iter()
+            .any(|p| text.starts_with(p))
+        {
+            self.rerouted = true;
         }
         self.last_error = Some(format!("Redis: {text}"));
         Status::error(kind)
@@ -360,6 +381,10 @@ impl Codec for RedisCodec {
     fn replace_connection(&mut self) -> bool {
         std::mem::take(&mut self.demoted)
     }
+
+    fn rerouted(&mut self) -> bool {
+        std::mem::take(&mut self.rerouted)
+    }
 }
 
 fn index_cmd(out: &mut Vec<u8>, cmd: &[u8], key: &[u8]) {
@@ -389,6 +414,7 @@ mod tests {
             last_error: None,
             demoted: false,
             sentinels: false,
+            rerouted: false,
         }
     }
 

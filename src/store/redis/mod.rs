@@ -161,7 +161,7 @@ impl Store for RedisStore {
 /// Why the event-driven engine (`--connections`) cannot serve these options yet, if it
 /// cannot: it speaks plain RESP to one server.
 pub fn engine_refusal(o: &StoreOptions) -> Option<String> {
-    for (opt, unset) in [("cluster", "0"), ("wait_replicas", "0"), ("pipeline", "1")] {
+    for (opt, unset) in [("wait_replicas", "0"), ("pipeline", "1")] {
         if o.str(opt) != unset {
             return Some(format!(
                 "--store-opt {opt}={}: not served by the event-driven engine (--connections) yet; without --connections, worker threads serve it",
