@@ -202,8 +202,9 @@ mod tests {
 
     #[test]
     fn parses_hit_miss_partial_bad() {
+        // A 23-byte header line, 3 data bytes, CR LF, "END" CR LF: 33 bytes.
         let mut r = b"VALUE key:0000001 0 3\r\nabc\r\nEND\r\n".to_vec();
-        assert!(matches!(parse(&r), Reply::Done { len: 34, hit: true }));
+        assert!(matches!(parse(&r), Reply::Done { len: 33, hit: true }));
         assert!(matches!(parse(&r[..20]), Reply::Partial));
         assert!(matches!(
             parse(b"END\r\n"),
