@@ -10,7 +10,11 @@
 # THREADS (default 2; 1 connection runs 1 thread), WAIT_MAX (seconds to wait before a round
 # for no rustc to be running, default 300; the round runs anyway after it, and every row
 # records how many rustc processes there were and the load average), CARGO_TARGET_DIR
-# (default /work/mech-target; the crate is built first, release).
+# (default /work/mech-target; the crate is built first, release), PIN (1: memcached on CPU 1 and
+# the client on CPU 0 through taskset, so neither migrates nor takes the other's CPU; default 0,
+# unpinned as bench/conns.sh), SYSCALLS (1: after the rounds, one more run per case under
+# `perf stat -e raw_syscalls:sys_enter,context-switches` -> syscalls.tsv, system calls and context
+# switches per operation, connection set-up included).
 # Server: memcached -l 127.0.0.1 -p 21591 -t 2 -m 1024 -c 20000 -b 20000 (-u nobody as root),
 # started once, kept for every round, unpinned (client and server share the CPUs); the binary's
 # --load sets key:0000000..key:0099999 to 1,024 bytes first. Each run: --threads T --conns N
@@ -28,6 +32,10 @@ MECHS=${MECHS:-mio tokio tokio-mt uring}
 SHAPES=${SHAPES:-1x1 100x1 1000x1 10000x1 1000x4}
 THREADS=${THREADS:-2}
 WAIT_MAX=${WAIT_MAX:-300}
+PIN=${PIN:-0}
+SYSCALLS=${SYSCALLS:-0}
+CPIN=() SPIN=()
+(( PIN )) && CPIN=(taskset -c 0) SPIN=(taskset -c 1)
 PORT=21591
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/mech-target}
 
@@ -62,7 +70,7 @@ with open(summ, "w") as out:
               f"{max(num(r,'errors') for r in rs):.0f}", f"{max(num(r,'misses') for r in rs):.0f}",
               f"{max(num(r,'rustc') for r in rs):.0f}", f"{max(num(r,'load1') for r in rs):.2f}"]), file=out)
 with open(comp, "w") as out:
-    print("shape\tmech\tops_per_s_vs_mio\tpaired_min\tpaired_max\tcpu_per_op_vs_mio\tpaired_min\tpaired_max\tverdict\t(ratios of medians, mech / mio; paired: the per-round ratios, min..max; verdict: 'outside spread' when every round's ratio is on the same side of 1)", file=out)
+    print("shape\tmech\tops_per_s_vs_mio\tpaired_min\tpaired_max\tcpu_per_op_vs_mio\tpaired_min\tpaired_max\tverdict\t(ratios of medians, mech / mio; paired: the per-round ratios, min..max; verdict: higher or lower when every round's paired ratio is on that side of 1, else within spread)", file=out)
     shapes = []
     for s, _ in order:
         if s not in shapes: shapes.append(s)
@@ -100,11 +108,11 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
   echo "date: $(date -u +%FT%TZ); $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); kernel $(uname -r)"
   echo "io_uring_disabled sysctl: $(cat /proc/sys/kernel/io_uring_disabled 2>/dev/null || echo absent); probe: $("$B" --probe 2>&1 || true)"
   echo "nofile: $(ulimit -n); memcached: $(memcached -V); rev: $(git rev-parse --short HEAD)$(git diff --quiet -- bench/mechanisms || echo +dirty)"
-  echo "REPS=$REPS DUR=$DUR THREADS=$THREADS MECHS=$MECHS SHAPES=$SHAPES"
+  echo "REPS=$REPS DUR=$DUR THREADS=$THREADS MECHS=$MECHS SHAPES=$SHAPES PIN=$PIN"
 } | tee "$OUT/env.txt"
 
 user=(); [[ $(id -u) == 0 ]] && user=(-u nobody)
-memcached -l 127.0.0.1 -p $PORT -t 2 -m 1024 -c 20000 -b 20000 "${user[@]}" &
+"${SPIN[@]}" memcached -l 127.0.0.1 -p $PORT -t 2 -m 1024 -c 20000 -b 20000 "${user[@]}" &
 MC=$!
 for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.05; done
 "$B" --addr 127.0.0.1:$PORT --load --keys 100000
@@ -122,7 +130,7 @@ for rep in $(seq 1 "$REPS"); do
     for ((k = 0; k < ${#M[@]}; k++)); do
       m=${M[(k + rep - 1) % ${#M[@]}]}
       rustc_n=$(pgrep -c rustc || true) load1=$(cut -d' ' -f1 /proc/loadavg)
-      line=$(/usr/bin/time -f '%U %S %M' -o "$TMP/time" timeout $((DUR + 120)) "$B" --addr 127.0.0.1:$PORT \
+      line=$(/usr/bin/time -f '%U %S %M' -o "$TMP/time" timeout $((DUR + 120)) "${CPIN[@]}" "$B" --addr 127.0.0.1:$PORT \
         --mech "$m" --threads "$t" --conns "$n" --depth "$d" --secs "$DUR" 2>"$TMP/err") \
         || { echo "warning: $m $shape failed: $(tail -1 "$TMP/err")" >&2; continue; }
       read -r u s rss < <(tail -1 "$TMP/time")
@@ -133,4 +141,19 @@ for rep in $(seq 1 "$REPS"); do
   done
 done
 summarize "$OUT"
+if (( SYSCALLS )); then
+  echo -e "shape\tmech\tops\tsyscalls\tsyscalls_per_op\tcswitches_per_op\trustc" > "$OUT/syscalls.tsv"
+  for shape in $SHAPES; do
+    n=${shape%x*} d=${shape#*x} t=$THREADS
+    (( n < t )) && t=$n
+    for m in "${M[@]}"; do
+      line=$("${CPIN[@]}" perf stat -x, -o "$TMP/perf" -e raw_syscalls:sys_enter,context-switches "$B" --addr 127.0.0.1:$PORT \
+        --mech "$m" --threads "$t" --conns "$n" --depth "$d" --secs "$DUR" 2>/dev/null) || continue
+      ops=$(cut -f6 <<<"$line")
+      sc=$(grep raw_syscalls "$TMP/perf" | cut -d, -f1) cs=$(grep context-switches "$TMP/perf" | cut -d, -f1)
+      echo -e "$shape\t$m\t$ops\t$sc\t$(python3 -c "print(f'{$sc/$ops:.2f}\t{$cs/$ops:.3f}')")\t$(pgrep -c rustc || true)" >> "$OUT/syscalls.tsv"
+    done
+  done
+  column -t -s $'\t' "$OUT/syscalls.tsv"
+fi
 echo "results: $OUT" >&2
