@@ -10,7 +10,8 @@
 # THREADS (default 2; 1 connection runs 1 thread), WAIT_MAX (seconds to wait before a round
 # for no rustc to be running, default 300; the round runs anyway after it, and every row
 # records how many rustc processes there were and the load average), CARGO_TARGET_DIR
-# (default /work/mech-target; the crate is built first, release), PIN (1: memcached on CPU 1 and
+# (default bench/mechanisms/target; the crate, its own workspace, is built first: release,
+# --locked), PIN (1: memcached on CPU 1 and
 # the client on CPU 0 through taskset, so neither migrates nor takes the other's CPU; default 0,
 # unpinned as bench/conns.sh), SYSCALLS (1: after the rounds, one more run per case under
 # `perf stat -e raw_syscalls:sys_enter,context-switches` -> syscalls.tsv, system calls and context
@@ -37,7 +38,7 @@ SYSCALLS=${SYSCALLS:-0}
 CPIN=() SPIN=()
 (( PIN )) && CPIN=(taskset -c 0) SPIN=(taskset -c 1)
 PORT=21591
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/mech-target}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/bench/mechanisms/target}
 
 summarize() {
 python3 - "$1/raw.tsv" "$1/summary.tsv" "$1/compare.tsv" <<'PY'
@@ -94,7 +95,7 @@ column -t -s $'\t' "$1/summary.tsv"; echo; column -t -s $'\t' "$1/compare.tsv"
 }
 if [[ -n ${ANALYZE:-} ]]; then summarize "$ANALYZE"; exit 0; fi
 
-(cd bench/mechanisms && cargo build --release --offline -q)
+(cd bench/mechanisms && cargo build --release --locked -q)
 OUT=bench/results/mechanisms-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$OUT"
 TMP=$(mktemp -d)
