@@ -1,7 +1,8 @@
 //! The event-driven engine's transports besides plain TCP (issue 30), against real servers on
 //! loopback: Redis over TLS (rustls driven by hand on non-blocking sockets), memcached over
 //! UDP (one datagram per request, replies put back in request order), and Redis behind
-//! Sentinels (a killed primary: connections move to the replica the Sentinels promote).
+//! Sentinels (a killed primary: connections move to the replica the Sentinels promote), and
+//! Redis Cluster (a socket per master, a killed master, a reshard followed through MOVED and ASK).
 //! The servers' own counters are the ground truth; no timing is asserted.
 
 mod common;
@@ -376,4 +377,78 @@ fn a_killed_cluster_master_stops_its_keys_on_the_engine_while_the_others_go_on()
     assert_eq!(ok("affected", gap_from, gap_to), 0, "{tl}");
     assert!(ok("rest", gap_from, gap_to) > 0, "{tl}");
     assert!(ok("affected", at + unavailable + 0.3, 8.0) > 0, "{tl}");
+}
+
+#[test]
+fn a_reshard_mid_run_is_followed_through_moved_and_ask_on_the_engine() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    let mut k = std::process::Command::new(common::bin());
+    k.env("NO_COLOR", "1")
+        .args(["run", "-P", "workloada", "--store", "redis"])
+        .args(["--store-opt", "cluster=3", "--records", "2000"])
+        .args(["--connections", "20", "--depth", "2", "--duration", "8s"])
+        .args(["--timeline", "100ms"])
+        .args(["-p", "dataintegrity=true"])
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let k = k.spawn().unwrap();
+    common::servers::wait_for_phase(&out, "run");
+    let m = json(&out.join("manifest.json"));
+    let port = |i: usize| {
+        let a = m["store"]["server"]["members"][i]["addr"].as_str().unwrap();
+        a.rsplit(':').next().unwrap().to_string()
+    };
+    let id = |p: &str| {
+        let o = Command::new("redis-cli")
+            .args(["-p", p, "cluster", "myid"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let (p0, p1) = (port(0), port(1));
+    // redis-cli moves 2,000 of master:0's slots to master:1, key by key (MIGRATING/IMPORTING:
+    // ASK for keys already moved), then hands each slot over (MOVED).
+    let r = Command::new("redis-cli")
+        .args(["--cluster", "reshard", &format!("127.0.0.1:{p0}")])
+        .args(["--cluster-from", &id(&p0), "--cluster-to", &id(&p1)])
+        .args(["--cluster-slots", "2000", "--cluster-yes"])
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let o = k.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("summary.json"));
+    let run = phase(&s, "run");
+    assert_eq!(run["outcome"], "completed");
+    // The redirects were counted as errors, with the server's words; no value read was wrong.
+    let samples = run["error_samples"].to_string();
+    assert!(
+        samples.contains("MOVED") || samples.contains("ASK"),
+        "{samples}"
+    );
+    let unexpected = run["ops"]["VERIFY"]["errors"]["unexpected_state"]
+        .as_u64()
+        .unwrap_or(0);
+    assert_eq!(unexpected, 0, "{run}");
+    let errors = run["errors"].as_u64().unwrap();
+    assert!(errors > 0);
+    // After the reshard the map was asked again: master:1 served the moved slots' keys, and
+    // the last second had no error.
+    assert!(
+        sent_to(run, "master:1") > sent_to(run, "master:0"),
+        "{}",
+        run["sent_to"]
+    );
+    let tl = std::fs::read_to_string(out.join("timeline.csv")).unwrap();
+    let last_errors: u64 = tl
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|r| r[0] == "run" && r[1].parse::<f64>().unwrap() >= 7.0)
+        .map(|r| r[6].parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(last_errors, 0, "{tl}");
 }
