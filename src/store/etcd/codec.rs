@@ -1,0 +1,352 @@
+//! etcd for the event-driven engine (`store::wire`, issue 30): each engine connection is a
+//! keep-alive HTTP/1.1 connection to etcd's JSON gateway with up to `--depth` requests
+//! pipelined. etcd's Go `net/http` server reads a connection's requests one after another and
+//! answers them in order (checked against etcd 3.4: puts, ranges and error replies pipelined on
+//! one connection come back in the order sent), so the engine's in-order reply matching holds;
+//! the depth overlaps the network and the client's work, not etcd's handling of one connection.
+//!
+//! The requests are the blocking session's (`mod.rs`): `range`, `put` of the whole encoded
+//! record, `deleterange`, keys and values in base64; a partial update is a read, a merge and a
+//! put (`whole_record_writes`). A read's value is base64 inside JSON, so the codec decodes it
+//! into its own buffer and the record's spans index that (`Codec::decoded`), not the read
+//! buffer. Every buffer is the codec's own and reused: nothing is allocated per request once
+//! they have grown.
+//!
+//! Authentication: the target's `connect` takes the shared token (or authenticates, once for
+//! all connections: `Http::refresh`) and publishes it; the codecs pick a new token up by a
+//! generation counter (one atomic load per request, the lock only when it changed). A token
+//! etcd refuses (expired, or older than a change to users or roles) breaks the connection; the
+//! engine replaces it, and that connect authenticates again. Clusters: connections go to the
+//! leader (found when the store opened, looked for again when it stops answering). TLS is
+//! refused by `engine_refusal` for now; `connect` is where a TLS transport would hand over its
+//! stream.
+
+use super::{auth::Access, cluster, frame, json_str, Http, B64};
+use crate::record::{self, Span};
+use crate::store::net::push_num;
+use crate::store::wire::{Codec, EventTarget, Parsed, Sent};
+use crate::store::{ErrorKind, Fields, Queued, Status};
+use base64::Engine;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The token the engine's connections send, shared by the target and its codecs.
+#[derive(Default)]
+pub(super) struct Tokens {
+    /// Raised each time `current` changes; a codec compares it with the one it copied.
+    generation: AtomicU64,
+    current: Mutex<Vec<u8>>,
+    /// The latest token etcd refused: the next connect authenticates rather than take it.
+    refused: Mutex<Vec<u8>>,
+}
+
+impl Tokens {
+    fn publish(&self, token: &[u8]) {
+        let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if *cur != token {
+            cur.clear();
+            cur.extend_from_slice(token);
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+pub(super) struct EtcdTarget {
+    /// Every member's client address.
+    pub(super) endpoints: Arc<[SocketAddr]>,
+    /// The member connections go to: the leader, as last found.
+    pub(super) leader: AtomicUsize,
+    pub(super) timeout: Duration,
+    pub(super) max_reply: usize,
+    pub(super) access: Arc<Access>,
+    pub(super) tokens: Arc<Tokens>,
+}
+
+impl EtcdTarget {
+    /// A connection to the leader; when it does not answer, to the leader found anew, else to
+    /// each member in turn (as the blocking client's reconnect).
+    fn open(&self) -> Result<Http, String> {
+        let at = self.leader.load(Ordering::Relaxed);
+        let first = Http::connect(self.endpoints[at], self.timeout, &self.access);
+        let e = match first {
+            Ok(h) => return Ok(h),
+            Err(e) => e.message,
+        };
+        let n = self.endpoints.len();
+        if n == 1 {
+            return Err(e);
+        }
+        let from = cluster::leader_endpoint(&self.endpoints, self.timeout, &self.access)
+            .unwrap_or((at + 1) % n);
+        let mut last = e;
+        for k in 0..n {
+            let i = (from + k) % n;
+            match Http::connect(self.endpoints[i], self.timeout, &self.access) {
+                Ok(h) => {
+                    self.leader.store(i, Ordering::Relaxed);
+                    return Ok(h);
+                }
+                Err(e) => last = e.message,
+            }
+        }
+        Err(last)
+    }
+}
+
+impl EventTarget for EtcdTarget {
+    fn addr(&self) -> SocketAddr {
+        self.endpoints[self.leader.load(Ordering::Relaxed)]
+    }
+
+    fn connect(&self) -> Result<std::net::TcpStream, String> {
+        let mut h = self.open()?;
+        if self.access.user().is_some() {
+            // The refused token (or none): `refresh` takes the shared one unless it is that,
+            // else authenticates (once for every connection that finds it refused).
+            h.token.clone_from(
+                &self
+                    .tokens
+                    .refused
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()),
+            );
+            h.refresh().map_err(|e| self.access.explain(&e.message))?;
+            self.tokens.publish(&h.token);
+        }
+        h.conn
+            .into_plain_tcp()
+            .ok_or_else(|| "etcd: the engine serves plain http only (TLS is refused)".to_string())
+    }
+
+    fn codec(&self) -> Box<dyn Codec> {
+        Box::new(EtcdCodec::new(self.max_reply, self.tokens.clone()))
+    }
+
+    fn whole_record_writes(&self) -> bool {
+        true
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn max_reply(&self) -> usize {
+        self.max_reply
+    }
+}
+
+pub(super) struct EtcdCodec {
+    max_reply: usize,
+    /// The request's JSON, then the record's encoding (a put's value before base64).
+    json: Vec<u8>,
+    encoded: Vec<u8>,
+    /// A chunked reply's body, joined.
+    joined: Vec<u8>,
+    /// The latest read's value, decoded from base64 (what `decoded` returns).
+    value: Vec<u8>,
+    /// The key asked for, in base64 (to match the reply's).
+    key64: Vec<u8>,
+    tokens: Arc<Tokens>,
+    token: Vec<u8>,
+    generation: u64,
+    last_error: Option<String>,
+}
+
+impl EtcdCodec {
+    pub(super) fn new(max_reply: usize, tokens: Arc<Tokens>) -> EtcdCodec {
+        EtcdCodec {
+            max_reply,
+            json: Vec::new(),
+            encoded: Vec::new(),
+            joined: Vec::new(),
+            value: Vec::new(),
+            key64: Vec::new(),
+            tokens,
+            token: Vec::new(),
+            generation: 0,
+            last_error: None,
+        }
+    }
+
+    /// Copies the shared token when another connect published a new one.
+    #[cold]
+    fn take_token(&mut self, generation: u64) {
+        let cur = self
+            .tokens
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        self.token.clone_from(&cur);
+        self.generation = generation;
+    }
+
+    /// The request line, headers and `self.json` as its body.
+    fn request(&mut self, path: &[u8], out: &mut Vec<u8>) {
+        let g = self.tokens.generation.load(Ordering::Acquire);
+        if g != self.generation {
+            self.take_token(g);
+        }
+        out.extend_from_slice(b"POST ");
+        out.extend_from_slice(path);
+        out.extend_from_slice(b" HTTP/1.1\r\nHost: etcd\r\nContent-Type: application/json\r\n");
+        if !self.token.is_empty() {
+            out.extend_from_slice(b"Authorization: ");
+            out.extend_from_slice(&self.token);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"Content-Length: ");
+        push_num(out, self.json.len());
+        out.extend_from_slice(b"\r\n\r\n");
+        out.extend_from_slice(&self.json);
+    }
+
+    /// A reply other than 200: etcd's `{"error":...,"code":N}`, mapped as the blocking client
+    /// maps it; a refused token breaks the connection (its replacement authenticates again).
+    #[cold]
+    fn refusal(&mut self, status: u16, body: &[u8], used: usize) -> Parsed {
+        let e = super::http_error(status as usize, body);
+        if super::auth::token_refused(&e.message) {
+            let mut r = self
+                .tokens
+                .refused
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            r.clone_from(&self.token);
+            return Parsed::Broken(
+                "etcd: the auth token was refused (expired, or older than a change to users or roles); the connection's replacement authenticates again",
+            );
+        }
+        self.last_error = Some(e.message);
+        reply(Status::error(e.kind), used, 0)
+    }
+
+    /// A range's reply: the record of the key asked for, or none.
+    fn read(
+        &mut self,
+        all: bool,
+        key: &[u8],
+        field: &[u8],
+        body: &[u8],
+        used: usize,
+        spans: &mut Vec<Span>,
+    ) -> Parsed {
+        let Some(at) = super::find(body, b"\"kvs\":[") else {
+            return reply(Status::NotFound, used, 0);
+        };
+        let kvs = &body[at..];
+        self.key64.resize(key.len().div_ceil(3) * 4, 0);
+        let n = B64
+            .encode_slice(key, &mut self.key64)
+            .expect("sized for base64");
+        self.key64.truncate(n);
+        match json_str(kvs, b"\"key\":\"") {
+            Some(r) if kvs[r.clone()] == self.key64[..] => {}
+            _ => return Parsed::Broken("etcd range: a reply for another key"),
+        }
+        let decoded = match json_str(kvs, b"\"value\":\"") {
+            Some(r) => B64.decode_slice(&kvs[r.clone()], {
+                self.value.resize(r.len() / 4 * 3 + 3, 0);
+                &mut self.value[..]
+            }),
+            None => Ok(0), // etcd leaves an empty value out
+        };
+        match decoded {
+            Ok(n) => self.value.truncate(n),
+            Err(e) => {
+                self.value.clear();
+                self.last_error = Some(format!("etcd: undecodable base64 in reply: {e}"));
+                return reply(Status::error(ErrorKind::Corruption), used, 0);
+            }
+        }
+        let want = if all { Fields::All } else { Fields::One(field) };
+        match record::index_encoded(&self.value, |nm| want.wants(nm), spans) {
+            Ok(()) => {
+                let bytes = spans.iter().map(|s| s.data_len()).sum();
+                reply(Status::Ok, used, bytes)
+            }
+            Err(e) => {
+                self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
+                reply(Status::error(ErrorKind::Corruption), used, 0)
+            }
+        }
+    }
+}
+
+fn reply(status: Status, used: usize, bytes: u64) -> Parsed {
+    Parsed::Reply {
+        status,
+        used,
+        bytes,
+        view_base: 0,
+    }
+}
+
+impl Codec for EtcdCodec {
+    fn encode(&mut self, op: Queued<'_>, out: &mut Vec<u8>) -> bool {
+        self.json.clear();
+        self.json.push(b'{');
+        let path: &[u8] = match op {
+            Queued::Read(key, _) => {
+                super::b64_field(&mut self.json, b"key", key);
+                b"/v3/kv/range"
+            }
+            // A whole record: a partial update is chained as a read, a merge and this put.
+            Queued::Insert(key, values) | Queued::Update(key, values) => {
+                self.encoded.clear();
+                values.encode_into(&mut self.encoded);
+                super::b64_field(&mut self.json, b"key", key);
+                self.json.push(b',');
+                super::b64_field(&mut self.json, b"value", &self.encoded);
+                b"/v3/kv/put"
+            }
+            Queued::Delete(key) => {
+                super::b64_field(&mut self.json, b"key", key);
+                b"/v3/kv/deleterange"
+            }
+        };
+        self.json.push(b'}');
+        self.request(path, out);
+        true
+    }
+
+    fn decode(
+        &mut self,
+        sent: Sent,
+        key: &[u8],
+        field: &[u8],
+        buf: &[u8],
+        spans: &mut Vec<Span>,
+    ) -> Parsed {
+        let (status, used, at) = match frame::frame(buf, self.max_reply, &mut self.joined) {
+            frame::Framed::More => return Parsed::More,
+            frame::Framed::Broken(why) => return Parsed::Broken(why),
+            frame::Framed::Whole { status, used, body } => (status, used, body),
+        };
+        // The body, in the read buffer or (chunked) joined in the codec's own.
+        let joined = std::mem::take(&mut self.joined);
+        let body = match &at {
+            Some(r) => &buf[r.clone()],
+            None => &joined[..],
+        };
+        let p = if status != 200 {
+            self.refusal(status, body, used)
+        } else {
+            match sent {
+                Sent::Read { all } => self.read(all, key, field, body, used, spans),
+                Sent::Update | Sent::Insert | Sent::Delete => reply(Status::Ok, used, 0),
+            }
+        };
+        self.joined = joined;
+        p
+    }
+
+    fn decoded(&self) -> Option<&[u8]> {
+        Some(&self.value)
+    }
+
+    fn last_error(&mut self) -> Option<String> {
+        self.last_error.take()
+    }
+}
