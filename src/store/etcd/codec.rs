@@ -350,3 +350,221 @@ impl Codec for EtcdCodec {
         self.last_error.take()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn codec() -> EtcdCodec {
+        EtcdCodec::new(1 << 16, Arc::default())
+    }
+
+    fn rec() -> crate::record::Record {
+        let mut r = crate::record::Record::new();
+        r.push(b"field0", b"abc");
+        r.push(b"field1", b"de");
+        r
+    }
+
+    fn ok_reply(body: &str) -> Vec<u8> {
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    }
+
+    /// etcd's range reply holding `value` under `key` (both base64, as etcd writes them).
+    fn range_reply(key: &[u8], value: &[u8]) -> Vec<u8> {
+        ok_reply(&format!(
+            r#"{{"header":{{"revision":"7"}},"kvs":[{{"key":"{}","create_revision":"2","mod_revision":"7","version":"3","value":"{}"}}],"count":"1"}}"#,
+            B64.encode(key),
+            B64.encode(value)
+        ))
+    }
+
+    #[test]
+    fn requests_are_the_blocking_sessions_json_with_the_token_once_published() {
+        let tokens = Arc::new(Tokens::default());
+        let mut c = EtcdCodec::new(1 << 16, tokens.clone());
+        let mut out = Vec::new();
+        c.encode(Queued::Read(b"user1", Fields::All), &mut out);
+        let body = r#"{"key":"dXNlcjE="}"#;
+        let want = format!("POST /v3/kv/range HTTP/1.1\r\nHost: etcd\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+        assert_eq!(String::from_utf8_lossy(&out), want);
+        tokens.publish(b"tok.1");
+        out.clear();
+        c.encode(Queued::Delete(b"user1"), &mut out);
+        let text = String::from_utf8_lossy(&out).into_owned();
+        assert!(
+            text.starts_with("POST /v3/kv/deleterange HTTP/1.1\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("\r\nAuthorization: tok.1\r\n"), "{text}");
+        out.clear();
+        c.encode(Queued::Insert(b"user2", &rec()), &mut out);
+        let mut enc = Vec::new();
+        rec().encode_into(&mut enc);
+        let body = format!(
+            r#"{{"key":"{}","value":"{}"}}"#,
+            B64.encode("user2"),
+            B64.encode(&enc)
+        );
+        let text = String::from_utf8_lossy(&out).into_owned();
+        assert!(text.starts_with("POST /v3/kv/put HTTP/1.1\r\n"), "{text}");
+        assert!(
+            text.ends_with(&format!("Content-Length: {}\r\n\r\n{body}", body.len())),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_read_is_whole_only_with_its_last_byte_and_decodes_the_record() {
+        let mut c = codec();
+        let mut enc = Vec::new();
+        rec().encode_into(&mut enc);
+        let mut buf = range_reply(b"user1", &enc);
+        let whole = buf.len();
+        buf.extend_from_slice(b"HTTP/1.1 200");
+        let mut spans = vec![];
+        let read = Sent::Read { all: true };
+        for cut in 0..whole {
+            assert_eq!(
+                c.decode(read, b"user1", b"", &buf[..cut], &mut spans),
+                Parsed::More,
+                "{cut}"
+            );
+        }
+        let p = c.decode(read, b"user1", b"", &buf, &mut spans);
+        assert_eq!(
+            p,
+            Parsed::Reply {
+                status: Status::Ok,
+                used: whole,
+                bytes: 5,
+                view_base: 0
+            }
+        );
+        let view = crate::record::RecordView::new(c.decoded().unwrap(), &spans);
+        assert_eq!(view.get(b"field0"), Some(&b"abc"[..]));
+        assert_eq!(view.get(b"field1"), Some(&b"de"[..]));
+        // One field asked for: only its span.
+        let p = c.decode(
+            Sent::Read { all: false },
+            b"user1",
+            b"field1",
+            &buf,
+            &mut spans,
+        );
+        assert!(
+            matches!(
+                p,
+                Parsed::Reply {
+                    status: Status::Ok,
+                    bytes: 2,
+                    ..
+                }
+            ),
+            "{p:?}"
+        );
+        // Another key's record: out of step.
+        assert!(matches!(
+            c.decode(read, b"user2", b"", &buf, &mut spans),
+            Parsed::Broken(_)
+        ));
+        // No kvs: not found.
+        let none = ok_reply(r#"{"header":{"revision":"7"}}"#);
+        let p = c.decode(read, b"user1", b"", &none, &mut spans);
+        assert!(
+            matches!(
+                p,
+                Parsed::Reply {
+                    status: Status::NotFound,
+                    ..
+                }
+            ),
+            "{p:?}"
+        );
+        // A put's reply.
+        let p = c.decode(Sent::Update, b"user1", b"", &none, &mut spans);
+        assert!(
+            matches!(
+                p,
+                Parsed::Reply {
+                    status: Status::Ok,
+                    ..
+                }
+            ),
+            "{p:?}"
+        );
+    }
+
+    fn chunked_error(status: &str, json: &str) -> Vec<u8> {
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nTrailer: Grpc-Trailer-Content-Type\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{json}\n\r\n0\r\nGrpc-Trailer-Content-Type: application/grpc\r\n\r\n",
+            json.len() + 1
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn etcds_errors_map_as_the_blocking_client_and_a_refused_token_breaks() {
+        let tokens = Arc::new(Tokens::default());
+        let mut c = EtcdCodec::new(1 << 16, tokens.clone());
+        let mut spans = vec![];
+        let big = chunked_error(
+            "429 Too Many Requests",
+            r#"{"error":"grpc: received message larger than max (2097160 vs. 2097152)","code":8}"#,
+        );
+        // Split anywhere: more until the trailer's empty line.
+        for cut in 0..big.len() {
+            assert_eq!(
+                c.decode(Sent::Insert, b"k", b"", &big[..cut], &mut spans),
+                Parsed::More,
+                "{cut}"
+            );
+        }
+        let p = c.decode(Sent::Insert, b"k", b"", &big, &mut spans);
+        assert_eq!(
+            p,
+            Parsed::Reply {
+                status: Status::error(ErrorKind::Busy),
+                used: big.len(),
+                bytes: 0,
+                view_base: 0
+            }
+        );
+        assert!(c.last_error().unwrap().contains("larger than max"));
+        let quota = chunked_error(
+            "400 Bad Request",
+            r#"{"error":"etcdserver: mvcc: database space exceeded (space quota)","code":8}"#,
+        );
+        let p = c.decode(Sent::Insert, b"k", b"", &quota, &mut spans);
+        assert!(
+            matches!(
+                p,
+                Parsed::Reply {
+                    status: Status::Error {
+                        kind: ErrorKind::Io,
+                        ..
+                    },
+                    ..
+                }
+            ),
+            "{p:?}"
+        );
+        tokens.publish(b"old.1");
+        let mut out = Vec::new();
+        c.encode(Queued::Read(b"k", Fields::All), &mut out);
+        let refused = chunked_error(
+            "401 Unauthorized",
+            r#"{"error":"etcdserver: invalid auth token","code":16}"#,
+        );
+        assert!(matches!(
+            c.decode(Sent::Read { all: true }, b"k", b"", &refused, &mut spans),
+            Parsed::Broken(_)
+        ));
+        // The next connect is told which token not to take again.
+        assert_eq!(*tokens.refused.lock().unwrap(), b"old.1");
+    }
+}
