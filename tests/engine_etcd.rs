@@ -383,3 +383,148 @@ fn a_hostile_http_server_costs_protocol_errors_not_a_hang() {
         }
     }
 }
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let o = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl is installed (scripts/setup.sh)");
+    assert!(
+        o.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A CA, and a server certificate for 127.0.0.1 and a client certificate it signs (P-256).
+fn certs(dir: &Path) {
+    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    let ca = format!("req -x509 {ec} -keyout ca.key -out ca.pem -days 2 -subj /CN=engine-ca");
+    openssl(dir, &ca.split_whitespace().collect::<Vec<_>>());
+    for (name, ext) in [
+        (
+            "server",
+            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n",
+        ),
+        ("client", "extendedKeyUsage=clientAuth\n"),
+    ] {
+        let req = format!("req {ec} -keyout {name}.key -out {name}.csr -subj /CN={name}");
+        openssl(dir, &req.split_whitespace().collect::<Vec<_>>());
+        std::fs::write(dir.join(format!("{name}.cnf")), ext).unwrap();
+        let sign = format!("x509 -req -in {name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out {name}.pem -days 2 -extfile {name}.cnf");
+        openssl(dir, &sign.split_whitespace().collect::<Vec<_>>());
+    }
+}
+
+/// etcd's own count of the gRPC calls of `method` one member handled (its plain-http metrics
+/// listener): the gateway calls the member's own handler for each request it serves.
+fn handled(metrics_port: u16, method: &str) -> u64 {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", metrics_port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: etcd\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let want = format!("grpc_method=\"{method}\"");
+    text.lines()
+        .filter(|l| l.starts_with("grpc_server_handled_total{") && l.contains(&want))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64)
+        .sum()
+}
+
+#[test]
+fn engine_connections_go_to_the_leader_of_a_tls_cluster() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    certs(d);
+    // Three members, clients over TLS with client certificates, metrics on plain http.
+    let ports: Vec<[u16; 3]> = (0..3)
+        .map(|_| [free_port(), free_port(), free_port()])
+        .collect();
+    let cluster = ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("m{i}=http://127.0.0.1:{}", p[1]))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut procs = vec![];
+    for (i, [client, peer, metrics]) in ports.iter().enumerate() {
+        let log = std::fs::File::create(d.join(format!("etcd{i}.log"))).unwrap();
+        let args = format!(
+            "--name m{i} --data-dir {dir}/data{i} --listen-client-urls https://127.0.0.1:{client} \
+             --advertise-client-urls https://127.0.0.1:{client} --listen-peer-urls http://127.0.0.1:{peer} \
+             --initial-advertise-peer-urls http://127.0.0.1:{peer} --initial-cluster {cluster} \
+             --initial-cluster-state new --listen-metrics-urls http://127.0.0.1:{metrics} \
+             --cert-file {dir}/server.pem --key-file {dir}/server.key --trusted-ca-file {dir}/ca.pem \
+             --client-cert-auth",
+            dir = d.display()
+        );
+        let c = Command::new("etcd")
+            .args(args.split_whitespace())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("etcd is installed");
+        procs.push(Proc(c));
+    }
+    let t0 = Instant::now();
+    let log =
+        |i: usize| std::fs::read_to_string(d.join(format!("etcd{i}.log"))).unwrap_or_default();
+    while !(0..3).all(|i| log(i).contains("ready to serve client requests")) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "etcd did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let leader = (0..3)
+        .find(|&i| log(i).contains("became leader"))
+        .expect("a member logs that it became leader");
+    // The leader's URL last: the engine must find it.
+    let mut order: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    order.push(leader);
+    let addr = order
+        .iter()
+        .map(|&i| format!("https://127.0.0.1:{}", ports[i][0]))
+        .collect::<Vec<_>>()
+        .join(",");
+    let out = d.join("run");
+    let o = kvmeter()
+        .args(["run", "-P", "workloada", "--store", "etcd"])
+        .args(["--store-opt", &format!("addr={addr}")])
+        .args(["--store-opt", &format!("tls_ca={}/ca.pem", d.display())])
+        .args([
+            "--store-opt",
+            &format!("tls_cert={}/client.pem", d.display()),
+        ])
+        .args([
+            "--store-opt",
+            &format!("tls_key={}/client.key", d.display()),
+        ])
+        .args(["--connections", "20", "--depth", "4", "--records", "300"])
+        .args(["--ops", "2000", "-p", "dataintegrity=true"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("summary.json"));
+    let (load, run) = (phase(&s, "load"), phase(&s, "run"));
+    assert_eq!(errors(load) + errors(run), 0, "{run}");
+    let (reads, updates) = (count(run, "READ"), count(run, "UPDATE"));
+    assert_eq!(reads + updates, 2000);
+    assert_eq!(run["ops"]["VERIFY"]["ok"].as_u64(), Some(reads));
+    // Every put went to the leader (followers forward none: they handled no Put), and so did
+    // the reads (a follower handled at most kvmeter's check that it answers: one range).
+    for (i, p) in ports.iter().enumerate() {
+        let (puts, ranges) = (handled(p[2], "Put"), handled(p[2], "Range"));
+        if i == leader {
+            assert_eq!(puts, 300 + updates, "leader m{i}");
+            assert!(ranges >= reads, "leader m{i}: {ranges} < {reads}");
+        } else {
+            assert_eq!(puts, 0, "follower m{i}");
+            assert!(ranges <= 2, "follower m{i}: {ranges}");
+        }
+    }
+}

@@ -17,14 +17,14 @@
 //! generation counter (one atomic load per request, the lock only when it changed). A token
 //! etcd refuses (expired, or older than a change to users or roles) breaks the connection; the
 //! engine replaces it, and that connect authenticates again. Clusters: connections go to the
-//! leader (found when the store opened, looked for again when it stops answering). TLS is
-//! refused by `engine_refusal` for now; `connect` is where a TLS transport would hand over its
-//! stream.
+//! leader (found when the store opened, looked for again when it stops answering). TLS: the
+//! connection is opened as the blocking client's (rustls, the handshake done) and handed to the
+//! engine as a `Link::Tls`.
 
 use super::{auth::Access, cluster, frame, json_str, Http, B64};
 use crate::record::{self, Span};
 use crate::store::net::push_num;
-use crate::store::wire::{Codec, EventTarget, Parsed, Sent};
+use crate::store::wire::{Codec, EventTarget, Link, Parsed, Sent};
 use crate::store::{ErrorKind, Fields, Queued, Status};
 use base64::Engine;
 use std::net::SocketAddr;
@@ -100,7 +100,7 @@ impl EventTarget for EtcdTarget {
         self.endpoints[self.leader.load(Ordering::Relaxed)]
     }
 
-    fn connect(&self) -> Result<std::net::TcpStream, String> {
+    fn connect(&self) -> Result<Link, String> {
         let mut h = self.open()?;
         if self.access.user().is_some() {
             // The refused token (or none): `refresh` takes the shared one unless it is that,
@@ -115,9 +115,12 @@ impl EventTarget for EtcdTarget {
             h.refresh().map_err(|e| self.access.explain(&e.message))?;
             self.tokens.publish(&h.token);
         }
-        h.conn
-            .into_plain_tcp()
-            .ok_or_else(|| "etcd: the engine serves plain http only (TLS is refused)".to_string())
+        // Nothing of the authentication's reply is left unread (it had a Content-Length).
+        match h.conn.into_parts() {
+            Some((s, None)) => Ok(Link::Tcp(s)),
+            Some((s, Some(tls))) => Ok(Link::Tls(s, tls)),
+            None => Err("etcd: bytes left unread after authenticating".into()),
+        }
     }
 
     fn codec(&self) -> Box<dyn Codec> {

@@ -392,15 +392,10 @@ struct EtcdStore {
     tokens: std::sync::Arc<codec::Tokens>,
 }
 
-/// Why the event-driven engine (`--connections`) cannot serve these options yet, if it
-/// cannot: it speaks plain http to etcd's gateway.
-pub fn engine_refusal(o: &StoreOptions) -> Option<String> {
-    let https = auth::parse_urls(o.str("addr")).is_ok_and(|u| u.scheme == auth::Scheme::Https);
-    if o.str("tls") != "false" || https {
-        return Some(
-            "--store-opt tls=true (or an https:// addr): TLS to etcd is not served by the event-driven engine (--connections) yet; without --connections, worker threads serve it".into(),
-        );
-    }
+/// Why the event-driven engine (`--connections`) cannot serve these options, if it cannot:
+/// it serves every option (TLS through the engine's `Link::Tls`); kept so a refusal has its
+/// place beside memcached's and Redis's.
+pub fn engine_refusal(_o: &StoreOptions) -> Option<String> {
     None
 }
 
