@@ -444,7 +444,7 @@ mod tests {
             Parsed::Reply {
                 status: Status::Ok,
                 used: whole,
-                bytes: 5,
+                bytes: 17, // names and values, as memcached counts
                 view_base: 0
             }
         );
@@ -464,7 +464,7 @@ mod tests {
                 p,
                 Parsed::Reply {
                     status: Status::Ok,
-                    bytes: 2,
+                    bytes: 8,
                     ..
                 }
             ),
@@ -531,7 +531,7 @@ mod tests {
         assert_eq!(
             p,
             Parsed::Reply {
-                status: Status::error(ErrorKind::Busy),
+                status: Status::error(ErrorKind::Other),
                 used: big.len(),
                 bytes: 0,
                 view_base: 0
