@@ -224,6 +224,10 @@ fn engine_connections_authenticate_and_a_wrong_password_is_one_line() {
         .map(|l| l.split(',').nth(6).unwrap().parse().unwrap())
         .collect();
     assert!(reads.len() >= 5 && reads[reads.len() - 2] > 0, "{iv}");
+    // The connections authenticated once for all, before the run and after the change, not
+    // once each (etcd's own count; the test's own authentication is one of them).
+    let auths = handled(port, "Authenticate");
+    assert!((3..=8).contains(&auths), "{auths} authentications");
 
     // A wrong password: one line, before any phase.
     std::fs::write(&pw, "not-the-password\n").unwrap();

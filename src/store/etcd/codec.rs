@@ -30,7 +30,7 @@ use base64::Engine;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The token the engine's connections send, shared by the target and its codecs.
 #[derive(Default)]
@@ -38,18 +38,41 @@ pub(super) struct Tokens {
     /// Raised each time `current` changes; a codec compares it with the one it copied.
     generation: AtomicU64,
     current: Mutex<Vec<u8>>,
+    /// When `current` was published.
+    published: Mutex<Option<Instant>>,
     /// The latest token etcd refused: the next connect authenticates rather than take it.
     refused: Mutex<Vec<u8>>,
 }
 
+/// A token published this recently is taken, not replaced, by a connection that saw one
+/// refused: requests encoded before it was published are still in flight on other
+/// connections, and a codec cannot tell which token such a request carried. Without this,
+/// each of them would authenticate again (etcd hashes the password with bcrypt each time).
+const FRESH_TOKEN: Duration = Duration::from_secs(1);
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Tokens {
     fn publish(&self, token: &[u8]) {
-        let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cur = locked(&self.current);
         if *cur != token {
             cur.clear();
             cur.extend_from_slice(token);
+            *locked(&self.published) = Some(Instant::now());
             self.generation.fetch_add(1, Ordering::Release);
         }
+    }
+
+    /// The token a new connection holds before `Http::refresh`: the refused one (refresh then
+    /// authenticates if the shared token is that one), or none when the shared token is fresh
+    /// (refresh takes it).
+    fn held_by_new_connection(&self) -> Vec<u8> {
+        if locked(&self.published).is_some_and(|t| t.elapsed() < FRESH_TOKEN) {
+            return Vec::new();
+        }
+        locked(&self.refused).clone()
     }
 }
 
@@ -103,15 +126,9 @@ impl EventTarget for EtcdTarget {
     fn connect(&self) -> Result<Link, String> {
         let mut h = self.open()?;
         if self.access.user().is_some() {
-            // The refused token (or none): `refresh` takes the shared one unless it is that,
-            // else authenticates (once for every connection that finds it refused).
-            h.token.clone_from(
-                &self
-                    .tokens
-                    .refused
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner()),
-            );
+            // `refresh` takes the shared token unless it is the one held, else authenticates
+            // (once for every connection that finds it refused).
+            h.token = self.tokens.held_by_new_connection();
             h.refresh().map_err(|e| self.access.explain(&e.message))?;
             self.tokens.publish(&h.token);
         }
