@@ -373,7 +373,7 @@ fn too_few_file_descriptors_for_the_connections_is_exit_2_before_anything() {
     for (args, says) in [
         (
             vec!["--store", "rocksdb", "--connections", "4"],
-            "memcached and redis",
+            "memcached, redis and etcd",
         ),
         (
             vec!["--store", "memcached", "--depth", "4"],

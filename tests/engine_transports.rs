@@ -13,6 +13,14 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// Managed multi-server stores (Sentinels, clusters) are made one at a time: each picks free
+/// ports on loopback, and two made at once can pick the same.
+static MANAGED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    MANAGED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// A CA and a certificate for 127.0.0.1, made with the openssl command line.
 fn tls_files(dir: &Path) -> (String, String, String) {
     let run = |args: &[&str]| {
@@ -236,6 +244,7 @@ fn memcached_over_udp_on_the_engine_sends_every_request_as_a_datagram() {
 
 #[test]
 fn the_engine_follows_sentinels_to_the_promoted_replica() {
+    let _one = one_at_a_time();
     let t = tempfile::tempdir().unwrap();
     let out = t.path().join("run");
     let o = kvmeter()
@@ -290,6 +299,7 @@ fn sent_to(p: &serde_json::Value, member: &str) -> u64 {
 
 #[test]
 fn redis_cluster_on_the_engine_sends_each_key_to_its_masters_socket() {
+    let _one = one_at_a_time();
     let t = tempfile::tempdir().unwrap();
     let out = t.path().join("run");
     let o = kvmeter()
@@ -326,6 +336,7 @@ fn redis_cluster_on_the_engine_sends_each_key_to_its_masters_socket() {
 
 #[test]
 fn a_killed_cluster_master_stops_its_keys_on_the_engine_while_the_others_go_on() {
+    let _one = one_at_a_time();
     let t = tempfile::tempdir().unwrap();
     let out = t.path().join("run");
     let o = kvmeter()
@@ -381,6 +392,7 @@ fn a_killed_cluster_master_stops_its_keys_on_the_engine_while_the_others_go_on()
 
 #[test]
 fn a_reshard_mid_run_is_followed_through_moved_and_ask_on_the_engine() {
+    let _one = one_at_a_time();
     let t = tempfile::tempdir().unwrap();
     let out = t.path().join("run");
     let mut k = std::process::Command::new(common::bin());

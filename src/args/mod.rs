@@ -252,7 +252,7 @@ pub struct CommonArgs {
     /// (default 16). With --connections: the event loops (default: one per CPU).
     #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<i64>,
-    /// memcached and redis: the event-driven engine, with this many connections in all spread
+    /// memcached, redis and etcd: the event-driven engine, with this many connections in all spread
     /// over --threads event loops (memtier's clients × threads).
     #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub connections: Option<i64>,

@@ -177,8 +177,9 @@ fn served(adapter: &StoreKind, opts: &StoreOptions) -> Result<(), UsageError> {
     let refusal = match adapter.name {
         "memcached" => crate::store::memcached::engine_refusal(opts),
         "redis" => crate::store::redis::engine_refusal(opts),
+        "etcd" => crate::store::etcd::engine_refusal(opts),
         other => Some(format!(
-            "--connections with --store {other}: the event-driven engine serves memcached and redis; other stores run on worker threads (--threads)"
+            "--connections with --store {other}: the event-driven engine serves memcached, redis and etcd; other stores run on worker threads (--threads)"
         )),
     };
     refusal.map_or(Ok(()), |r| Err(UsageError::new(r)))

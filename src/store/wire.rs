@@ -75,6 +75,12 @@ pub trait Codec: Send {
         buf: &[u8],
         spans: &mut Vec<Span>,
     ) -> Parsed;
+    /// Where the latest read reply's `spans` point when not into the read buffer: the codec's
+    /// own decoded copy of the record (etcd's value is base64 inside JSON). `None`: the spans
+    /// index the read buffer from `view_base` (memcached, Redis).
+    fn decoded(&self) -> Option<&[u8]> {
+        None
+    }
     /// The server's words for the latest error status (taken: the next call starts afresh).
     fn last_error(&mut self) -> Option<String> {
         None

@@ -22,7 +22,11 @@ impl Loop<'_, '_> {
         }
         let c = &self.conns[ci];
         let Some(s) = c.oldest() else { return };
-        let view = RecordView::new(&c.unparsed()[view_base..], &self.spans);
+        let bytes = match self.codec.decoded() {
+            Some(d) => d,
+            None => &c.unparsed()[view_base..],
+        };
+        let view = RecordView::new(bytes, &self.spans);
         self.stored.clear();
         for (n, v) in view.iter() {
             self.stored.push(n, v);

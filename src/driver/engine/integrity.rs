@@ -22,7 +22,10 @@ impl Loop<'_, '_> {
             return None;
         }
         let t0 = self.clock.now();
-        let bytes = &c.unparsed()[view_base..];
+        let bytes = match self.codec.decoded() {
+            Some(d) => d,
+            None => &c.unparsed()[view_base..],
+        };
         let view = RecordView::new(bytes, &self.spans);
         let one_unnamed = !slot.field.is_empty()
             && view.len() == 1

@@ -388,7 +388,7 @@ pub fn read_password_file(path: &str, setting: &str) -> Result<String, String> {
 }
 
 /// etcd refused the token held (expired, or issued before users or roles changed).
-fn token_refused(message: &str) -> bool {
+pub(super) fn token_refused(message: &str) -> bool {
     message.contains("invalid auth token") || message.contains("revision of auth store is old")
 }
 
@@ -423,7 +423,7 @@ impl Http {
     /// workers that start together, or find the token refused together, authenticate once:
     /// etcd hashes the password with bcrypt for each.
     #[cold]
-    fn refresh(&mut self) -> Result<(), RawError> {
+    pub(super) fn refresh(&mut self) -> Result<(), RawError> {
         let access = self.access.clone();
         let mut shared = access.token.lock().unwrap_or_else(|p| p.into_inner());
         if !shared.is_empty() && *shared != self.token {

@@ -16,6 +16,8 @@ use super::*;
 
 pub mod auth;
 mod cluster;
+mod codec;
+mod frame;
 pub mod url;
 use crate::error::UsageError;
 use auth::Access;
@@ -386,6 +388,15 @@ struct EtcdStore {
     /// Client URLs, the leader's first (as it was when the store was opened).
     endpoints: std::sync::Arc<[SocketAddr]>,
     s: Settings,
+    /// The event-driven engine's token, shared by every phase's connections.
+    tokens: std::sync::Arc<codec::Tokens>,
+}
+
+/// Why the event-driven engine (`--connections`) cannot serve these options, if it cannot:
+/// it serves every option (TLS through the engine's `Link::Tls`); kept so a refusal has its
+/// place beside memcached's and Redis's.
+pub fn engine_refusal(_o: &StoreOptions) -> Option<String> {
+    None
 }
 
 fn open(_dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
@@ -401,6 +412,7 @@ fn open(_dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
     Ok(Box::new(EtcdStore {
         endpoints: endpoints.into(),
         s,
+        tokens: Default::default(),
     }))
 }
 
@@ -425,6 +437,17 @@ impl Store for EtcdStore {
 
     fn close(self: Box<Self>) -> anyhow::Result<()> {
         Ok(())
+    }
+
+    fn event_target(&self) -> Option<Box<dyn super::wire::EventTarget>> {
+        Some(Box::new(codec::EtcdTarget {
+            endpoints: self.endpoints.clone(),
+            leader: Default::default(),
+            timeout: self.s.timeout,
+            max_reply: self.s.max_reply,
+            access: self.s.access.clone(),
+            tokens: self.tokens.clone(),
+        }))
     }
 }
 

@@ -1,0 +1,281 @@
+//! One HTTP/1.1 reply at the front of a buffer, for the event-driven engine's etcd codec
+//! (`codec.rs`): the blocking client (`mod.rs`) reads a reply from its socket line by line,
+//! the engine hands the codec whatever bytes have arrived, with later pipelined replies
+//! behind, and asks whether the first reply is whole. Every step is bounded before it is
+//! trusted: the status line and header block together (`MAX_HEAD`), the declared length and
+//! the chunks together (`max_reply`), each chunk-size line, and the trailers; anything else is
+//! `Broken`, never waited for. etcd's gateway answers a success with `Content-Length` and an
+//! error chunked, with a `Grpc-Trailer-Content-Type` trailer: both are read whole, so the next
+//! pipelined reply starts where this one ends.
+
+use crate::store::net::parse_usize;
+use crate::store::wire;
+
+/// The longest status line and header block (and, apart, trailer block) accepted. etcd's are
+/// about 300 bytes.
+pub(super) const MAX_HEAD: usize = 8 * 1024;
+
+/// The outcome of looking for a whole reply.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Framed {
+    More,
+    Broken(&'static str),
+    /// A whole reply of `used` bytes; its body is `buf[range]`, or, chunked, the chunks
+    /// joined in the caller's buffer (`None`).
+    Whole {
+        status: u16,
+        used: usize,
+        body: Option<std::ops::Range<usize>>,
+    },
+}
+
+/// The reply at the front of `buf`; a chunked body is joined into `joined` (reused).
+pub(super) fn frame(buf: &[u8], max_reply: usize, joined: &mut Vec<u8>) -> Framed {
+    const PREFIX: &[u8] = b"HTTP/1.";
+    let n = buf.len().min(PREFIX.len());
+    if buf[..n] != PREFIX[..n] {
+        return Framed::Broken("etcd: a reply that is not HTTP/1.x (garbage status line)");
+    }
+    let head = &buf[..buf.len().min(MAX_HEAD)];
+    let Some(eol) = wire::crlf(head) else {
+        return more_head(buf);
+    };
+    let Some(status) = status_code(&head[..eol]) else {
+        return Framed::Broken("etcd: malformed HTTP status line");
+    };
+    let mut at = eol + 2;
+    let mut length: Option<usize> = None;
+    let mut chunked = false;
+    loop {
+        let Some(e) = wire::crlf(&head[at..]) else {
+            return more_head(buf);
+        };
+        let h = &head[at..at + e];
+        at += e + 2;
+        if h.is_empty() {
+            break;
+        }
+        if let Some(v) = header(h, b"content-length:") {
+            let Some(n) = parse_usize(v) else {
+                return Framed::Broken("etcd: a Content-Length that is not a number");
+            };
+            if length.is_some_and(|l| l != n) {
+                return Framed::Broken("etcd: two different Content-Length headers");
+            }
+            if n > max_reply {
+                return Framed::Broken("etcd: a Content-Length past max_reply");
+            }
+            length = Some(n);
+        } else if let Some(v) = header(h, b"transfer-encoding:") {
+            if !v.eq_ignore_ascii_case(b"chunked") {
+                return Framed::Broken("etcd: a transfer encoding other than chunked");
+            }
+            chunked = true;
+        }
+    }
+    match (length, chunked) {
+        (Some(n), false) => {
+            if buf.len() - at < n {
+                return Framed::More;
+            }
+            Framed::Whole {
+                status,
+                used: at + n,
+                body: Some(at..at + n),
+            }
+        }
+        (None, true) => chunks(buf, at, max_reply, joined, status),
+        (Some(_), true) => Framed::Broken("etcd: both Content-Length and chunked encoding"),
+        (None, false) => {
+            Framed::Broken("etcd: a reply with neither Content-Length nor chunked encoding")
+        }
+    }
+}
+
+#[cold]
+fn more_head(buf: &[u8]) -> Framed {
+    if buf.len() >= MAX_HEAD {
+        Framed::Broken("etcd: an HTTP header block past 8 KiB")
+    } else {
+        Framed::More
+    }
+}
+
+/// `HTTP/1.x NNN[ reason]`: the code.
+fn status_code(l: &[u8]) -> Option<u16> {
+    if l.len() < 12 || l[8] != b' ' || (l.len() > 12 && l[12] != b' ') {
+        return None;
+    }
+    let d = &l[9..12];
+    if !d.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(d.iter().fold(0u16, |n, c| n * 10 + (c - b'0') as u16))
+}
+
+/// The trimmed value of header line `h` when its name is `name` (with the colon, lower case).
+#[inline]
+fn header<'a>(h: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    if h.len() >= name.len() && h[..name.len()].eq_ignore_ascii_case(name) {
+        Some(h[name.len()..].trim_ascii())
+    } else {
+        None
+    }
+}
+
+/// A chunked body from `at`: the chunks joined into `joined` (their total within
+/// `max_reply`), then trailers up to an empty line (within `MAX_HEAD`).
+#[cold]
+fn chunks(
+    buf: &[u8],
+    mut at: usize,
+    max_reply: usize,
+    joined: &mut Vec<u8>,
+    status: u16,
+) -> Framed {
+    joined.clear();
+    loop {
+        let (l, used) = match wire::line(&buf[at..]) {
+            Ok(Some(x)) => x,
+            Ok(None) => return Framed::More,
+            Err(_) => return Framed::Broken("etcd: a chunk-size line past 1024 bytes"),
+        };
+        let hex = l[..crate::store::net::memchr(b';', l).unwrap_or(l.len())].trim_ascii();
+        if hex.is_empty() || hex.len() > 15 || !hex.iter().all(u8::is_ascii_hexdigit) {
+            return Framed::Broken("etcd: malformed chunk size");
+        }
+        let n = usize::from_str_radix(std::str::from_utf8(hex).unwrap_or("x"), 16)
+            .unwrap_or(usize::MAX);
+        if n > max_reply - joined.len().min(max_reply) {
+            return Framed::Broken("etcd: a chunked body past max_reply");
+        }
+        at += used;
+        if n == 0 {
+            return trailers(buf, at, status);
+        }
+        if buf.len() - at < n + 2 {
+            return Framed::More;
+        }
+        if &buf[at + n..at + n + 2] != b"\r\n" {
+            return Framed::Broken("etcd: a chunk not ended by CRLF");
+        }
+        joined.extend_from_slice(&buf[at..at + n]);
+        at += n + 2;
+    }
+}
+
+/// Trailer lines after the last chunk, up to the empty line.
+fn trailers(buf: &[u8], start: usize, status: u16) -> Framed {
+    let mut at = start;
+    loop {
+        let room = &buf[at..buf.len().min(start + MAX_HEAD)];
+        let Some(e) = wire::crlf(room) else {
+            return if buf.len() >= start + MAX_HEAD {
+                Framed::Broken("etcd: HTTP trailers past 8 KiB")
+            } else {
+                Framed::More
+            };
+        };
+        at += e + 2;
+        if e == 0 {
+            return Framed::Whole {
+                status,
+                used: at,
+                body: None,
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1";
+    const ERR: &[u8] = b"HTTP/1.1 401 Unauthorized\r\nTrailer: Grpc-Trailer-Content-Type\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n3\r\n1}\n\r\n0\r\nGrpc-Trailer-Content-Type: application/grpc\r\n\r\nHTTP";
+
+    #[test]
+    fn a_reply_is_whole_only_with_its_last_byte_on_any_split() {
+        let mut j = Vec::new();
+        for (reply, tail) in [(OK, 8), (ERR, 4)] {
+            let whole = reply.len() - tail;
+            for cut in 0..whole {
+                assert_eq!(frame(&reply[..cut], 100, &mut j), Framed::More, "{cut}");
+            }
+            for cut in whole..=reply.len() {
+                let f = frame(&reply[..cut], 100, &mut j);
+                let Framed::Whole { used, body, .. } = f else {
+                    panic!("{f:?}")
+                };
+                assert_eq!(used, whole);
+                match body {
+                    Some(r) => assert_eq!(&reply[r], b"hello"),
+                    None => assert_eq!(j, b"{\"a\":1}\n"),
+                }
+            }
+        }
+        assert!(matches!(
+            frame(ERR, 100, &mut j),
+            Framed::Whole { status: 401, .. }
+        ));
+    }
+
+    #[test]
+    fn hostile_replies_are_broken_not_waited_for() {
+        let mut j = Vec::new();
+        let broken = |b: &[u8], max| matches!(frame(b, max, &mut Vec::new()), Framed::Broken(_));
+        assert!(broken(b"SSH-2.0", 100));
+        assert!(broken(b"HTTP/1.1 2x0 OK\r\n", 100));
+        assert!(broken(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 101\r\n\r\n",
+            100
+        ));
+        assert!(broken(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n",
+            100
+        ));
+        assert!(broken(
+            b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+            100
+        ));
+        assert!(broken(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            100
+        ));
+        assert!(broken(b"HTTP/1.1 200 OK\r\n\r\n", 100));
+        assert!(broken(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+            100
+        ));
+        assert!(broken(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n",
+            100
+        ));
+        assert!(broken(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffffff\r\n",
+            100
+        ));
+        assert!(broken(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n",
+            100
+        ));
+        // Chunks that each fit but together pass the limit.
+        let mut many = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        for _ in 0..11 {
+            many.extend_from_slice(b"a\r\n0123456789\r\n");
+        }
+        assert!(broken(&many, 100));
+        // A header block that never ends.
+        let mut endless = b"HTTP/1.1 200 OK\r\n".to_vec();
+        while endless.len() < MAX_HEAD - 20 {
+            endless.extend_from_slice(b"X-A: b\r\n");
+        }
+        assert_eq!(frame(&endless, 100, &mut j), Framed::More);
+        endless.extend_from_slice(&[b'x'; 40]);
+        assert!(broken(&endless, 100));
+        // Endless trailers.
+        let mut t = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n".to_vec();
+        t.extend_from_slice(&vec![b'y'; MAX_HEAD + 1]);
+        assert!(broken(&t, 100));
+    }
+}
