@@ -680,3 +680,73 @@ fn kvmeter_cmd() -> Command {
     c.env("NO_COLOR", "1");
     c
 }
+
+#[test]
+fn send_slack_sends_what_fell_due_together_and_is_declared() {
+    let t = tempfile::tempdir().unwrap();
+    let (_mc, port) = memcached(1024);
+    let out = t.path().join("run");
+    let o = kvmeter()
+        .args(["run", "-P", "workloadc", "--store", "memcached"])
+        .args(["--store-opt", &format!("addr=127.0.0.1:{port}")])
+        .args(["--records", "200", "--connections", "16", "--rate", "1000"])
+        .args([
+            "--arrival",
+            "fixed",
+            "--send-slack",
+            "20ms",
+            "--duration",
+            "2s",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = json(&out.join("manifest.json"));
+    assert_eq!(m["plan"]["engine"]["send_slack_ns"], 20_000_000);
+    common::validate("manifest.schema.json", &m);
+    let s = json(&out.join("summary.json"));
+    let ol = &phase(&s, "run")["open_loop"];
+    // Arrivals every 1 ms, sent on a 20 ms grid: on average 10 ms late, never early; a loaded
+    // machine only adds to it.
+    assert!(
+        ol["send_lag_us"]["p50"].as_f64().unwrap() >= 2_000.0,
+        "{ol}"
+    );
+    assert!(ol["send_lag_us"]["min"].as_f64().unwrap() >= 0.0, "{ol}");
+    // Without --rate, or without --connections, or past 100 ms: one line, exit 2, nothing made.
+    for (args, says) in [
+        (
+            vec!["--connections", "4", "--send-slack", "1ms"],
+            "goes with --rate",
+        ),
+        (
+            vec!["--rate", "10", "--send-slack", "1ms"],
+            "go with --connections",
+        ),
+        (
+            vec!["--connections", "4", "--rate", "10", "--send-slack", "1s"],
+            "at most 100ms",
+        ),
+        (
+            vec!["--connections", "4", "--rate", "10", "--send-slack", "soon"],
+            "--send-slack 'soon'",
+        ),
+    ] {
+        let bad = t.path().join("bad");
+        let o = kvmeter()
+            .args(["run", "-P", "workloadc", "--store", "memcached"])
+            .args(["--store-opt", &format!("addr=127.0.0.1:{port}")])
+            .args(&args)
+            .arg("--out")
+            .arg(&bad)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(!bad.exists());
+    }
+}

@@ -42,6 +42,9 @@ pub struct Engine {
     /// their own, run phases only, measured apart.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub probe: Option<Probe>,
+    /// Open loop: each loop wakes at most once per this many ns to send the arrivals due
+    /// (`--send-slack`; 0: at each arrival).
+    pub send_slack_ns: u64,
     /// A distributed run's agent: the number (across the run) of its first connection, which
     /// is also that connection's stream (`plan::share`); 0 on one host.
     #[serde(skip)]
@@ -92,9 +95,13 @@ pub(super) fn resolve(
     phases: &mut [PhasePlan],
 ) -> Result<Option<Engine>, UsageError> {
     let Some(connections) = req.connections else {
-        if req.depth.is_some() || req.when_full.is_some() || req.probe_rate.is_some() {
+        if req.depth.is_some()
+            || req.when_full.is_some()
+            || req.probe_rate.is_some()
+            || req.send_slack.is_some()
+        {
             return Err(UsageError::new(
-                "--depth, --when-full and --probe-rate go with --connections (the event-driven engine); without it each worker thread has one request in flight",
+                "--depth, --when-full, --probe-rate and --send-slack go with --connections (the event-driven engine); without it each worker thread has one request in flight",
             ));
         }
         if adapter.name == "redis" && opts.str("encoding") == "string" {
@@ -131,6 +138,7 @@ pub(super) fn resolve(
     };
     served(adapter, opts)?;
     let probe = probe(req)?;
+    let send_slack_ns = send_slack(req)?;
     if req.target.is_some() {
         return Err(UsageError::new(
             "--target with --connections: the engine's pacing is the open loop; use --rate",
@@ -168,8 +176,32 @@ pub(super) fn resolve(
         when_full,
         fds_needed,
         probe,
+        send_slack_ns,
         first_conn: 0,
     }))
+}
+
+/// The most `--send-slack`: a tenth of a second (beyond it, the arrival process is no longer
+/// what was asked for at the 10 ms windows the run checks).
+const MAX_SEND_SLACK_NS: u64 = 100_000_000;
+
+fn send_slack(req: &Request) -> Result<u64, UsageError> {
+    let Some(s) = req.send_slack.as_deref() else {
+        return Ok(0);
+    };
+    let d = crate::values::parse_duration("--send-slack", s)?;
+    if req.rate.is_none() {
+        return Err(UsageError::new(format!(
+            "--send-slack {s}: goes with --rate (the open loop's arrivals it sends together)"
+        )));
+    }
+    let ns = d.as_nanos().min(u64::MAX as u128) as u64;
+    if ns > MAX_SEND_SLACK_NS {
+        return Err(UsageError::new(format!(
+            "--send-slack {s}: expected at most 100ms"
+        )));
+    }
+    Ok(ns)
 }
 
 /// The store and options the engine speaks.

@@ -31,6 +31,10 @@ pub struct Request {
     pub probe_rate: Option<f64>,
     #[serde(default)]
     pub probe_connections: Option<i64>,
+    /// Open loop on the engine: each loop wakes at most once per this much to send what is due
+    /// (`--send-slack`).
+    #[serde(default)]
+    pub send_slack: Option<String>,
     pub records: Option<i64>,
     pub ops: Option<i64>,
     pub duration: Option<String>,

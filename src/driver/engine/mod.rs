@@ -370,6 +370,13 @@ impl<'s, 'a> Loop<'s, 'a> {
             .min(self.sh.deadline_ns)
             .min(self.next_check);
         if let Some(t) = self.next_arrival {
+            // `--send-slack`: wake on the slack's grid, sending what fell due together.
+            let s = self.cfg.send_slack_ns;
+            let t = if s > 0 && !self.probe {
+                t.div_ceil(s).saturating_mul(s)
+            } else {
+                t
+            };
             wake = wake.min(t);
         }
         if wake <= now {
