@@ -34,8 +34,9 @@
 #   Each tool then reads its own 100,000 keys, uniformly: the same key space size and value size.
 #   memcslap cannot: it loads E keys of its own before each run (values of random length, 2,592
 #   bytes a GET reply on average by the server's bytes_written / get_hits; libmemcached 1.1.4 has
-#   no flag for it), and each of its N threads then GETs E of them; E = the run's target count / N
-#   (--execute-number; so at 10,000 connections its key space is a few dozen keys).
+#   no flag for it), and each of its N threads then GETs E of them; E = the run's target count / N,
+#   at most 100,000 (--execute-number; so at 10,000 connections its key space is a few dozen keys,
+#   and at 1 connection a run can end before DUR).
 # Cases (case names: <shape>-<tool>):
 #   mc-get-c<N>       memcached GET, N connections, one request in flight each
 #   redis-get-c<N>    Redis GET of string values (kvmeter --store-opt encoding=string)
@@ -348,6 +349,7 @@ run_case() {
   elif [[ $tool == memcslap ]]; then
     local count e; count=$(peer_count "$name")
     e=$(( (count + n - 1) / n ))
+    (( e <= 100000 )) || e=100000  # at most the others' key space (and memory: it holds every value)
     log /usr/bin/time -f '%U %S %M' -o "$tf" timeout "$limit" "$MEMCSLAP" --servers=127.0.0.1:$MS_PORT \
       --test=get --concurrency="$n" --execute-number="$e" --flush >"$d.out" 2>"$d.err" \
       || { echo "warning: $name: memcslap failed: $(tail -1 "$d.err")" >&2; return 0; }
