@@ -10,8 +10,9 @@
 # run does not swap it; KVMETER_REV: what it was built from, for raw.tsv's header), MEMTIER
 # (default /opt/peers/memtier/bin/memtier_benchmark), REDIS_BENCHMARK (default redis-benchmark),
 # MEMCSLAP (default memcslap; a peer whose binary is missing is skipped with a warning), PEER_RATE
-# (see redis-benchmark below), DUR (seconds per run, --duration / --test-time; default 5), CONNS (default "1 100 1000 10000"), ARRIVAL (kvmeter's open-loop
-# arrivals, default fixed: memtier's rate limiting spaces each connection's requests evenly),
+# (see redis-benchmark below), DUR (seconds per run, --duration / --test-time; default 5), CONNS
+# (default "1 100 1000 10000"), ARRIVAL (kvmeter's open-loop arrivals, default fixed: memtier's
+# rate limiting spaces each connection's requests evenly),
 # BACKLOG (the servers' listen backlog, default 4096: at 1,024 a 10,000-connection start
 # overflowed memcached's accept queue thousands of times), LEGACY_MAX (see below).
 # Servers (started once by the script on loopback, kept for every round, stopped at exit; unpinned,
