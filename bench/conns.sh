@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# kvmeter against memtier_benchmark (Redis Labs' load generator) at many connections, on the same
-# private server and the same data, round-robin, REPS rounds, medians (issue 30, BENCHMARKS.md
-# "Connections"). memtier comes from ../shared/peers/install-memtier.sh SRC (RedisLabs/memtier_benchmark).
+# kvmeter against memtier_benchmark (Redis Labs' load generator), redis-benchmark (redis-tools) and
+# memcslap (libmemcached-tools) at many connections, on the same private servers and the same kind
+# of data, round-robin, REPS rounds, medians (issue 30, BENCHMARKS.md "Connections"). memtier comes
+# from ../shared/peers/install-memtier.sh SRC (RedisLabs/memtier_benchmark); redis-benchmark and
+# memcslap from Debian (apt-get install redis-tools libmemcached-tools).
 #   REPS=5 DUR=5 ONLY=regex bench/conns.sh   -> bench/results/conns-<date>/{raw.tsv,summary.tsv,ratios.tsv,commands.log}
 #   ANALYZE=bench/results/conns-<date> bench/conns.sh   -> summary.tsv and ratios.tsv again from its raw.tsv
 # Environment: KVMETER (binary, default target/release/kvmeter; copied first, so a build during the
 # run does not swap it; KVMETER_REV: what it was built from, for raw.tsv's header), MEMTIER
-# (default /opt/peers/memtier/bin/memtier_benchmark), DUR (seconds per run, --duration /
-# --test-time; default 5), CONNS (default "1 100 1000 10000"), ARRIVAL (kvmeter's open-loop
-# arrivals, default fixed: memtier's rate limiting spaces each connection's requests evenly),
+# (default /opt/peers/memtier/bin/memtier_benchmark), REDIS_BENCHMARK (default redis-benchmark),
+# MEMCSLAP (default memcslap; a peer whose binary is missing is skipped with a warning), PEER_RATE
+# (see redis-benchmark below), DUR (seconds per run, --duration / --test-time; default 5), CONNS
+# (default "1 100 1000 10000"), ARRIVAL (kvmeter's open-loop arrivals, default fixed: memtier's
+# rate limiting spaces each connection's requests evenly),
 # BACKLOG (the servers' listen backlog, default 4096: at 1,024 a 10,000-connection start
 # overflowed memcached's accept queue thousands of times), LEGACY_MAX (see below).
 # Servers (started once by the script on loopback, kept for every round, stopped at exit; unpinned,
@@ -16,6 +20,9 @@
 #   memcached -c 20000 -t 2 -m 1024 -b BACKLOG -U 0 (-u nobody when root) on 127.0.0.1:21491
 #   redis-server --save '' --appendonly no --maxclients 20000 --tcp-backlog BACKLOG: one for string values (GET) on
 #   127.0.0.1:16591, one for hashes (HGETALL) on 127.0.0.1:16592
+#   memcslap's own memcached, the same flags, on 127.0.0.1:21492: memcslap loads fresh random keys
+#   on every run (it cannot reuse keys), so it gets a server of its own that it flushes (--flush)
+#   before each load, and the others' keys are never evicted by its loads
 # Data, loaded once per server before the first round, 100,000 keys of 1 KiB each tool:
 #   kvmeter: its own keys (workload C, fieldcount=1 fieldlength=1024, recordcount=100000) by
 #            `kvmeter run --phase load` (memcached; Redis string mode with encoding=string; hashes;
@@ -23,7 +30,14 @@
 #   memtier: its own keys memtier-1..memtier-100000 by memtier itself, each key once
 #            (--key-pattern P:P --requests allkeys --ratio 1:0 --data-size 1024; for the hashes
 #            --command 'HSET __key__ field0 __data__' --command-key-pattern P)
+#   redis-benchmark: key:000000000000 .. key:000000099999 (the names its -r 100000 draws), 1 KiB
+#            values, loaded once by `redis-cli --pipe` (SET commands written by the script)
 #   Each tool then reads its own 100,000 keys, uniformly: the same key space size and value size.
+#   memcslap cannot: it loads E keys of its own before each run (values of random length, 2,592
+#   bytes a GET reply on average by the server's bytes_written / get_hits; libmemcached 1.1.4 has
+#   no flag for it), and each of its N threads then GETs E of them; E = the run's target count / N,
+#   at most 100,000 (--execute-number; so at 10,000 connections its key space is a few dozen keys,
+#   and at 1 connection a run can end before DUR).
 # Cases (case names: <shape>-<tool>):
 #   mc-get-c<N>       memcached GET, N connections, one request in flight each
 #   redis-get-c<N>    Redis GET of string values (kvmeter --store-opt encoding=string)
@@ -36,24 +50,35 @@
 # `run --help` lists --depth; without it (before issue 30's engine) with one thread per
 # connection (--threads N), only up to LEGACY_MAX connections (default 100). memtier: --threads 2
 # --clients N/2 (N=1: --threads 1 --clients 1), --pipeline 1, --test-time DUR.
+# redis-benchmark (case redis-get-c<N>-redisbench): -t get -d 1024 -r 100000 -P 1 -c N --threads 2
+#   (N=1: no --threads) --csv -n COUNT; memcslap (case mc-get-c<N>-memcslap): --test get
+#   --concurrency N (N threads, one blocking connection each) --execute-number E --flush. Both run a
+#   request count, not a duration: COUNT = DUR x the median rate this case had in earlier rounds
+#   (round 1: PEER_RATE, default 30000/s), so each run lasts about DUR seconds.
 # Every row: ops/s (kvmeter: summary.json's throughput; memtier: its Totals Ops/sec, or count/DUR
-# in open loop), ops, client CPU seconds (user + system of the whole client process, from
+# in open loop; redis-benchmark: its csv rps; memcslap: N x E / its "Time to get", a span that
+# includes its threads' connecting), ops (memcslap: N x E GETs + its E loading SETs, all in the
+# CPU it used: its per-op CPU is over both), client CPU seconds (user + system of the whole client process, from
 # /usr/bin/time -f, the same way for both) and its ns per op, max RSS (KiB, /usr/bin/time %M),
 # p50 and p99 from each tool's own output (kvmeter: summary.json READ latency_us, from the send;
 # memtier: --json-out-file Totals "Percentile Latencies", ms -> us; memtier's histogram has 2
-# significant digits from 10 us), kvmeter's from-intended p99 in open loop, errors (kvmeter's
+# significant digits from 10 us; redis-benchmark: its --csv p50/p99, ms with 3 decimals; memcslap
+# reports none), kvmeter's from-intended p99 in open loop, errors (kvmeter's
 # failed operations; memtier's Connection Errors), steady ops/s (the mean of the per-second
 # counts from second 1 to DUR: memtier connects inside --test-time, kvmeter before its phase's
 # clock starts, so at 10,000 connections the whole-run rate charges memtier its connection
 # set-up), and the 1-minute load average when the case started (a concurrent build shows
-# there). summary.tsv: medians per case; ratios.tsv: kvmeter / memtier per shape (ops/s, ops per
+# there). summary.tsv: medians per case; ratios.tsv: kvmeter / each peer per shape (ops/s, ops per
 # client CPU-second, max RSS, p50, p99) as ratios of the medians, and the median of the
-# per-round ratios of ops/s and ops per CPU-second (paired: the two tools run back to back, and
-# swap order every round).
+# per-round ratios of ops/s and ops per CPU-second (paired: the tools of a shape run back to back,
+# and their order rotates by one every round).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KVMETER=${KVMETER:-target/release/kvmeter}
 MEMTIER=${MEMTIER:-/opt/peers/memtier/bin/memtier_benchmark}
+REDIS_BENCHMARK=${REDIS_BENCHMARK:-redis-benchmark}
+MEMCSLAP=${MEMCSLAP:-memcslap}
+PEER_RATE=${PEER_RATE:-30000}
 REPS=${REPS:-5}
 ONLY=${ONLY:-.}
 DUR=${DUR:-5}
@@ -61,7 +86,7 @@ CONNS=${CONNS:-1 100 1000 10000}
 ARRIVAL=${ARRIVAL:-fixed}
 LEGACY_MAX=${LEGACY_MAX:-100}
 BACKLOG=${BACKLOG:-4096}
-MC_PORT=21491 RS_PORT=16591 RH_PORT=16592
+MC_PORT=21491 MS_PORT=21492 RS_PORT=16591 RH_PORT=16592
 SHAPE=(-p fieldcount=1 -p fieldlength=1024 -p requestdistribution=uniform --records 100000)
 MT_KEYS=(--key-minimum 1 --key-maximum 100000 --data-size 1024)
 
@@ -92,10 +117,9 @@ with open(sys.argv[2], "w") as out:
               fmt(med(c, "steady_ops_per_s")), fmt(med(c, "cpu_ns_per_op")), fmt(med(c, "maxrss_kib")), fmt(med(c, "p50_us"), 1), fmt(med(c, "p99_us"), 1),
               fmt(med(c, "intended_p99_us"), 1), fmt(max(r["errors"], default=None)), fmt(max(r["load1"], default=None), 2)]), file=out)
 with open(sys.argv[3], "w") as out:
-    print("shape\tops_per_s\tsteady_ops_per_s\tops_per_cpu_s\tmaxrss\tp50\tp99\tpaired_ops_per_s\tpaired_ops_per_cpu_s\t(kvmeter / memtier: ratios of the medians; paired_*: median of the per-round ratios, the two tools run back to back)", file=out)
-    for c in order:
-        if not c.endswith("-kvmeter"): continue
-        m = c[:-len("kvmeter")] + "memtier"
+    print("shape\tpeer\tops_per_s\tsteady_ops_per_s\tops_per_cpu_s\tmaxrss\tp50\tp99\tpaired_ops_per_s\tpaired_ops_per_cpu_s\t(kvmeter / peer: ratios of the medians; paired_*: median of the per-round ratios, the tools of a shape run back to back)", file=out)
+    for c, peer in [(c, peer) for c in order if c.endswith("-kvmeter") for peer in ("memtier", "redisbench", "memcslap")]:
+        m = c[:-len("kvmeter")] + peer
         if m not in rows: continue
         def ratio(k, inv=False):
             a, b = med(c, k), med(m, k)
@@ -105,7 +129,7 @@ with open(sys.argv[3], "w") as out:
             rs = [(b[k] / a[k] if inv else a[k] / b[k]) for rep, a in by_rep[c].items()
                   for b in [by_rep[m].get(rep)] if b and a.get(k) and b.get(k)]
             return f"{statistics.median(rs):.2f}" if rs else ""
-        print("\t".join([c[:-len("-kvmeter")], ratio("ops_per_s"), ratio("steady_ops_per_s"), ratio("cpu_ns_per_op", inv=True), ratio("maxrss_kib"),
+        print("\t".join([c[:-len("-kvmeter")], peer, ratio("ops_per_s"), ratio("steady_ops_per_s"), ratio("cpu_ns_per_op", inv=True), ratio("maxrss_kib"),
               ratio("p50_us"), ratio("p99_us"), paired("ops_per_s"), paired("cpu_ns_per_op", inv=True), ""]), file=out)
 PY
 column -t -s $'\t' "$1/summary.tsv"
@@ -142,10 +166,10 @@ wait_port() {
   for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done
   echo "error: no server on 127.0.0.1:$1" >&2; return 1
 }
-start_memcached() {
+start_memcached() {  # PORT
   local user=(); [[ $(id -u) == 0 ]] && user=(-u nobody)
-  memcached -l 127.0.0.1 -p "$MC_PORT" -U 0 -c 20000 -t 2 -m 1024 -b "$BACKLOG" "${user[@]}" &
-  PIDS+=($!); wait_port "$MC_PORT"
+  memcached -l 127.0.0.1 -p "$1" -U 0 -c 20000 -t 2 -m 1024 -b "$BACKLOG" "${user[@]}" &
+  PIDS+=($!); wait_port "$1"
 }
 start_redis() {
   local dir; dir=$(mktemp -d "$TMP/redis.XXXXXX")
@@ -160,14 +184,35 @@ kv_load() {  # STORE-ARGS...: kvmeter's 100,000 records
   log "$K" run -P workloadc --phase load "$@" "${SHAPE[@]}" "${par[@]}" --out "$TMP/load-$RANDOM" >/dev/null 2>"$TMP/load.err" \
     || { echo "warning: kvmeter load $* failed: $(tail -1 "$TMP/load.err")" >&2; return 1; }
 }
+rb_load() {  # PORT: redis-benchmark's key names for -r 100000, 1 KiB values, through redis-cli --pipe
+  python3 -c '
+import sys
+v = b"x" * 1024
+out = sys.stdout.buffer
+for i in range(100000):
+    k = b"key:%012d" % i
+    out.write(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$1024\r\n%s\r\n" % (len(k), k, v))
+' | log redis-cli -h 127.0.0.1 -p "$1" --pipe >/dev/null 2>&1 || echo "warning: redis-benchmark key load failed" >&2
+}
 mt_load() {  # MEMTIER-ARGS...: memtier's 100,000 keys, each once
   log "$MEMTIER" -s 127.0.0.1 "$@" "${MT_KEYS[@]}" --threads 2 --clients 5 --requests allkeys --hide-histogram >/dev/null 2>&1 \
     || echo "warning: memtier load $* failed" >&2
 }
 
 # ---- cases -----------------------------------------------------------------------------------
+# have BINARY: whether a peer is installed (a missing one is skipped, with a warning, once)
+have() { command -v "$1" >/dev/null || { echo "warning: $1 not found: its cases are skipped" >&2; return 1; }; }
+RB=0 MS=0
+have "$REDIS_BENCHMARK" && RB=1
+have "$MEMCSLAP" && MS=1
 CASES=()
-for n in $CONNS; do for s in mc-get redis-get redis-hgetall; do CASES+=("$s-c$n-kvmeter" "$s-c$n-memtier"); done; done
+for n in $CONNS; do
+  CASES+=("mc-get-c$n-kvmeter" "mc-get-c$n-memtier")
+  (( MS )) && CASES+=("mc-get-c$n-memcslap")
+  CASES+=("redis-get-c$n-kvmeter" "redis-get-c$n-memtier")
+  (( RB )) && CASES+=("redis-get-c$n-redisbench")
+  CASES+=("redis-hgetall-c$n-kvmeter" "redis-hgetall-c$n-memtier")
+done
 CASES+=(ol20k-c16-kvmeter ol20k-c16-memtier ol20k-c1000-kvmeter ol20k-c1000-memtier)
 SEL=()
 for c in "${CASES[@]}"; do [[ $c =~ $ONLY ]] && SEL+=("$c"); done
@@ -175,14 +220,16 @@ for c in "${CASES[@]}"; do [[ $c =~ $ONLY ]] && SEL+=("$c"); done
 want() { local c; for c in "${SEL[@]}"; do [[ $c == $1 ]] && return 0; done; return 1; }
 KV_STR=1
 if want 'mc-*' || want 'ol20k-*'; then
-  start_memcached
+  start_memcached $MC_PORT
   kv_load --store memcached --store-opt addr=127.0.0.1:$MC_PORT || true
   mt_load -p $MC_PORT -P memcache_text --ratio 1:0 --key-pattern P:P
 fi
+want 'mc-get-*-memcslap' && start_memcached $MS_PORT
 if want 'redis-get-*'; then
   start_redis $RS_PORT
   kv_load --store redis --store-opt addr=127.0.0.1:$RS_PORT --store-opt encoding=string || KV_STR=0
   mt_load -p $RS_PORT --ratio 1:0 --key-pattern P:P
+  want 'redis-get-*-redisbench' && rb_load $RS_PORT
 fi
 if want 'redis-hgetall-*'; then
   start_redis $RH_PORT
@@ -231,6 +278,41 @@ print(round(rate), ops, f"{cpu:.2f}", round(cpu * 1e9 / ops) if ops else "", rss
       us("p50.00"), us("p99.00"), "", t.get("Connection Errors", 0), round(sum(steady) / len(steady)) if steady else "")
 PY
 }
+# rb_row CSV TIMEFILE COUNT: the same fields from redis-benchmark's --csv line
+rb_row() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import csv, sys
+row = [r for r in csv.DictReader(open(sys.argv[1])) if r.get("test") == "GET"][0]
+u, sy, rss = open(sys.argv[2]).read().split()[-3:]
+cpu = float(u) + float(sy)
+ops = int(sys.argv[3])
+us = lambda k: f"{float(row[k]) * 1000:.1f}"
+print(round(float(row["rps"])), ops, f"{cpu:.2f}", round(cpu * 1e9 / ops), rss, us("p50_latency_ms"), us("p99_latency_ms"), "", "", "")
+PY
+}
+# ms_row OUTFILE ERRFILE TIMEFILE E: the same fields from memcslap's "Time to get G keys by N threads: S seconds";
+# errors: the lines it wrote to stderr (it prints a line per failed request, and counts none)
+ms_row() {
+  python3 - "$@" <<'PY'
+import re, sys
+m = re.search(r"Time to get +(\d+) keys by +\d+ threads: +(\d+\.\d+) seconds", open(sys.argv[1]).read())
+errs = sum(1 for _ in open(sys.argv[2]))
+u, sy, rss = open(sys.argv[3]).read().split()[-3:]
+cpu = float(u) + float(sy)
+gets, secs = int(m.group(1)), float(m.group(2))
+ops = gets + int(sys.argv[4])  # its gets, plus the sets of its own load: the CPU covers both
+print(round(gets / secs) if secs > 0 else "", ops, f"{cpu:.2f}", round(cpu * 1e9 / ops), rss, "", "", "", errs, "")
+PY
+}
+# peer_count NAME: the request count for a peer that runs a count, not a duration: DUR seconds at
+# the median rate this case had so far (PEER_RATE before its first round)
+peer_count() {
+  local rate
+  rate=$(awk -F'\t' -v c="$1" '$1 == c && $3 != "" { print $3 }' "$OUT/raw.tsv" | sort -n \
+    | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }')
+  (( rate > 0 )) || rate=$PEER_RATE
+  echo $(( rate * DUR ))
+}
 
 # run_case NAME: prints the row's fields (nothing when the case does not apply)
 run_case() {
@@ -257,6 +339,22 @@ run_case() {
       --store-opt addr=127.0.0.1:$port "${SHAPE[@]}" --ops 0 --duration "${DUR}s" "${conn[@]}" --out "$d" \
       >/dev/null 2>"$d.err" || { echo "warning: $name: kvmeter failed: $(tail -1 "$d.err")" >&2; return 0; }
     kv_row "$d" "$tf"
+  elif [[ $tool == redisbench ]]; then
+    local count th=(); count=$(peer_count "$name")
+    (( count >= n )) || count=$n
+    (( n > 1 )) && th=(--threads 2)
+    log /usr/bin/time -f '%U %S %M' -o "$tf" timeout "$limit" "$REDIS_BENCHMARK" -h 127.0.0.1 -p "$port" \
+      -t get -d 1024 -r 100000 -P 1 -c "$n" "${th[@]}" -n "$count" --csv >"$d.csv" 2>"$d.err" \
+      || { echo "warning: $name: redis-benchmark failed: $(tail -1 "$d.err")" >&2; return 0; }
+    rb_row "$d.csv" "$tf" "$count"
+  elif [[ $tool == memcslap ]]; then
+    local count e; count=$(peer_count "$name")
+    e=$(( (count + n - 1) / n ))
+    (( e <= 100000 )) || e=100000  # at most the others' key space (and memory: it holds every value)
+    log /usr/bin/time -f '%U %S %M' -o "$tf" timeout "$limit" "$MEMCSLAP" --servers=127.0.0.1:$MS_PORT \
+      --test=get --concurrency="$n" --execute-number="$e" --flush >"$d.out" 2>"$d.err" \
+      || { echo "warning: $name: memcslap failed: $(tail -1 "$d.err")" >&2; return 0; }
+    ms_row "$d.out" "$d.err" "$tf" "$e"
   else
     local th=2 cl=$(( n / 2 )); (( n == 1 )) && th=1 cl=1
     (( open )) && mt+=(--rate-limiting $(( 20000 / n )))
@@ -269,19 +367,20 @@ run_case() {
 }
 
 {
-  echo "# kvmeter $("$K" --version | awk '{print $2}') (${KVMETER}${KVMETER_REV:+ from $KVMETER_REV}, engine=$ENGINE) vs $("$MEMTIER" --version | head -1); DUR=${DUR}s ARRIVAL=$ARRIVAL; $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ); unpinned; nofile $(ulimit -n)"
+  echo "# kvmeter $("$K" --version | awk '{print $2}') (${KVMETER}${KVMETER_REV:+ from $KVMETER_REV}, engine=$ENGINE) vs $("$MEMTIER" --version | head -1)$( (( RB )) && echo ", $("$REDIS_BENCHMARK" --version)")$( (( MS )) && echo ", memcslap $("$MEMCSLAP" --version 2>&1 | head -1)"); DUR=${DUR}s ARRIVAL=$ARRIVAL; $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ); unpinned; nofile $(ulimit -n)"
   echo -e "case\trep\tops_per_s\tops\tcpu_s\tcpu_ns_per_op\tmaxrss_kib\tp50_us\tp99_us\tintended_p99_us\terrors\tsteady_ops_per_s\tload1"
 } > "$OUT/raw.tsv"
 for rep in $(seq 1 "$REPS"); do
-  # Within a shape, the two tools alternate which goes first from round to round.
-  order=("${SEL[@]}")
-  if (( rep % 2 == 0 )); then
-    order=()
-    for ((i = 0; i < ${#SEL[@]}; i++)); do
-      c=${SEL[i]}; nx=${SEL[i+1]:-}
-      if [[ $c == *-kvmeter && $nx == "${c%-kvmeter}-memtier" ]]; then order+=("$nx" "$c"); i=$((i + 1)); else order+=("$c"); fi
-    done
-  fi
+  # Within a shape (e.g. mc-get-c100), the tools' order rotates by one from round to round.
+  order=()
+  i=0
+  while (( i < ${#SEL[@]} )); do
+    grp=("${SEL[i]}"); j=$((i + 1))
+    while (( j < ${#SEL[@]} )) && [[ ${SEL[j]%-*} == "${SEL[i]%-*}" ]]; do grp+=("${SEL[j]}"); j=$((j + 1)); done
+    r=$(( (rep - 1) % ${#grp[@]} ))
+    order+=("${grp[@]:r}" "${grp[@]:0:r}")
+    i=$j
+  done
   for c in "${order[@]}"; do
     load1=$(cut -d' ' -f1 /proc/loadavg)
     echo "# $c rep $rep" >> "$OUT/commands.log"
