@@ -84,6 +84,8 @@ ONLY=${ONLY:-.}
 DUR=${DUR:-5}
 CONNS=${CONNS:-1 100 1000 10000}
 ARRIVAL=${ARRIVAL:-fixed}
+# Extra kvmeter flags for the open-loop cases, e.g. KV_OPEN_EXTRA='--send-slack 1ms'.
+KV_OPEN_EXTRA=${KV_OPEN_EXTRA:-}
 LEGACY_MAX=${LEGACY_MAX:-100}
 BACKLOG=${BACKLOG:-4096}
 MC_PORT=21491 MS_PORT=21492 RS_PORT=16591 RH_PORT=16592
@@ -334,7 +336,7 @@ run_case() {
       (( n <= LEGACY_MAX )) || return 0
       conn=(--threads "$n")
     fi
-    (( open )) && conn+=(--rate 20000 --arrival "$ARRIVAL")
+    (( open )) && conn+=(--rate 20000 --arrival "$ARRIVAL" $KV_OPEN_EXTRA)
     log /usr/bin/time -f '%U %S %M' -o "$tf" timeout "$limit" "$K" run -P workloadc --phase run "${store[@]}" \
       --store-opt addr=127.0.0.1:$port "${SHAPE[@]}" --ops 0 --duration "${DUR}s" "${conn[@]}" --out "$d" \
       >/dev/null 2>"$d.err" || { echo "warning: $name: kvmeter failed: $(tail -1 "$d.err")" >&2; return 0; }
