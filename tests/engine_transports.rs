@@ -13,8 +13,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// Managed multi-server stores (Sentinels, clusters) are made one at a time: each picks free
-/// ports on loopback, and two made at once can pick the same.
+/// The tests here run one at a time: managed multi-server stores (Sentinels, clusters) and the
+/// servers the tests start each pick free ports on loopback, and two picked at once can be the
+/// same port.
 static MANAGED: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
@@ -96,6 +97,7 @@ fn tls_calls(port: u16, ca: &str, cmd: &str) -> u64 {
 
 #[test]
 fn redis_over_tls_on_the_engine_matches_the_servers_own_counts() {
+    let _one = one_at_a_time();
     let t = tempfile::tempdir().unwrap();
     let (ca, cert, key) = tls_files(t.path());
     let port = free_port();
@@ -183,6 +185,7 @@ fn errors_of(p: &serde_json::Value, op: &str, kind: &str) -> u64 {
 
 #[test]
 fn memcached_over_udp_on_the_engine_sends_every_request_as_a_datagram() {
+    let _one = one_at_a_time();
     let port = free_port();
     let _mc = Proc(
         Command::new("memcached")
@@ -405,9 +408,27 @@ fn a_reshard_mid_run_is_followed_through_moved_and_ask_on_the_engine() {
         .arg("--out")
         .arg(&out)
         .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let k = k.spawn().unwrap();
-    common::servers::wait_for_phase(&out, "run");
+        // A file, not a pipe: nobody reads a pipe until kvmeter ends, and a full one would
+        // stop kvmeter at its next progress line.
+        .stderr(std::fs::File::create(t.path().join("stderr")).unwrap());
+    let mut k = k.spawn().unwrap();
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string(out.join("intervals.csv"))
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("run,"))
+    {
+        let said = || std::fs::read_to_string(t.path().join("stderr")).unwrap_or_default();
+        if let Some(st) = k.try_wait().unwrap() {
+            panic!("kvmeter ended ({st}) before its run phase: {}", said());
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no run interval: {}",
+            said()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let m = json(&out.join("manifest.json"));
     let port = |i: usize| {
         let a = m["store"]["server"]["members"][i]["addr"].as_str().unwrap();
@@ -430,8 +451,9 @@ fn a_reshard_mid_run_is_followed_through_moved_and_ask_on_the_engine() {
         .output()
         .unwrap();
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    let o = k.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let st = k.wait().unwrap();
+    let said = std::fs::read_to_string(t.path().join("stderr")).unwrap_or_default();
+    assert!(st.success(), "{said}");
     let s = json(&out.join("summary.json"));
     let run = phase(&s, "run");
     assert_eq!(run["outcome"], "completed");
