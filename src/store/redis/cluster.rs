@@ -15,7 +15,7 @@ use super::server::{ask, connect, field, ping, server_args, settings, Settings};
 use crate::error::UsageError;
 use crate::store::cluster::{Cluster, Member, Role, Shape, StartCtx, Topology};
 use crate::store::kv::RawError;
-use crate::store::managed::{free_ports, Managed};
+use crate::store::managed::Managed;
 use crate::store::{count_sent, net, StoreOptions};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -200,6 +200,37 @@ fn node_id(s: &Settings, addr: &str) -> Result<String, String> {
     ask(s, addr, &[b"CLUSTER", b"MYID"])
 }
 
+/// `n` free loopback ports for cluster members whose bus ports (each port + 10,000, where
+/// Redis puts a member's cluster bus) are free too: Redis refuses a port above 55,535, and
+/// ports from the kernel's ephemeral range (up to 60,999) would be one in five times.
+fn cluster_ports(n: usize) -> std::io::Result<Vec<u16>> {
+    use std::net::TcpListener;
+    let mut held: Vec<TcpListener> = Vec::new();
+    let mut ports = Vec::with_capacity(n);
+    for _ in 0..(n * 50) {
+        if ports.len() == n {
+            break;
+        }
+        let l = TcpListener::bind("127.0.0.1:0")?;
+        let port = l.local_addr()?.port();
+        held.push(l);
+        if port > 55_535 {
+            continue;
+        }
+        // The bus port is held too until every member's pair is chosen.
+        if let Ok(bus) = TcpListener::bind(("127.0.0.1", port + 10_000)) {
+            held.push(bus);
+            ports.push(port);
+        }
+    }
+    if ports.len() < n {
+        return Err(std::io::Error::other(format!(
+            "no {n} free loopback ports at or below 55535 with their cluster bus port (+10000) free"
+        )));
+    }
+    Ok(ports)
+}
+
 /// Starts one cluster-enabled redis-server on `port`.
 fn spawn_member(
     ctx: &StartCtx,
@@ -291,7 +322,7 @@ impl Topology for RedisCluster {
         let r = ctx.opts.u64("cluster_replicas")? as usize;
         let n = m * (1 + r);
         let binary = ctx.binary()?;
-        let ports = free_ports(n)?;
+        let ports = cluster_ports(n)?;
         let mut members = Vec::with_capacity(n);
         for (k, &port) in ports.iter().enumerate() {
             let (role, index) = if k < m {
@@ -597,6 +628,20 @@ impl super::RedisSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn member_ports_leave_room_for_their_cluster_bus() {
+        let ports = cluster_ports(12).unwrap();
+        assert_eq!(ports.len(), 12);
+        for p in &ports {
+            // Redis refuses a cluster member above 55535 (its bus is port + 10000).
+            assert!(*p <= 55_535, "{p}");
+        }
+        let mut d = ports.clone();
+        d.sort_unstable();
+        d.dedup();
+        assert_eq!(d.len(), 12);
+    }
 
     #[test]
     fn slots_match_the_cluster_specification() {
