@@ -5,8 +5,10 @@
 // Without any data-keeping store compiled in, only the null-store test runs.
 #![cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
 
+mod common;
 mod plugin_build;
 
+use common::servers::tls_files;
 use kvmeter::store::{self, Fields, Record, ScanOut, Session, Status, StoreKind, StoreOptions};
 use std::path::Path;
 
@@ -694,73 +696,6 @@ fn null_store_answers_ok_and_keeps_nothing() {
     assert_eq!(read(&mut sess, b"k", Fields::All, &mut out), Status::Ok);
     assert!(out.is_empty());
     unknown_option_rejected(kind);
-}
-
-/// A CA and a server certificate for 127.0.0.1, made with the openssl command line.
-fn tls_files(dir: &Path) -> (String, String, String) {
-    let run = |args: &[&str]| {
-        let o = std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl is installed");
-        assert!(
-            o.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    };
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=kvmeter test CA",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=127.0.0.1",
-    ]);
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n",
-    )
-    .unwrap();
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-    ]);
-    let p = |f: &str| dir.join(f).display().to_string();
-    (p("ca.pem"), p("server.pem"), p("server.key"))
 }
 
 #[test]

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::servers::{wait_port, Proc};
+use common::servers::{mc_stats, wait_port, Proc};
 use common::{count, free_port, json, kvmeter, phase};
 use serde_json::Value;
 use std::path::Path;
@@ -50,29 +50,6 @@ fn redis(dir: &Path, conns: usize) -> (Proc, u16) {
         .expect("redis-server is installed");
     wait_port(port);
     (Proc(c), port)
-}
-
-/// memcached's `stats` counters.
-fn mc_stats(port: u16) -> std::collections::HashMap<String, u64> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"stats\r\n").unwrap();
-    let mut out = Vec::new();
-    let mut b = [0u8; 4096];
-    while !out.ends_with(b"END\r\n") {
-        let n = s.read(&mut b).unwrap();
-        assert!(n > 0);
-        out.extend_from_slice(&b[..n]);
-    }
-    String::from_utf8_lossy(&out)
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            (f.next()? == "STAT").then_some(())?;
-            Some((f.next()?.to_string(), f.next()?.parse().ok()?))
-        })
-        .collect()
 }
 
 /// `calls` of each command in Redis's INFO commandstats.

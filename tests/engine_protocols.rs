@@ -9,10 +9,10 @@
 
 mod common;
 
-use common::servers::{wait_exit, wait_port, Proc};
+use common::servers::{mc_stats, wait_exit, wait_port, Proc};
 use common::{bin, count, free_port, json, kvmeter, phase};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -27,28 +27,6 @@ fn memcached(conns: usize) -> (Proc, u16) {
         .expect("memcached is installed");
     wait_port(port);
     (Proc(c), port)
-}
-
-/// memcached's `stats` counters (asked in the text protocol, on a connection of the test's).
-fn mc_stats(port: u16) -> std::collections::HashMap<String, u64> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"stats\r\n").unwrap();
-    let mut out = Vec::new();
-    let mut b = [0u8; 4096];
-    while !out.ends_with(b"END\r\n") {
-        let n = s.read(&mut b).unwrap();
-        assert!(n > 0);
-        out.extend_from_slice(&b[..n]);
-    }
-    String::from_utf8_lossy(&out)
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            (f.next()? == "STAT").then_some(())?;
-            Some((f.next()?.to_string(), f.next()?.parse().ok()?))
-        })
-        .collect()
 }
 
 #[test]

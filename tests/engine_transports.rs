@@ -7,9 +7,8 @@
 
 mod common;
 
-use common::servers::{wait_port, Proc};
+use common::servers::{mc_stats, tls_files, wait_port, Proc};
 use common::{count, free_port, json, kvmeter, phase};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -20,65 +19,6 @@ static MANAGED: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     MANAGED.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A CA and a certificate for 127.0.0.1, made with the openssl command line.
-fn tls_files(dir: &Path) -> (String, String, String) {
-    let run = |args: &[&str]| {
-        let o = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl is installed");
-        assert!(o.status.success(), "openssl {args:?}");
-    };
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=kvmeter test CA",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=127.0.0.1",
-    ]);
-    std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\n").unwrap();
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-    ]);
-    let p = |f: &str| dir.join(f).display().to_string();
-    (p("ca.pem"), p("server.pem"), p("server.key"))
 }
 
 /// Calls of `cmd` in Redis's INFO commandstats, asked over TLS.
@@ -154,29 +94,6 @@ fn redis_over_tls_on_the_engine_matches_the_servers_own_counts() {
     // insert is a DEL and an HSET).
     assert_eq!(tls_calls(port, &ca, "hgetall"), reads);
     assert_eq!(tls_calls(port, &ca, "hset"), 2000 + updates);
-}
-
-/// memcached's `stats` counters, over TCP.
-fn mc_stats(port: u16) -> std::collections::HashMap<String, u64> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"stats\r\n").unwrap();
-    let mut out = Vec::new();
-    let mut b = [0u8; 4096];
-    while !out.ends_with(b"END\r\n") {
-        let n = s.read(&mut b).unwrap();
-        assert!(n > 0);
-        out.extend_from_slice(&b[..n]);
-    }
-    String::from_utf8_lossy(&out)
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            (f.next()? == "STAT").then_some(())?;
-            Some((f.next()?.to_string(), f.next()?.parse().ok()?))
-        })
-        .collect()
 }
 
 fn errors_of(p: &serde_json::Value, op: &str, kind: &str) -> u64 {

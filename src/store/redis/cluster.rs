@@ -480,22 +480,7 @@ impl Routes {
             };
             match slot_map(&mut c) {
                 Ok(map) => {
-                    let mut nodes: Vec<std::net::SocketAddr> = vec![];
-                    let mut slots = Vec::with_capacity(map.len());
-                    for owner in map {
-                        // A slot no master serves goes to the node asked: it answers with
-                        // CLUSTERDOWN (or MOVED) itself, never a connection to 0.0.0.0.
-                        let addr = owner.unwrap_or(a);
-                        let i = match nodes.iter().position(|n| *n == addr) {
-                            Some(i) => i,
-                            None => {
-                                super::server::warn_foreign(s, "CLUSTER SLOTS", addr);
-                                nodes.push(addr);
-                                nodes.len() - 1
-                            }
-                        };
-                        slots.push(i as u16);
-                    }
+                    let (nodes, slots) = indexed(s, map, a, vec![]);
                     // Connections follow the node list; a node without one gets it when a
                     // key is first routed there (one reply cannot open a connection per node).
                     let mut fresh = Vec::with_capacity(nodes.len());
@@ -519,6 +504,31 @@ impl Routes {
     }
 }
 
+/// A slot map as node indices: `nodes` (those given keep their places, new owners are added)
+/// and each slot's index in it. A slot no master serves goes to `asked`, the node that sent the
+/// map: it answers with CLUSTERDOWN (or MOVED) itself, never a connection to 0.0.0.0.
+fn indexed(
+    s: &Settings,
+    map: Vec<Option<SocketAddr>>,
+    asked: SocketAddr,
+    mut nodes: Vec<SocketAddr>,
+) -> (Vec<SocketAddr>, Vec<u16>) {
+    let mut slots = Vec::with_capacity(map.len());
+    for owner in map {
+        let addr = owner.unwrap_or(asked);
+        let i = match nodes.iter().position(|n| *n == addr) {
+            Some(i) => i,
+            None => {
+                super::server::warn_foreign(s, "CLUSTER SLOTS", addr);
+                nodes.push(addr);
+                nodes.len() - 1
+            }
+        };
+        slots.push(i as u16);
+    }
+    (nodes, slots)
+}
+
 /// The engine's slot map (`wire::ClusterMap`): asked of the nodes in `known`, then of the node
 /// options name, in turn; a slot no master serves goes to the node asked (it answers
 /// CLUSTERDOWN or MOVED itself).
@@ -536,20 +546,7 @@ pub(super) fn engine_map(
         };
         match slot_map(&mut c) {
             Ok(map) => {
-                let mut nodes: Vec<SocketAddr> = known.to_vec();
-                let mut slots = Vec::with_capacity(map.len());
-                for owner in map {
-                    let addr = owner.unwrap_or(a);
-                    let i = match nodes.iter().position(|n| *n == addr) {
-                        Some(i) => i,
-                        None => {
-                            super::server::warn_foreign(s, "CLUSTER SLOTS", addr);
-                            nodes.push(addr);
-                            nodes.len() - 1
-                        }
-                    };
-                    slots.push(i as u16);
-                }
+                let (nodes, slots) = indexed(s, map, a, known.to_vec());
                 return Ok(crate::store::wire::ClusterMap {
                     nodes,
                     slots,
