@@ -185,6 +185,12 @@ pub struct EngineSummary {
     pub fd_limit: u64,
     /// Connections opened again after an error, a close by the server or a timeout.
     pub reconnects: u64,
+    /// Redis Cluster: requests sent again where a MOVED reply said, and (after ASKING) where
+    /// an ASK reply said; each counted once, as an operation, with its whole time.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub moved: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub asked: u64,
     /// Open-loop arrivals that waited for a free slot, that were skipped, and the longest wait
     /// line (arrivals) in any loop.
     pub queued: u64,
@@ -523,4 +529,9 @@ impl Summary {
             phases: vec![],
         }
     }
+}
+
+/// serde's `skip_serializing_if` for counts that are absent when nothing happened.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

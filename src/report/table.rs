@@ -124,11 +124,20 @@ fn engine_lines(out: &mut String, p: &PhaseSummary) {
     let Some(e) = &p.engine else { return };
     let _ = writeln!(
         out,
-        "  engine   {} connections x depth {} on {} event loops; {} reconnects{}",
+        "  engine   {} connections x depth {} on {} event loops; {} reconnects{}{}",
         group(e.connections as u64),
         e.depth,
         e.event_loops,
         e.reconnects,
+        if e.moved + e.asked > 0 {
+            format!(
+                "; {} requests sent again after MOVED, {} after ASK",
+                group(e.moved),
+                group(e.asked)
+            )
+        } else {
+            String::new()
+        },
         if e.queued + e.skipped > 0 {
             format!(
                 "; {} arrivals queued (longest backlog {}), {} skipped",

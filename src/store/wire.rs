@@ -96,6 +96,17 @@ pub trait Codec: Send {
     fn rerouted(&mut self) -> bool {
         false
     }
+    /// After an error reply: where the store redirected this one request (Redis Cluster's
+    /// `MOVED slot addr`, or `ASK slot addr`: `true`), so the engine sends it there once, as
+    /// the worker threads' session does. Taken.
+    fn redirect(&mut self) -> Option<(SocketAddr, bool)> {
+        None
+    }
+    /// Appends the command that lets the next one through on a node importing its slot (Redis
+    /// Cluster's `ASKING`, answered `+OK`); `false`: the store has none.
+    fn asking(&mut self, _out: &mut Vec<u8>) -> bool {
+        false
+    }
 }
 
 /// A store that spreads keys over nodes (Redis Cluster): the nodes, and which serves each

@@ -44,7 +44,7 @@ impl Loop<'_, '_> {
         let (update_start, rmw_start) = (s.update_start, s.rmw_start);
         let sent_at = if at_send == 0 { intended } else { at_send };
         match chain {
-            Chain::None => {}
+            Chain::None | Chain::Asking => {}
             Chain::RmwRead => {
                 self.complete(Metric::Read, status, intended, at_send, now, bytes, None);
                 // The update runs even if the read failed, as upstream.
@@ -125,6 +125,8 @@ impl Loop<'_, '_> {
             update_start
         };
         s.rmw_start = rmw_start;
+        s.redirected = false;
+        s.first_send = 0;
         c.push();
         if let Some(r) = self.routes.as_mut() {
             r.count_sent(ci);

@@ -17,8 +17,9 @@
 //! up to `max_nodes`.
 
 use super::conn::Conn;
-use super::{Loop, RETRY_NS};
-use crate::store::wire::ClusterMap;
+use super::{Loop, Metric, RETRY_NS};
+use crate::store::wire::{ClusterMap, Sent};
+use crate::store::{Fields, Queued};
 use crate::workload::{Op, Rng};
 use mio::{Interest, Token};
 use std::net::SocketAddr;
@@ -28,6 +29,13 @@ const NONE: u32 = u32::MAX;
 const MAX_FAILS: u32 = 64;
 /// How often one loop may ask for the slot map.
 const REFRESH_NS: u64 = 100_000_000;
+
+/// Request slots on one socket: `depth`, and for a cluster client's socket one more, for the
+/// ASKING sent before a redirected request (a client still has at most `depth` operations in
+/// flight over its sockets: `can_issue`).
+pub(super) fn ring_len(depth: usize, cluster: bool) -> usize {
+    depth + usize::from(cluster)
+}
 
 pub(super) struct Routes {
     map: ClusterMap,
@@ -213,8 +221,10 @@ impl Loop<'_, '_> {
         };
         let ci = if at == NONE {
             // A node the map named later: a connection of its own for this client.
-            self.conns
-                .push(Conn::new_idle(self.cfg.depth, Rng::for_worker(0, 0)));
+            self.conns.push(Conn::new_idle(
+                ring_len(self.cfg.depth, true),
+                Rng::for_worker(0, 0),
+            ));
             self.listed.push(false);
             let r = self.routes.as_mut().expect("cluster");
             let ci = self.conns.len() - 1;
@@ -299,6 +309,125 @@ impl Loop<'_, '_> {
             self.place(ci, op, t);
             self.refill(ci, now);
         }
+    }
+
+    /// The reply in (just freed) slot `i` of connection `ci` was an error: when it was a MOVED
+    /// or ASK redirect of a request not redirected before, to a node the slot map names, the
+    /// request is sent there now (after ASKING for an ASK) on its client's socket to that node,
+    /// keeping its intended start and first send. `false`: not redirected; the error stands.
+    /// Chained requests (a read-modify-write's parts) are not redirected: their error stands,
+    /// as does the second command of a hash insert (DEL, HSET) that an ASK let only the first
+    /// of through — as the worker threads' session counts them.
+    #[cold]
+    pub(super) fn redirect(&mut self, ci: usize, i: usize, now: u64) -> bool {
+        let Some((addr, ask)) = self.codec.redirect() else {
+            return false;
+        };
+        let s = &self.conns[ci].slots[i];
+        if s.redirected || s.chain != super::conn::Chain::None {
+            return false;
+        }
+        if self.codec.rerouted() {
+            self.refresh_routes(now);
+        }
+        let r = self.routes.as_ref().expect("cluster");
+        let Some(n) = r.map.nodes.iter().position(|a| *a == addr) else {
+            return false;
+        };
+        let k = r.client[ci] as usize;
+        let at = r.at[k * r.max_nodes + n];
+        let t = if at != NONE && self.conns[at as usize].sock.is_some() {
+            at as usize
+        } else if at != NONE && now < self.conns[at as usize].retry_at {
+            return false;
+        } else {
+            match self.open_socket(k, n, addr, at, now) {
+                Some(t) => t,
+                None => return false,
+            }
+        };
+        let need = 1 + usize::from(ask);
+        let tc = &self.conns[t];
+        if tc.slots.len() - tc.in_flight() < need {
+            return false;
+        }
+        if ask && !self.codec.asking(&mut self.conns[t].wbuf) {
+            return false;
+        }
+        let _ = self.codec.last_error();
+        let old = &self.conns[ci].slots[i];
+        let first_send = if old.first_send != 0 {
+            old.first_send
+        } else {
+            old.at_send
+        };
+        let (metric, sent, intended, written, ack, shard) = (
+            old.metric,
+            old.sent,
+            old.intended,
+            old.written,
+            old.ack,
+            old.shard,
+        );
+        if ask {
+            let c = &mut self.conns[t];
+            let a = c.next_index();
+            let s = &mut c.slots[a];
+            s.chain = super::conn::Chain::Asking;
+            s.metric = Metric::Update;
+            s.sent = Sent::Update;
+            s.intended = intended;
+            s.at_send = 0;
+            s.ack = None;
+            s.redirected = true;
+            s.first_send = 0;
+            c.push();
+        }
+        let new = self.conns[t].next_index();
+        if (t, new) != (ci, i) {
+            // The key, field and values move over (buffers swapped: nothing is allocated).
+            let mut key = std::mem::take(&mut self.conns[t].slots[new].key);
+            let mut field = std::mem::take(&mut self.conns[t].slots[new].field);
+            let mut values = std::mem::take(&mut self.conns[t].slots[new].values);
+            let o = &mut self.conns[ci].slots[i];
+            std::mem::swap(&mut key, &mut o.key);
+            std::mem::swap(&mut field, &mut o.field);
+            std::mem::swap(&mut values, &mut o.values);
+            let s = &mut self.conns[t].slots[new];
+            (s.key, s.field, s.values) = (key, field, values);
+        }
+        let c = &mut self.conns[t];
+        let s = &mut c.slots[new];
+        let queued = match sent {
+            Sent::Read { all: true } => Queued::Read(&s.key, Fields::All),
+            Sent::Read { all: false } => Queued::Read(&s.key, Fields::One(&s.field)),
+            Sent::Update => Queued::Update(&s.key, &s.values),
+            Sent::Insert => Queued::Insert(&s.key, &s.values),
+            Sent::Delete => Queued::Delete(&s.key),
+        };
+        self.codec.encode(queued, &mut c.wbuf);
+        s.metric = metric;
+        s.sent = sent;
+        s.intended = intended;
+        s.at_send = 0;
+        s.written = written;
+        s.ack = ack;
+        s.chain = super::conn::Chain::None;
+        s.update_start = 0;
+        s.rmw_start = 0;
+        s.shard = shard;
+        s.redirected = true;
+        s.first_send = first_send;
+        c.push();
+        let counter = if ask {
+            &self.stats.asked
+        } else {
+            &self.stats.moved
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.routes.as_mut().expect("cluster").count_sent(t);
+        self.mark_dirty(t);
+        true
     }
 
     /// Asks for the slot map again (at most every 100 ms): MOVED, ASK, CLUSTERDOWN, or a node

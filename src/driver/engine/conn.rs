@@ -34,6 +34,11 @@ pub(super) struct Slot {
     pub(super) rmw_start: u64,
     /// Redis Cluster: the shard of its key (the recovery timeline's split); else 0.
     pub(super) shard: u16,
+    /// Redis Cluster: a request sent again where a MOVED or ASK reply said (once only), and
+    /// when it was first sent (its from-send latency covers both trips, as the worker
+    /// threads' session times its retry); 0: not redirected.
+    pub(super) redirected: bool,
+    pub(super) first_send: u64,
 }
 
 /// An operation that is more than one request on its connection, each sent when the previous
@@ -48,6 +53,9 @@ pub(super) enum Chain {
     RmwRead,
     /// The read of a read-merge-write update (not recorded by itself).
     MergeRead,
+    /// Redis Cluster's ASKING before a request an ASK reply redirected: its `+OK` is read and
+    /// not recorded.
+    Asking,
     /// The write that ends an update (a merged record, or a hash's fields): recorded as UPDATE,
     /// and as READ-MODIFY-WRITE when `rmw_start` is set.
     Write,
@@ -69,6 +77,8 @@ impl Slot {
             update_start: 0,
             rmw_start: 0,
             shard: 0,
+            redirected: false,
+            first_send: 0,
         }
     }
 }

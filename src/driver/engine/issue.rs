@@ -102,7 +102,12 @@ impl Loop<'_, '_> {
         s.update_start = 0;
         s.rmw_start = 0;
         s.shard = self.routes.as_ref().map_or(0, |r| r.last_shard);
-        if chain != Chain::None {
+        s.redirected = false;
+        s.first_send = 0;
+        // A chain writes its values after its read; a cluster's write may be sent again where
+        // a MOVED or ASK reply says (`cluster.rs`): both keep them (a copy into a buffer
+        // that grew once).
+        if chain != Chain::None || (self.routes.is_some() && op != Op::Read) {
             s.values.clear();
             for (n, v) in b.values.iter() {
                 s.values.push(n, v);

@@ -73,6 +73,9 @@ use std::time::{Duration, Instant};
 #[derive(Default)]
 pub struct EngineStats {
     pub reconnects: AtomicU64,
+    /// Redis Cluster: requests sent again where a MOVED or ASK reply said.
+    pub moved: AtomicU64,
+    pub asked: AtomicU64,
     /// Open loop: arrivals that waited for a free slot, skipped ones, the longest backlog.
     pub queued: AtomicU64,
     pub skipped: AtomicU64,
@@ -262,7 +265,7 @@ impl<'s, 'a> Loop<'s, 'a> {
             let stream = sh.stream_base + share.first_conn + client as u64;
             conns.push(Conn::new(
                 s,
-                share.cfg.depth,
+                cluster::ring_len(share.cfg.depth, share.map.is_some()),
                 Rng::for_worker(sh.seed, stream),
             ));
         }
@@ -490,12 +493,29 @@ impl<'s, 'a> Loop<'s, 'a> {
                     c.rstart += used;
                     let i = c.pop_index();
                     let s = &c.slots[i];
+                    if s.chain == Chain::Asking {
+                        if status != Status::Ok {
+                            // Refused: the request behind it answers for itself.
+                            let _ = (self.codec.redirect(), self.codec.rerouted());
+                            let _ = self.codec.last_error();
+                        }
+                        continue;
+                    }
                     let shard = s.shard;
                     self.class = self.class_of(shard);
+                    if status != Status::Ok && self.routes.is_some() && self.redirect(ci, i, now) {
+                        self.refill(ci, now);
+                        continue;
+                    }
                     let s = &self.conns[ci].slots[i];
                     if s.chain == Chain::None {
-                        let (metric, intended, at_send, written, ack) =
-                            (s.metric, s.intended, s.at_send, s.written, s.ack);
+                        let at_send = if s.first_send != 0 {
+                            s.first_send
+                        } else {
+                            s.at_send
+                        };
+                        let (metric, intended, written, ack) =
+                            (s.metric, s.intended, s.written, s.ack);
                         let bytes = if metric == Metric::Read {
                             bytes
                         } else {

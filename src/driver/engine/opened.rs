@@ -134,6 +134,8 @@ impl Opened {
             when_full: format!("{:?}", self.cfg.when_full).to_lowercase(),
             fd_limit: crate::plan::engine::fd_limits().0,
             reconnects: n(&self.stats.reconnects),
+            moved: n(&self.stats.moved),
+            asked: n(&self.stats.asked),
             queued: n(&self.stats.queued),
             skipped: n(&self.stats.skipped),
             max_backlog: n(&self.stats.max_backlog),

@@ -4,6 +4,7 @@
 //! not take one ends the phase unless faults are scheduled: then it is tried every 100 ms);
 //! and the end of a phase, which waits for the replies still in flight.
 
+use super::conn::Chain;
 use super::{Loop, RETRY_NS};
 use crate::store::{ErrorKind, Status};
 use mio::{Interest, Token};
@@ -57,7 +58,15 @@ impl Loop<'_, '_> {
         self.broken_why = Some(format!("{addr}: {why} (connection replaced)"));
         while self.conns[ci].oldest().is_some() {
             let s = self.conns[ci].pop();
-            let (metric, intended, at_send, ack) = (s.metric, s.intended, s.at_send, s.ack);
+            if s.chain == Chain::Asking {
+                continue;
+            }
+            let at_send = if s.first_send != 0 {
+                s.first_send
+            } else {
+                s.at_send
+            };
+            let (metric, intended, ack) = (s.metric, s.intended, s.ack);
             let shard = s.shard;
             self.class = self.class_of(shard);
             self.complete(metric, st, intended, at_send, now, 0, ack);

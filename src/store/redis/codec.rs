@@ -76,6 +76,7 @@ impl EventTarget for RedisTarget {
             demoted: false,
             sentinels: !self.s.sentinels.is_empty(),
             rerouted: false,
+            redirect: None,
         })
     }
 
@@ -111,6 +112,8 @@ pub(super) struct RedisCodec {
     pub(super) sentinels: bool,
     /// The latest error was MOVED, ASK or CLUSTERDOWN.
     pub(super) rerouted: bool,
+    /// The latest error was MOVED or ASK (true) to this node.
+    pub(super) redirect: Option<(std::net::SocketAddr, bool)>,
 }
 
 /// One RESP element's header (a bulk's bytes included).
@@ -199,6 +202,7 @@ impl RedisCodec {
             .any(|p| text.starts_with(p))
         {
             self.rerouted = true;
+            self.redirect = redirect_of(&text);
         }
         self.last_error = Some(format!("Redis: {text}"));
         Status::error(kind)
@@ -385,6 +389,30 @@ impl Codec for RedisCodec {
     fn rerouted(&mut self) -> bool {
         std::mem::take(&mut self.rerouted)
     }
+
+    fn redirect(&mut self) -> Option<(std::net::SocketAddr, bool)> {
+        self.redirect.take()
+    }
+
+    fn asking(&mut self, out: &mut Vec<u8>) -> bool {
+        array_head(out, 1);
+        bulk(out, b"ASKING");
+        true
+    }
+}
+
+/// A MOVED or ASK error's target (`MOVED 3999 127.0.0.1:6381`): an address literal only — the
+/// engine follows a redirect to a node its slot map names, and never resolves a name a server
+/// sent.
+fn redirect_of(text: &str) -> Option<(std::net::SocketAddr, bool)> {
+    let mut words = text.split_ascii_whitespace();
+    let asking = match words.next()? {
+        "MOVED" => false,
+        "ASK" => true,
+        _ => return None,
+    };
+    let addr = words.nth(1)?.parse().ok()?;
+    Some((addr, asking))
 }
 
 fn index_cmd(out: &mut Vec<u8>, cmd: &[u8], key: &[u8]) {
@@ -415,6 +443,7 @@ mod tests {
             demoted: false,
             sentinels: false,
             rerouted: false,
+            redirect: None,
         }
     }
 
@@ -555,5 +584,29 @@ mod tests {
             crate::record::RecordView::new(&reply[5..], &spans).get(b"field0"),
             Some(&b"abc"[..])
         );
+    }
+
+    #[test]
+    fn moved_and_ask_name_their_node_and_nothing_else_redirects() {
+        let mut c = codec(false);
+        let mut spans = vec![];
+        let a: std::net::SocketAddr = "127.0.0.1:6381".parse().unwrap();
+        for (reply, want) in [
+            (&b"-MOVED 3999 127.0.0.1:6381\r\n"[..], Some((a, false))),
+            (b"-ASK 3999 127.0.0.1:6381\r\n", Some((a, true))),
+            // A name, not an address: not followed (the map is asked again instead).
+            (b"-MOVED 3999 redis-1.example:6381\r\n", None),
+            (b"-ASK 3999\r\n", None),
+            (b"-CLUSTERDOWN The cluster is down\r\n", None),
+        ] {
+            let p = c.decode(Sent::Update, b"k", b"", reply, &mut spans);
+            assert!(matches!(p, Parsed::Reply { status, .. } if status != Status::Ok));
+            assert_eq!(c.redirect(), want, "{}", String::from_utf8_lossy(reply));
+            assert!(c.rerouted());
+            assert_eq!(c.redirect(), None, "taken");
+        }
+        let mut out = vec![];
+        assert!(c.asking(&mut out));
+        assert_eq!(out, b"*1\r\n$6\r\nASKING\r\n");
     }
 }
