@@ -8,7 +8,7 @@
 //! (`model` → `text`, `proto`) and swaps them in for the server thread (`http`), which only
 //! copies a pointer per scrape. One exporter serves the whole process: a sweep's, a capacity
 //! search's or an experiment's runs are told apart by the `run` label (the run directory's
-//! name), so every series starts at zero and only ever grows — no counter resets to explain.
+//! path), so every series starts at zero and only ever grows — no counter resets to explain.
 //!
 //! Layer: imported by `driver`, `experiment` and `dist`; imports `measure` and below.
 
