@@ -564,3 +564,51 @@ fn ctrl_c_ends_the_wait_for_a_last_scrape() {
     // The run itself completed: its exit code stands.
     assert_eq!(wait_exit(&mut c, Duration::from_secs(10)), 0);
 }
+
+#[test]
+fn fault_events_are_counted_by_kind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let mport = free_port();
+    // kvmeter's own memcached, stopped for half a second one second into the run phase.
+    let args = [
+        "run",
+        "--store",
+        "memcached",
+        "--records",
+        "100",
+        "--duration",
+        "3s",
+        "--threads",
+        "1",
+        "--telemetry-interval",
+        "0",
+        "--fault",
+        "at=1s,stop=server,for=500ms",
+        "--metrics-linger",
+        "30s",
+    ];
+    let mut args: Vec<String> = args.map(String::from).to_vec();
+    args.extend(["--metrics-addr".into(), format!("127.0.0.1:{mport}")]);
+    args.extend(["--out".into(), out.display().to_string()]);
+    let mut c = spawn_until_lingering(&args, &tmp.path().join("kvmeter.log"));
+    let body = http_get(mport, "/metrics");
+    assert_eq!(wait_exit(&mut c, Duration::from_secs(10)), 0);
+    let s = json(&out.join("summary.json"));
+    let mut want = std::collections::BTreeMap::<String, u64>::new();
+    for e in common::phase(&s, "run")["fault_events"].as_array().unwrap() {
+        *want.entry(e["event"].as_str().unwrap().into()).or_default() += 1;
+    }
+    assert!(
+        want.contains_key("stop") && want.contains_key("continue"),
+        "{want:?}"
+    );
+    for (kind, n) in &want {
+        let end = format!("phase=\"run\",store=\"memcached\",agent=\"\",kind=\"{kind}\"}} {n}");
+        assert!(
+            body.lines()
+                .any(|l| l.starts_with("kvmeter_fault_events_total{") && l.ends_with(&end)),
+            "{kind} {n}:\n{body}"
+        );
+    }
+}

@@ -14,6 +14,8 @@ pub(super) struct Live {
     /// The `run` label that tells a sweep's or an experiment's runs apart (`run_label`).
     run: String,
     store: String,
+    /// A distributed run's agent index (`plan.share`); empty for one process.
+    agent: String,
 }
 
 /// One written interval, as the feed takes it.
@@ -40,12 +42,13 @@ pub(super) fn run_label(rundir: &std::path::Path) -> String {
 
 impl Live {
     /// The process's exporter (`--metrics-addr`), if one serves.
-    pub(super) fn new(rundir: &std::path::Path, store: &str) -> Option<Live> {
+    pub(super) fn new(rundir: &std::path::Path, plan: &crate::plan::Plan) -> Option<Live> {
         let exporter = crate::metrics::current()?;
         let live = Live {
             exporter,
             run: run_label(rundir),
-            store: store.to_string(),
+            store: plan.store.clone(),
+            agent: plan.share.map(|s| s.index.to_string()).unwrap_or_default(),
         };
         Some(live)
     }
@@ -55,7 +58,7 @@ impl Live {
             run: self.run.clone(),
             phase: phase.to_string(),
             store: self.store.clone(),
-            agent: String::new(),
+            agent: self.agent.clone(),
         }
     }
 

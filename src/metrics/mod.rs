@@ -223,6 +223,24 @@ mod tests {
     }
 
     #[test]
+    fn hostile_requests_are_refused_and_the_server_goes_on() {
+        let e = Exporter::bind("127.0.0.1:0").unwrap();
+        let big = format!(
+            "GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n",
+            "a".repeat(http::MAX_REQUEST)
+        );
+        let mut c = std::net::TcpStream::connect(e.addr()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = c.write_all(big.as_bytes());
+        let mut out = String::new();
+        // The server closes without reading the rest: the reply, or a reset before it.
+        let _ = c.read_to_string(&mut out);
+        assert!(out.is_empty() || out.starts_with("HTTP/1.1 431"), "{out}");
+        assert!(get(e.addr(), "POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+        assert!(get(e.addr(), "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200"));
+    }
+
+    #[test]
     fn an_interval_is_served_and_a_scrape_ends_the_linger() {
         let e = Exporter::bind("127.0.0.1:0").unwrap();
         let key = Key {
