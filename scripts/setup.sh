@@ -4,8 +4,9 @@
 # libclang), the libraries of the embedded stores that link Debian's builds (WiredTiger,
 # LevelDB), the servers kvmeter starts itself (memcached, redis-server, etcd), and the
 # headless browser the report tests open report.html in, the LMDB library the example store
-# plug-in links and the openssl command line the TLS tests make certificates with (chromium,
-# liblmdb-dev and openssl, with KVMETER_SETUP_TESTS=1).
+# plug-in links, the openssl command line the TLS tests make certificates with and the
+# Prometheus the metrics tests scrape with (chromium, liblmdb-dev, openssl and prometheus,
+# with KVMETER_SETUP_TESTS=1).
 # Debian/Ubuntu only; runs apt-get as root, or through sudo.
 set -euo pipefail
 
@@ -33,6 +34,10 @@ if [ "${KVMETER_SETUP_TESTS:-0}" = 1 ] && ! command -v openssl >/dev/null 2>&1; 
 fi
 if [ "${KVMETER_SETUP_TESTS:-0}" = 1 ] && [ ! -e /usr/include/lmdb.h ]; then
   need+=(liblmdb-dev)
+fi
+# tests/metrics.rs scrapes a run with a real Prometheus (2.42 has native histograms).
+if [ "${KVMETER_SETUP_TESTS:-0}" = 1 ] && ! command -v prometheus >/dev/null 2>&1; then
+  need+=(prometheus)
 fi
 if [ "${#need[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then

@@ -14,6 +14,7 @@ pub mod experiment;
 pub mod fault;
 pub mod machine;
 pub mod measure;
+pub mod metrics;
 pub mod panics;
 pub mod plan;
 pub mod record;

@@ -12,7 +12,7 @@ const LAYERS: &[&[&str]] = &[
     &["experiment", "dist"],
     &["driver"],
     &["report"],
-    &["fault", "args"],
+    &["fault", "args", "metrics"],
     &["plan", "doctor"],
     &["measure", "calibrate"],
     &["store", "workload", "telemetry", "antagonist"],

@@ -213,6 +213,14 @@ pub struct ExperimentArgs {
     /// Check the file and print each step's command line; run nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Serve live Prometheus metrics of every step on HOST:PORT (one endpoint for the whole
+    /// experiment; each run its `run` label; docs/metrics.md).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
+    /// With --metrics-addr: after the last step, serve the final values until one scrape has
+    /// read them, at most this long (default 30s).
+    #[arg(long, value_name = "DURATION")]
+    pub metrics_linger: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -238,6 +246,15 @@ pub struct PressureArgs {
 
 #[derive(Args, Debug)]
 pub struct CommonArgs {
+    /// Serve live Prometheus metrics on HOST:PORT (e.g. 127.0.0.1:9464): per-phase,
+    /// per-operation counts, errors, latency histograms, telemetry. Loopback unless you name
+    /// another address (docs/metrics.md).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
+    /// With --metrics-addr: after the last interval, keep serving the final values until one
+    /// scrape has read them, at most this long (default 30s; 0 = do not wait).
+    #[arg(long, value_name = "DURATION")]
+    pub metrics_linger: Option<String>,
     /// Set a YCSB property (overrides -P files), e.g. -p requestdistribution=uniform.
     #[arg(short = 'p', value_name = "NAME=VALUE")]
     pub props: Vec<String>,
@@ -424,6 +441,8 @@ impl CommonArgs {
             block_sizes: None,
             step: None,
             quiet: false,
+            metrics_addr: self.metrics_addr,
+            metrics_linger: self.metrics_linger,
         }
     }
 }

@@ -50,6 +50,8 @@ pub(super) struct FaultStart<'a> {
     pub timeline: Option<Timeline>,
     pub start_ns: u64,
     pub t0: Instant,
+    /// The live metrics endpoint counts each event too.
+    pub live: Option<&'a super::live::Live>,
 }
 
 impl FaultCompanion {
@@ -64,6 +66,7 @@ impl FaultCompanion {
             timeline,
             start_ns,
             t0,
+            live,
         } = s;
         let cluster = cluster.filter(|_| phase.kind == PhaseKind::Run);
         if timeline.is_none() && (plan.faults.is_empty() || cluster.is_none()) {
@@ -80,7 +83,13 @@ impl FaultCompanion {
                 plan.faults.clone(),
                 c.clone(),
                 t0,
-                crate::report::fault_files::events_csv(root, &phase.name),
+                match live {
+                    Some(l) => l.fault_sink(
+                        &phase.name,
+                        crate::report::fault_files::events_csv(root, &phase.name),
+                    ),
+                    None => crate::report::fault_files::events_csv(root, &phase.name),
+                },
             )),
             _ => None,
         };

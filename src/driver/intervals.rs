@@ -287,6 +287,16 @@ impl<'a> Intervals<'a> {
                 stats: &stats,
             })?;
         }
+        if let Some(l) = ctx.live {
+            let row = super::live::Row {
+                phase: name,
+                stats: &stats,
+                seconds: b - a,
+                warmup: in_warmup,
+                sched,
+            };
+            l.interval(&row, ctx.telemetry);
+        }
         self.total_done += stats.total_ops();
         ctx.progress.interval(
             ctx.index,

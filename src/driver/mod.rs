@@ -14,6 +14,7 @@ pub mod datadir;
 mod engine;
 mod faults;
 mod intervals;
+mod live;
 mod measured;
 mod open_loop;
 mod phase;
@@ -141,6 +142,8 @@ struct Run<'p> {
     panics0: u64,
     /// `finish` wrote the final summary and manifest; otherwise `Drop` marks them failed.
     finished: bool,
+    /// The live metrics endpoint's feed (`--metrics-addr`).
+    live: Option<live::Live>,
 }
 
 /// Workers that never stop (`intervals::Intervals::abandon`): writes summary.json with the phase
@@ -233,6 +236,7 @@ impl Run<'_> {
                 sync: sync.as_deref_mut(),
                 summary: &self.summary,
                 manifest: &self.manifest,
+                live: self.live.as_ref(),
             };
             // A panic on this thread (opening the store, closing the phase) fails the phase;
             // the workers are joined by then (`phase::run_workers` catches its own).

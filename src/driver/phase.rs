@@ -51,6 +51,8 @@ pub(super) struct PhaseCtx<'a> {
     /// The run's summary and manifest so far, for `super::abandon` (workers that never stop).
     pub summary: &'a report::Summary,
     pub manifest: &'a crate::report::manifest::Manifest<'a>,
+    /// The live metrics endpoint's feed (`--metrics-addr`).
+    pub live: Option<&'a super::live::Live>,
 }
 
 /// A phase that ended before it could run, with why.
@@ -253,6 +255,7 @@ fn start_fault_companion<'a>(
         timeline,
         start_ns,
         t0,
+        live: ctx.live,
     };
     faults::FaultCompanion::start(start).map(|f| Box::new(f) as Box<dyn Companion + 'a>)
 }

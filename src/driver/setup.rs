@@ -110,6 +110,7 @@ impl<'p> Run<'p> {
         let idle = telemetry
             .as_ref()
             .and_then(|t| idle_power(plan, t, calibration.as_ref()));
+        let live = super::live::Live::new(rundir.root(), plan);
         Ok(Run {
             plan,
             adapter,
@@ -129,6 +130,7 @@ impl<'p> Run<'p> {
             ycsb_texts: Vec::new(),
             panics0,
             finished: false,
+            live,
         })
     }
 }

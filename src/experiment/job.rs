@@ -106,8 +106,24 @@ impl Job {
         }
     }
 
-    /// Runs it; the exit code as the command's.
+    /// Runs it; the exit code as the command's. With `--metrics-addr` (and no endpoint serving
+    /// yet in this process), the command is checked, the endpoint bound — a bad address or a
+    /// port in use refused before anything is created — and, after the last run, the final
+    /// values served until a scrape reads them (`--metrics-linger`).
     pub fn execute(self) -> anyhow::Result<i32> {
+        let metrics = crate::plan::MetricsPlan::from_request(self.request())?;
+        let Some(m) = metrics.filter(|_| crate::metrics::current().is_none()) else {
+            return self.execute_runs();
+        };
+        self.check()?;
+        let exporter = crate::metrics::Exporter::bind(&m.addr)?;
+        crate::metrics::install(exporter.clone());
+        let code = self.execute_runs()?;
+        exporter.finish(m.linger, &crate::driver::install_signals());
+        Ok(code)
+    }
+
+    fn execute_runs(self) -> anyhow::Result<i32> {
         match self {
             Job::Run(r) => crate::plan::build(&r)
                 .map_err(anyhow::Error::from)

@@ -71,7 +71,9 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
     max_reply::fill(&mut store_options, &phases);
     let faults = faults(req, adapter, &store_options, &phases)?;
     let timeline = timeline(req, &faults, flags.interval)?;
+    let metrics = MetricsPlan::from_request(req)?;
     Ok(Plan {
+        metrics,
         command: req.command.clone(),
         store: adapter.name.to_string(),
         store_options,

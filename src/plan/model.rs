@@ -145,6 +145,37 @@ pub struct Plan {
     /// The event-driven engine (`--connections`): network stores only; `None`: worker threads.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub engine: Option<super::engine::Engine>,
+    /// The live Prometheus endpoint (`--metrics-addr`); recorded, served by the caller.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<MetricsPlan>,
+}
+
+/// `--metrics-addr` and `--metrics-linger`, checked.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct MetricsPlan {
+    pub addr: String,
+    /// How long the final values are served waiting for a scrape.
+    #[serde(serialize_with = "ser_secs")]
+    pub linger: Duration,
+}
+
+impl MetricsPlan {
+    /// The flags of `req`, checked (the address is bound later, by whoever serves it).
+    pub fn from_request(req: &super::Request) -> Result<Option<Self>, crate::error::UsageError> {
+        let linger = match req.metrics_linger.as_deref() {
+            Some(s) => crate::values::parse_duration("--metrics-linger", s)?,
+            None => Duration::from_secs(30),
+        };
+        let Some(addr) = req.metrics_addr.clone() else {
+            if req.metrics_linger.is_some() {
+                return Err(crate::error::UsageError::new(
+                    "--metrics-linger: expected with --metrics-addr",
+                ));
+            }
+            return Ok(None);
+        };
+        Ok(Some(MetricsPlan { addr, linger }))
+    }
 }
 
 /// Agent `index` of `count` in a distributed run (docs/distributed.md): its load slice, its

@@ -69,6 +69,11 @@ pub struct Request {
     pub step: Option<String>,
     /// No final report on stdout (points of sweep and capacity).
     pub quiet: bool,
+    /// `--metrics-addr`, `--metrics-linger`: the live Prometheus endpoint (`crate::metrics`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_addr: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_linger: Option<String>,
 }
 
 /// A workload file's text, carried in the request instead of its path.

@@ -148,10 +148,37 @@ fn create_new(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
+/// The newest sample's figures (the window since the sample before it), for the live
+/// metrics endpoint (`crate::metrics`): read once per interval, written once per sample.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Latest {
+    /// Whole-machine CPU busy share (0-1).
+    pub cpu_busy: Option<f64>,
+    /// The measured process's CPU seconds per second.
+    pub process_cores: Option<f64>,
+    pub disk_read_bytes_per_s: Option<f64>,
+    pub disk_write_bytes_per_s: Option<f64>,
+    pub watts: Option<f64>,
+}
+
+impl Latest {
+    fn of(t: &PhaseTelemetry, watts: Option<f64>) -> Self {
+        const MB: f64 = 1048576.0;
+        Latest {
+            cpu_busy: t.cpu.as_ref().map(|c| c.busy / 100.0),
+            process_cores: t.process.as_ref().map(|p| p.cpu_pct / 100.0),
+            disk_read_bytes_per_s: t.disk.as_ref().map(|d| d.read_mb_per_s * MB),
+            disk_write_bytes_per_s: t.disk.as_ref().map(|d| d.write_mb_per_s * MB),
+            watts,
+        }
+    }
+}
+
 /// The running sampler.
 pub struct Telemetry {
     sources: Arc<Sources>,
     state: Arc<Mutex<PhaseWindow>>,
+    latest: Arc<Mutex<Latest>>,
     stop: Arc<AtomicBool>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
@@ -176,17 +203,33 @@ impl Telemetry {
         writeln!(threads_csv, "time_s,phase,thread_group,cpu_pct")?;
         threads_csv.flush()?;
         let (src, st, stp) = (sources.clone(), state.clone(), stop.clone());
+        let latest = Arc::new(Mutex::new(Latest::default()));
+        let last = latest.clone();
         let handle = std::thread::Builder::new()
             .name("kvm-telemetry".into())
             .spawn(move || {
-                sampler::sampler(cfg.interval, &src, &st, &stp, &mut csv, &mut threads_csv)
+                let files = sampler::Files {
+                    csv: &mut csv,
+                    threads_csv: &mut threads_csv,
+                    latest: &last,
+                };
+                sampler::sampler(cfg.interval, &src, &st, &stp, files)
             })?;
         Ok(Telemetry {
             sources,
             state,
+            latest,
             stop,
             handle: Some(handle),
         })
+    }
+
+    /// The newest sample's figures (all `None` before the first).
+    pub fn latest(&self) -> Latest {
+        self.latest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn unavailable(&self) -> &BTreeMap<String, String> {

@@ -127,14 +127,25 @@ fn row(r: &Row) -> String {
         .join(",")
 }
 
+/// Where each sample goes: the two files, and the newest figures for the metrics endpoint.
+pub(super) struct Files<'a> {
+    pub csv: &'a mut BufWriter<File>,
+    pub threads_csv: &'a mut BufWriter<File>,
+    pub latest: &'a Mutex<super::Latest>,
+}
+
 pub(super) fn sampler(
     interval: Duration,
     src: &Sources,
     state: &Mutex<PhaseWindow>,
     stop: &AtomicBool,
-    csv: &mut BufWriter<File>,
-    threads_csv: &mut BufWriter<File>,
+    files: Files,
 ) {
+    let Files {
+        csv,
+        threads_csv,
+        latest,
+    } = files;
     let t0 = Instant::now();
     let mut prev = src.snapshot();
     let mut next = t0 + interval;
@@ -176,6 +187,7 @@ pub(super) fn sampler(
             cur: &cur,
         };
         let _ = writeln!(csv, "{}", row(&r));
+        *latest.lock().unwrap_or_else(|p| p.into_inner()) = super::Latest::of(&t, watts);
         if let Some(p) = &t.process {
             for (g, v) in &p.cpu_pct_by_thread {
                 let _ = writeln!(threads_csv, "{time_s:.3},{phase},{g},{v:.2}");

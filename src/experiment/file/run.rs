@@ -154,6 +154,7 @@ fn set_aside(root: &Path, name: &str) -> anyhow::Result<()> {
 }
 
 pub fn main(a: ExperimentArgs) -> anyhow::Result<i32> {
+    let metrics = metrics_endpoint(&a)?;
     let (exp, root, mut state) = match &a.resume {
         Some(dir) => resume(&a, dir)?,
         None => {
@@ -177,6 +178,9 @@ pub fn main(a: ExperimentArgs) -> anyhow::Result<i32> {
     };
     let code = run_steps(&exp, &root, &mut state)?;
     finish(&root, &state)?;
+    if let Some((e, m)) = &metrics {
+        e.finish(m.linger, &crate::driver::install_signals());
+    }
     eprintln!("results: {}", root.display());
     if code == EXIT_INTERRUPTED {
         eprintln!(
@@ -186,6 +190,33 @@ pub fn main(a: ExperimentArgs) -> anyhow::Result<i32> {
         );
     }
     Ok(code)
+}
+
+/// `--metrics-addr`: one endpoint for every step, bound before anything is created (its
+/// steps' runs find it installed and feed it).
+fn metrics_endpoint(
+    a: &ExperimentArgs,
+) -> Result<
+    Option<(
+        std::sync::Arc<crate::metrics::Exporter>,
+        crate::plan::MetricsPlan,
+    )>,
+    UsageError,
+> {
+    let req = crate::plan::Request {
+        metrics_addr: a.metrics_addr.clone(),
+        metrics_linger: a.metrics_linger.clone(),
+        ..Default::default()
+    };
+    let Some(m) = crate::plan::MetricsPlan::from_request(&req)? else {
+        return Ok(None);
+    };
+    if a.dry_run {
+        return Ok(None);
+    }
+    let e = crate::metrics::Exporter::bind(&m.addr)?;
+    crate::metrics::install(e.clone());
+    Ok(Some((e, m)))
 }
 
 fn check_devices(devices: &[PathBuf]) -> Result<(), UsageError> {

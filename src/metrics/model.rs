@@ -1,0 +1,190 @@
+//! The exposition as data: metric families with their samples, built once per interval from
+//! the cumulative state (`series`) and rendered by `text` and `proto` from the same model, so
+//! the two formats cannot disagree on names, labels or values.
+
+use super::series::{Hist, Key, PhaseSeries};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+#[derive(Clone, Debug)]
+pub enum Value<'a> {
+    Scalar(f64),
+    Hist(&'a Hist),
+}
+
+#[derive(Clone, Debug)]
+pub struct Sample<'a> {
+    pub labels: Vec<(&'static str, String)>,
+    pub value: Value<'a>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Family<'a> {
+    /// Without `_total` for counters (the text renderer adds it; the protobuf names it so).
+    pub name: &'static str,
+    pub help: &'static str,
+    pub kind: Kind,
+    pub samples: Vec<Sample<'a>>,
+}
+
+/// Gauge names a phase may carry (`PhaseSeries::gauges`), with their help; docs/metrics.md
+/// lists the same.
+pub const GAUGES: &[(&str, &str)] = &[
+    (
+        "kvmeter_achieved_ops_per_second",
+        "Operations per second completed in the last interval (transactions).",
+    ),
+    (
+        "kvmeter_offered_ops_per_second",
+        "Open loop: operations per second the schedule offered at the last interval's end.",
+    ),
+    (
+        "kvmeter_behind_seconds",
+        "Open loop: how far the sender was behind its schedule at the last interval's end (the backlog).",
+    ),
+    (
+        "kvmeter_cpu_utilization",
+        "Whole-machine CPU busy share over the last interval (0-1).",
+    ),
+    (
+        "kvmeter_process_cpu_cores",
+        "CPU seconds per second used by the measured process over the last interval.",
+    ),
+    (
+        "kvmeter_disk_read_bytes_per_second",
+        "The watched disk's reads over the last interval.",
+    ),
+    (
+        "kvmeter_disk_write_bytes_per_second",
+        "The watched disk's writes over the last interval.",
+    ),
+    (
+        "kvmeter_power_watts",
+        "Power over the last interval (see the source and estimate labels).",
+    ),
+];
+
+/// Every family, in a fixed order, from the phases so far. `power` labels the power gauge
+/// with its source and whether it is an estimate.
+pub fn families<'a>(
+    phases: &'a BTreeMap<Key, PhaseSeries>,
+    power: &BTreeMap<Key, (String, bool)>,
+) -> Vec<Family<'a>> {
+    let op_labels = |k: &Key, op: &str| {
+        let mut l = k.labels();
+        l.push(("op", op.to_string()));
+        l
+    };
+    let mut ops = fam(
+        "kvmeter_operations",
+        "Operations completed after warm-up, every status.",
+        Kind::Counter,
+    );
+    let mut errors = fam(
+        "kvmeter_errors",
+        "Operations that did not succeed, by kind (not_found included).",
+        Kind::Counter,
+    );
+    let mut bytes = fam(
+        "kvmeter_bytes",
+        "User data bytes moved (values written or returned).",
+        Kind::Counter,
+    );
+    let mut send = fam(
+        "kvmeter_latency_seconds",
+        "Successful operations' latency from send (service time).",
+        Kind::Histogram,
+    );
+    let mut intended = fam(
+        "kvmeter_intended_latency_seconds",
+        "Successful operations' latency from the intended start (paced and open-loop runs).",
+        Kind::Histogram,
+    );
+    let mut lag = fam(
+        "kvmeter_send_lag_seconds",
+        "How late each operation was sent after its intended start.",
+        Kind::Histogram,
+    );
+    let mut faults = fam(
+        "kvmeter_fault_events",
+        "Fault events injected, by kind.",
+        Kind::Counter,
+    );
+    let mut intervals = fam(
+        "kvmeter_intervals",
+        "Measured intervals exported.",
+        Kind::Counter,
+    );
+    let mut gauges: Vec<Family> = GAUGES
+        .iter()
+        .map(|&(n, h)| fam(n, h, Kind::Gauge))
+        .collect();
+    let scalar = |labels, v: f64| Sample {
+        labels,
+        value: Value::Scalar(v),
+    };
+    for (k, p) in phases {
+        for (op, s) in &p.ops {
+            ops.samples.push(scalar(op_labels(k, op), s.count() as f64));
+            bytes.samples.push(scalar(op_labels(k, op), s.bytes as f64));
+            for (kind, n) in s.errors() {
+                let mut l = op_labels(k, op);
+                l.push(("kind", kind.to_string()));
+                errors.samples.push(scalar(l, n as f64));
+            }
+            send.samples.push(Sample {
+                labels: op_labels(k, op),
+                value: Value::Hist(&s.send),
+            });
+            if let Some(h) = &s.intended {
+                intended.samples.push(Sample {
+                    labels: op_labels(k, op),
+                    value: Value::Hist(h),
+                });
+            }
+        }
+        if let Some(h) = &p.lag {
+            lag.samples.push(Sample {
+                labels: k.labels(),
+                value: Value::Hist(h),
+            });
+        }
+        for (kind, n) in &p.faults {
+            let mut l = k.labels();
+            l.push(("kind", kind.clone()));
+            faults.samples.push(scalar(l, *n as f64));
+        }
+        intervals
+            .samples
+            .push(scalar(k.labels(), p.intervals as f64));
+        for (g, f) in GAUGES.iter().zip(gauges.iter_mut()) {
+            if let Some(v) = p.gauges.get(g.0) {
+                let mut l = k.labels();
+                if g.0 == "kvmeter_power_watts" {
+                    let (src, est) = power.get(k).cloned().unwrap_or_default();
+                    l.push(("source", src));
+                    l.push(("estimate", est.to_string()));
+                }
+                f.samples.push(scalar(l, *v));
+            }
+        }
+    }
+    let mut all = vec![ops, errors, bytes, send, intended, lag, faults, intervals];
+    all.append(&mut gauges);
+    all
+}
+
+fn fam<'a>(name: &'static str, help: &'static str, kind: Kind) -> Family<'a> {
+    Family {
+        name,
+        help,
+        kind,
+        samples: vec![],
+    }
+}
