@@ -137,6 +137,14 @@ pub struct AgentLocalArgs {
     /// Block device whose statistics telemetry reads on this host.
     #[arg(long, value_name = "DEVICE")]
     pub disk: Option<String>,
+    /// Serve this agent's live metrics for Prometheus at HOST:PORT (docs/metrics.md), labelled
+    /// with its index (`agent`); loopback unless another address is named.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
+    /// After the run, keep serving the final values until one scrape has read them, at most
+    /// this long (default 30s; Ctrl-C ends the wait).
+    #[arg(long, value_name = "DURATION")]
+    pub metrics_linger: Option<String>,
     /// This host's copy of the plug-in the plan measures (plugin:PATH).
     #[arg(long, value_name = "plugin:PATH")]
     pub store: Option<String>,

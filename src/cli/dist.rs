@@ -29,6 +29,8 @@ fn local(a: AgentLocalArgs) -> crate::dist::trust::Local {
         disk: a.disk,
         plugin: a.store,
         store_opts: a.store_opts,
+        metrics_addr: a.metrics_addr,
+        metrics_linger: a.metrics_linger,
     }
 }
 

@@ -71,6 +71,7 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
     s.local.check_agent_flags()?;
     check_plan_hash(&s)?;
     let seal = Seal::load(s.plan_key_file.as_deref(), std::env::var(KEY_ENV).ok())?;
+    let metrics = serve_metrics(&s.local)?;
     let interrupted = crate::driver::install_signals();
     let mut coord = Coord::connect(&s.coord, &s.job)?;
     coord.set_seal(seal.clone());
@@ -141,7 +142,32 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         keeper,
         lease,
     });
+    if let Some((e, linger)) = metrics {
+        e.finish(linger, &crate::driver::install_signals());
+    }
     result
+}
+
+/// This agent's own `--metrics-addr`, bound (a bad address or a port in use: exit 2 before
+/// etcd is asked anything), with its `--metrics-linger`.
+fn serve_metrics(
+    local: &super::trust::Local,
+) -> Result<Option<(Arc<crate::metrics::Exporter>, Duration)>, UsageError> {
+    let linger = match &local.metrics_linger {
+        Some(l) => plan::parse_duration("--metrics-linger", l)?,
+        None => crate::metrics::DEFAULT_LINGER,
+    };
+    let Some(addr) = &local.metrics_addr else {
+        if local.metrics_linger.is_some() {
+            return Err(UsageError::new(
+                "--metrics-linger: expected with --metrics-addr",
+            ));
+        }
+        return Ok(None);
+    };
+    let e = crate::metrics::Exporter::bind(addr)?;
+    crate::metrics::install(e.clone());
+    Ok(Some((e, linger)))
 }
 
 /// `--plan-hash`, if given, is 64 hex digits.

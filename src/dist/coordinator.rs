@@ -133,6 +133,16 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         ttl,
         delay: start_delay,
     } = checked(&s)?;
+    // The coordinator's own endpoint (merged intervals, `agent="merged"`): bound before etcd
+    // is touched, so a bad address or a port in use leaves nothing behind.
+    let metrics = match plan.metrics.clone() {
+        Some(m) => {
+            let e = crate::metrics::Exporter::bind(&m.addr)?;
+            crate::metrics::install(e.clone());
+            Some((e, m.linger))
+        }
+        None => None,
+    };
     let n = s.agents;
     let mut coord = Coord::connect(&s.coord, &s.job)?;
     coord.set_seal(seal.clone());
@@ -205,6 +215,9 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
     };
     let result = session.phases(&s, plan, &hash, &published, regs, start_delay, &interrupted);
     session.close();
+    if let Some((e, linger)) = metrics {
+        e.finish(linger, &interrupted);
+    }
     result
 }
 

@@ -74,10 +74,16 @@ struct PhaseState {
     intervals: usize,
 }
 
+/// The `agent` label of the coordinator's merged series.
+pub const MERGED: &str = "merged";
+
 pub struct Merger {
     rundir: RunDir,
     plan: Plan,
     summary: Summary,
+    /// The coordinator's live endpoint (`--metrics-addr`): each merged interval, labelled
+    /// `agent="merged"` beside the agents' own series.
+    live: Option<(std::sync::Arc<crate::metrics::Exporter>, String)>,
     ycsb_texts: Vec<(String, String)>,
     cur: Option<PhaseState>,
     started_at: String,
@@ -89,10 +95,12 @@ impl Merger {
     pub fn create(plan: Plan, info: DistInfo) -> Result<Merger, crate::error::UsageError> {
         let rundir = RunDir::create_merged(&plan.out)?;
         let summary = Summary::running(&plan);
+        let live = crate::metrics::current().map(|e| (e, crate::metrics::run_label(rundir.root())));
         let m = Merger {
             rundir,
             plan,
             summary,
+            live,
             ycsb_texts: vec![],
             cur: None,
             started_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
@@ -175,6 +183,22 @@ impl Merger {
             .append_interval(&st.name, first.index, start, end, first.warmup, &acc, None)?;
         let t0 = UNIX_EPOCH + Duration::from_nanos(st.t0_unix_ns);
         self.rundir.log_histograms(&st.name, t0, start, end, &acc)?;
+        if let Some((e, run)) = &self.live {
+            let key = crate::metrics::SeriesKey {
+                run: run.clone(),
+                phase: st.name.clone(),
+                store: self.plan.store.clone(),
+                agent: MERGED.into(),
+            };
+            let iv = crate::metrics::Interval {
+                stats: &acc,
+                seconds: end - start,
+                warmup: first.warmup,
+                offered_ops_per_s: None,
+                behind_s: None,
+            };
+            e.interval(&key, &iv);
+        }
         if !first.warmup {
             st.measured.add(&acc);
         }
@@ -313,6 +337,7 @@ fn trusted_request(
         published.calibration,
     ) = (None, None, None);
     (published.idle_baseline, published.io_dir, published.disk) = (None, None, None);
+    (published.metrics_addr, published.metrics_linger) = (None, None);
     (published.out, published.data_dir) = (None, None);
     published.store_opts.retain(|o| {
         !crate::plan::is_host_own_option(o.split_once('=').map_or(o.as_str(), |(k, _)| k))

@@ -33,6 +33,10 @@ pub struct Local {
     pub plugin: Option<String>,
     /// Store options that name files or hold secrets (`plan::is_host_own_option`).
     pub store_opts: Vec<String>,
+    /// This host's live metrics endpoint (`--metrics-addr`, `--metrics-linger`): an address
+    /// it listens on is its own to choose.
+    pub metrics_addr: Option<String>,
+    pub metrics_linger: Option<String>,
 }
 
 impl Local {
@@ -75,6 +79,8 @@ pub fn split(req: &Request) -> Result<(Request, Local), UsageError> {
         disk: p.disk.take(),
         plugin: crate::store::plugin::is_plugin(&req.store).then(|| req.store.clone()),
         store_opts: own_opts,
+        metrics_addr: p.metrics_addr.take(),
+        metrics_linger: p.metrics_linger.take(),
     };
     p.store = plan::portable_store_name(&req.store);
     p.store_opts = shared_opts;
@@ -111,6 +117,8 @@ pub fn join(published: &Request, local: &Local) -> Request {
     r.idle_baseline = local.idle_baseline.clone();
     r.io_dir = local.io_dir.clone();
     r.disk = local.disk.clone();
+    r.metrics_addr = local.metrics_addr.clone();
+    r.metrics_linger = local.metrics_linger.clone();
     if let Some(p) = &local.plugin {
         r.store = p.clone();
     }
@@ -148,6 +156,9 @@ pub fn check_published(req: &Request, local: &Local) -> Result<(), String> {
     }
     if req.disk.is_some() {
         return refuse("disk", "--disk");
+    }
+    if req.metrics_addr.is_some() || req.metrics_linger.is_some() {
+        return refuse("metrics_addr", "--metrics-addr");
     }
     if some(&req.out) {
         return refuse("out", "--out");

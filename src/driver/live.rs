@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 pub(super) struct Live {
     exporter: Arc<Exporter>,
-    /// The `run` label that tells a sweep's or an experiment's runs apart (`run_label`).
+    /// The `run` label that tells a sweep's or an experiment's runs apart (`metrics::run_label`).
     run: String,
     store: String,
     /// A distributed run's agent index (`plan.share`); empty for one process.
@@ -27,26 +27,13 @@ pub(super) struct Row<'a> {
     pub sched: Option<ScheduleFigures>,
 }
 
-/// The run directory's path, relative to the working directory when it lies under it (a
-/// sweep's `kvmeter-runs/<time>-sweep-redis/points/01-threads=1/r1`), else absolute: unique
-/// among the runs of one process, where the directory's name alone is not (every sweep
-/// point's first repeat is `r1`).
-pub(super) fn run_label(rundir: &std::path::Path) -> String {
-    let abs = std::path::absolute(rundir).unwrap_or_else(|_| rundir.to_path_buf());
-    let rel = std::env::current_dir()
-        .ok()
-        .and_then(|c| abs.strip_prefix(c).ok().map(|p| p.to_path_buf()))
-        .filter(|p| !p.as_os_str().is_empty());
-    rel.unwrap_or(abs).to_string_lossy().into_owned()
-}
-
 impl Live {
     /// The process's exporter (`--metrics-addr`), if one serves.
     pub(super) fn new(rundir: &std::path::Path, plan: &crate::plan::Plan) -> Option<Live> {
         let exporter = crate::metrics::current()?;
         let live = Live {
             exporter,
-            run: run_label(rundir),
+            run: crate::metrics::run_label(rundir),
             store: plan.store.clone(),
             agent: plan.share.map(|s| s.index.to_string()).unwrap_or_default(),
         };

@@ -194,6 +194,19 @@ impl Exporter {
     }
 }
 
+/// The run directory's path, relative to the working directory when it lies under it (a
+/// sweep's `kvmeter-runs/<time>-sweep-redis/points/01-threads=1/r1`), else absolute: unique
+/// among the runs of one process, where the directory's name alone is not (every sweep
+/// point's first repeat is `r1`).
+pub fn run_label(rundir: &std::path::Path) -> String {
+    let abs = std::path::absolute(rundir).unwrap_or_else(|_| rundir.to_path_buf());
+    let rel = std::env::current_dir()
+        .ok()
+        .and_then(|c| abs.strip_prefix(c).ok().map(|p| p.to_path_buf()))
+        .filter(|p| !p.as_os_str().is_empty());
+    rel.unwrap_or(abs).to_string_lossy().into_owned()
+}
+
 static CURRENT: Mutex<Option<Arc<Exporter>>> = Mutex::new(None);
 
 /// Makes `e` the process's exporter: every run started from now on feeds it.

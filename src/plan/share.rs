@@ -104,7 +104,7 @@ pub fn apply_share(plan: &mut Plan, share: Share) {
 /// are shown, and what names this host's files, devices and meters (a distributed run's agents
 /// take these from their own flags, never from the coordinator: docs/distributed.md
 /// "Security").
-const HOST_OWN_FIELDS: [&str; 12] = [
+const HOST_OWN_FIELDS: [&str; 13] = [
     "out",
     "data_dir",
     "format",
@@ -117,6 +117,7 @@ const HOST_OWN_FIELDS: [&str; 12] = [
     "calibration",
     "io_dir",
     "disk",
+    "metrics",
 ];
 
 /// Whether a store option names a file or holds a secret: a host's own (its certificates, its
