@@ -397,3 +397,41 @@ fn bad_input_is_refused_in_one_line_before_anything_is_created() {
         &out,
     );
 }
+
+/// A compare directory holds no runs, only compare.json naming them: its runs are read from
+/// there with their side, each once even when the sweep is given too.
+#[test]
+fn a_compare_directorys_runs_carry_their_side() {
+    let sw = sweep();
+    let t = tempfile::tempdir().unwrap();
+    let cmp = t.path().join("cmp");
+    let p = |s: &str| sw.join("points").join(s);
+    let o = kvmeter()
+        .arg("compare")
+        .args([p("01-threads=1/r1"), p("01-threads=1/r2")])
+        .arg("--vs")
+        .args([p("02-threads=2/r1"), p("02-threads=2/r2")])
+        .arg("--out")
+        .arg(&cmp)
+        .output()
+        .unwrap();
+    assert!(
+        cmp.join("compare.json").is_file(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rows = jsonl_rows(&table(&[
+        cmp.to_str().unwrap(),
+        sw.to_str().unwrap(),
+        "--format",
+        "jsonl",
+    ]));
+    let all = jsonl_rows(&table(&[sw.to_str().unwrap(), "--format", "jsonl"]));
+    assert_eq!(rows.len(), all.len(), "each run once");
+    for r in &rows {
+        let threads = r["threads"].as_u64().unwrap();
+        let side = if threads == 1 { "A" } else { "B" };
+        assert_eq!(r["compare.side"], side, "{}", r["run_dir"]);
+        assert_eq!(r["compare.dir"], cmp.to_str().unwrap());
+    }
+}

@@ -3,6 +3,11 @@
 //! found) and never follows a symbolic link below a DIR, because the directories may come from
 //! anywhere (a colleague's tarball, a shared disk) and a link loop or a huge tree must end in
 //! one line, not a hang. The DIRs themselves are followed: the user named them.
+//!
+//! A compare directory holds no runs, only compare.json naming them (`a_runs`, `b_runs`, as
+//! given to `kvmeter compare`, so relative to where it ran): those runs are taken from there,
+//! marked with their side, and one that is not a run directory from here is refused with the
+//! compare.json key that names it.
 
 use crate::error::UsageError;
 use std::path::{Path, PathBuf};
@@ -15,12 +20,28 @@ pub const MAX_ENTRIES: usize = 500_000;
 /// Run directories found in all.
 pub const MAX_RUNS: usize = 20_000;
 
+/// A run a compare directory named: the compare directory and the side (A or B).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Side {
+    pub compare_dir: PathBuf,
+    pub side: &'static str,
+}
+
+/// One run directory found.
+#[derive(Debug, PartialEq, Eq)]
+pub struct FoundRun {
+    pub dir: PathBuf,
+    /// Set when a compare directory named this run.
+    pub side: Option<Side>,
+}
+
 /// What the walk found.
 #[derive(Debug, Default)]
 pub struct Found {
     /// Run directories, as the DIR given joined with the path below it, in walk order (each
-    /// directory's entries by name, so the order is the same on every file system).
-    pub runs: Vec<PathBuf>,
+    /// directory's entries by name, so the order is the same on every file system); each run
+    /// once, however many DIRs or compares reach it.
+    pub runs: Vec<FoundRun>,
     /// Directories with a manifest.json but no summary.json (a run killed before its first
     /// phase ended writes none): not runs, counted for the note on stderr.
     pub without_summary: Vec<PathBuf>,
@@ -41,7 +62,65 @@ pub fn run_dirs(dirs: &[PathBuf]) -> Result<Found, UsageError> {
     for d in dirs {
         walk(d, &mut found, &mut entries)?;
     }
+    dedup(&mut found.runs);
     Ok(found)
+}
+
+/// Keeps each run once (by its canonical path), with the side a compare gave it.
+fn dedup(runs: &mut Vec<FoundRun>) {
+    let mut seen: std::collections::HashMap<PathBuf, usize> = Default::default();
+    let mut out: Vec<FoundRun> = vec![];
+    for r in runs.drain(..) {
+        let key = r.dir.canonicalize().unwrap_or_else(|_| r.dir.clone());
+        match seen.get(&key) {
+            Some(&i) => {
+                if out[i].side.is_none() {
+                    out[i].side = r.side;
+                }
+            }
+            None => {
+                seen.insert(key, out.len());
+                out.push(r);
+            }
+        }
+    }
+    *runs = out;
+}
+
+/// The runs compare.json names, each checked to be a run directory from here.
+fn compare_runs(dir: &Path, found: &mut Found) -> Result<(), UsageError> {
+    let file = dir.join("compare.json");
+    let v = super::read_json(&file, "kvmeter-compare/")?;
+    for (key, side) in [("a_runs", "A"), ("b_runs", "B")] {
+        let list = v[key].as_array().ok_or_else(|| {
+            UsageError::new(format!(
+                "{}: {key}: expected a list of run directories",
+                file.display()
+            ))
+        })?;
+        for (i, p) in list.iter().enumerate() {
+            let run = p.as_str().map(PathBuf::from).filter(|p| is_run(p)).ok_or_else(|| {
+                UsageError::new(format!(
+                    "{}: {key}[{i}]: {p} is not a run directory (manifest.json with summary.json) from here; run kvmeter table where kvmeter compare ran",
+                    file.display()
+                ))
+            })?;
+            if found.runs.len() >= MAX_RUNS {
+                return Err(UsageError::new(format!(
+                    "{}: more than {MAX_RUNS} run directories; name fewer",
+                    file.display()
+                )));
+            }
+            found.runs.push(FoundRun {
+                dir: run,
+                side: Some(Side {
+                    compare_dir: dir.to_path_buf(),
+                    side,
+                }),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn is_run(dir: &Path) -> bool {
@@ -60,8 +139,11 @@ fn walk(root: &Path, found: &mut Found, entries: &mut usize) -> Result<(), Usage
                     root.display()
                 )));
             }
-            found.runs.push(dir);
+            found.runs.push(FoundRun { dir, side: None });
             continue;
+        }
+        if dir.join("compare.json").is_file() {
+            compare_runs(&dir, found)?;
         }
         if dir.join("manifest.json").is_file() {
             found.without_summary.push(dir.clone());
@@ -123,7 +205,7 @@ mod tests {
         let rel: Vec<String> = f
             .runs
             .iter()
-            .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+            .map(|p| p.dir.strip_prefix(&root).unwrap().display().to_string())
             .collect();
         assert_eq!(rel, ["points/01-a/r1", "points/01-a/r2", "points/02-b/r1"]);
         assert_eq!(f.without_summary, [root.join("killed")]);
@@ -134,9 +216,41 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         run(t.path());
         let f = run_dirs(&[t.path().to_path_buf()]).unwrap();
-        assert_eq!(f.runs, [t.path().to_path_buf()]);
+        assert_eq!(
+            f.runs,
+            [FoundRun {
+                dir: t.path().to_path_buf(),
+                side: None
+            }]
+        );
         let e = run_dirs(&[t.path().join("manifest.json")]).unwrap_err();
         assert!(e.0.contains("manifest.json: not a directory"), "{e}");
+    }
+
+    #[test]
+    fn a_compares_runs_are_taken_with_their_side_and_each_run_once() {
+        let t = tempfile::tempdir().unwrap();
+        let (a, b) = (t.path().join("runs/a"), t.path().join("runs/b"));
+        run(&a);
+        run(&b);
+        let cmp = t.path().join("cmp");
+        std::fs::create_dir(&cmp).unwrap();
+        let doc = serde_json::json!({"schema": "kvmeter-compare/2", "a_runs": [a], "b_runs": [b]});
+        std::fs::write(cmp.join("compare.json"), doc.to_string()).unwrap();
+        let f = run_dirs(&[t.path().join("runs"), cmp.clone()]).unwrap();
+        let got: Vec<(PathBuf, Option<&str>)> = f
+            .runs
+            .iter()
+            .map(|r| (r.dir.clone(), r.side.as_ref().map(|s| s.side)))
+            .collect();
+        assert_eq!(got, [(a.clone(), Some("A")), (b.clone(), Some("B"))]);
+        let doc = serde_json::json!({"schema": "kvmeter-compare/2", "a_runs": [a], "b_runs": ["gone/r1"]});
+        std::fs::write(cmp.join("compare.json"), doc.to_string()).unwrap();
+        let e = run_dirs(&[cmp]).unwrap_err();
+        assert!(
+            e.0.contains("compare.json: b_runs[0]: \"gone/r1\" is not a run directory"),
+            "{e}"
+        );
     }
 
     #[test]

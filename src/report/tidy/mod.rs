@@ -6,7 +6,8 @@
 //!
 //! The table reads run directories only (manifest.json + summary.json), wherever they lie: a
 //! run, a sweep's points, a capacity search's steps, an experiment's steps, runs a compare
-//! named. It recomputes nothing: each cell is the value the run wrote (rows.rs).
+//! named (compare.json's `a_runs`/`b_runs`, with a `compare.side` column). It recomputes
+//! nothing: each cell is the value the run wrote (rows.rs).
 //!
 //! A summary or manifest that cannot be read (not JSON, too big, a key of the wrong shape) is
 //! refused with its file and key in one line, exit 2, before any output is written: a table
@@ -156,7 +157,8 @@ pub fn read(dirs: &[PathBuf]) -> Result<TidyTable, UsageError> {
         )));
     }
     let mut rows: Vec<Row> = vec![];
-    for dir in &found.runs {
+    for found_run in &found.runs {
+        let dir = &found_run.dir;
         let mpath = dir.join("manifest.json");
         let spath = dir.join("summary.json");
         let manifest = read_json(&mpath, "kvmeter-manifest/")?;
@@ -166,13 +168,23 @@ pub fn read(dirs: &[PathBuf]) -> Result<TidyTable, UsageError> {
             spath.display().to_string(),
             mpath.display().to_string(),
         );
-        rows.extend(rows::rows(&rows::RunFiles {
+        let mut run_rows = rows::rows(&rows::RunFiles {
             run_dir: &run_dir,
             manifest: &manifest,
             summary: &summary,
             summary_name: &sname,
             manifest_name: &mname,
-        })?);
+        })?;
+        if let Some(s) = &found_run.side {
+            for r in &mut run_rows {
+                r.insert("compare.side".into(), s.side.into());
+                r.insert(
+                    "compare.dir".into(),
+                    s.compare_dir.display().to_string().into(),
+                );
+            }
+        }
+        rows.extend(run_rows);
         if rows.len() > MAX_ROWS {
             return Err(UsageError::new(format!(
                 "{}: more than {MAX_ROWS} rows; name fewer directories",
@@ -190,7 +202,7 @@ pub fn read(dirs: &[PathBuf]) -> Result<TidyTable, UsageError> {
 }
 
 /// A kvmeter JSON file, bounded, with its schema checked.
-fn read_json(path: &Path, schema: &str) -> Result<Value, UsageError> {
+pub(super) fn read_json(path: &Path, schema: &str) -> Result<Value, UsageError> {
     let name = path.display();
     let mut text = String::new();
     std::fs::File::open(path)
