@@ -9,6 +9,11 @@ use common::*;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::time::Duration;
+
+/// Every kvmeter this file starts is killed after this (a table of a few runs takes
+/// milliseconds; the sweep four times this).
+const LIMIT: Duration = Duration::from_secs(60);
 
 /// One sweep for every test of the file (made once, a second or two).
 fn sweep() -> &'static Path {
@@ -21,6 +26,7 @@ fn sweep() -> &'static Path {
             .args(["--records", "200", "--ops", "2000", "--seed", "5"])
             .args(["--param", "threads=1,2", "--repeat", "2", "--out"])
             .arg(&out)
+            .timeout(LIMIT * 4)
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -31,7 +37,12 @@ fn sweep() -> &'static Path {
 
 /// `kvmeter table ARGS...`: its stdout, after checking it succeeded.
 fn table(args: &[&str]) -> String {
-    let o = kvmeter().arg("table").args(args).output().unwrap();
+    let o = kvmeter()
+        .arg("table")
+        .args(args)
+        .timeout(LIMIT)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap()
 }
@@ -289,6 +300,7 @@ fn json_lines_and_parquet_round_trip() {
     let o = kvmeter()
         .args(["table", sw, "--format", "parquet", "--output"])
         .arg(&file)
+        .timeout(LIMIT)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -344,7 +356,12 @@ fn json_lines_and_parquet_round_trip() {
 
 /// One line on stderr, exit 2, and nothing created.
 fn refused(args: &[&std::ffi::OsStr], needle: &str, created: &Path) {
-    let o = kvmeter().arg("table").args(args).output().unwrap();
+    let o = kvmeter()
+        .arg("table")
+        .args(args)
+        .timeout(LIMIT)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
     assert!(err.contains(needle), "{args:?}: {err}");
@@ -424,6 +441,7 @@ fn a_compare_directorys_runs_carry_their_side() {
         .args([p("02-threads=2/r1"), p("02-threads=2/r2")])
         .arg("--out")
         .arg(&cmp)
+        .timeout(LIMIT)
         .output()
         .unwrap();
     assert!(
