@@ -11,9 +11,11 @@ use std::path::PathBuf;
 
 mod compare;
 mod dist;
+mod table;
 
 pub use compare::CompareArgs;
 pub use dist::{AgentArgs, AgentLocalArgs, CoordArgs, DistCommand, DistRunArgs};
+pub use table::TableArgs;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -62,6 +64,11 @@ pub enum Command {
     /// medians, ratio B/A with its 95 % interval, a test (Mann-Whitney with 4+ runs a side),
     /// Holm's correction, and better/worse only when significant and outside the noise band.
     Compare(CompareArgs),
+    /// Every run below the DIRs as one tidy table for pandas or R: one row per run, phase and
+    /// operation, the manifest's variables (store, options, threads, workload, machine) as
+    /// columns beside throughput, latency percentiles, errors, telemetry and energy, as in
+    /// summary.json. CSV (default), JSON lines or Parquet (docs/table.md).
+    Table(TableArgs),
     /// Run an experiment file (TOML): steps (suite, run, sweep, capacity, pressure, fault runs)
     /// with shared settings and a scale, into one directory with every step's run directories,
     /// report.html with the paper's figures, and findings.md (the paper's value against this

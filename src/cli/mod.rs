@@ -82,6 +82,11 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
         } => crate::calibrate::run(calibration, seconds, power),
         Command::Experiment(a) => crate::experiment::file::run::main(a),
         Command::Compare(a) => compare::compare(a),
+        Command::Table(a) => crate::report::tidy::main(&crate::report::tidy::Options {
+            dirs: a.dirs,
+            format: a.format,
+            output: a.output,
+        }),
         measuring => match Job::from_command(measuring) {
             Ok(Some(job)) => job.execute(),
             Ok(None) => unreachable!("every other command is matched above"),

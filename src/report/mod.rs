@@ -18,6 +18,7 @@ pub mod rundata;
 pub mod rundir;
 pub mod stats;
 pub mod table;
+pub mod tidy;
 pub mod ycsb;
 
 use crate::measure::{percentile, status_slot_name, Metric, OpStats, Stats, STATUS_SLOTS};
