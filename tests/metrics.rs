@@ -50,13 +50,20 @@ struct Prom {
 
 impl Prom {
     fn start(dir: &Path, target: u16, native: bool) -> Prom {
+        Prom::start_all(dir, &[target], native)
+    }
+
+    /// One Prometheus scraping every one of `targets` (one job) every second.
+    fn start_all(dir: &Path, targets: &[u16], native: bool) -> Prom {
+        let targets: Vec<String> = targets.iter().map(|t| format!("'127.0.0.1:{t}'")).collect();
         let port = free_port();
         std::fs::create_dir_all(dir.join("tsdb")).unwrap();
         let cfg = dir.join("prometheus.yml");
         std::fs::write(
             &cfg,
             format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: kvmeter\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: kvmeter\n    static_configs:\n      - targets: [{}]\n",
+                targets.join(", ")
             ),
         )
         .unwrap();
@@ -611,4 +618,104 @@ fn fault_events_are_counted_by_kind() {
             "{kind} {n}:\n{body}"
         );
     }
+}
+
+/// A distributed run with two agents and the coordinator each serving metrics, all three
+/// scraped by one Prometheus: the agents' series summed by Prometheus equal the coordinator's
+/// merged count, which equals the merged summary.json's — per phase and operation, exactly.
+#[test]
+fn two_agents_summed_by_prometheus_equal_the_coordinators_merged_count() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_etcd, url) = common::servers::etcd(tmp.path(), 1);
+    let (_mc, mc) = memcached(tmp.path(), "mc", false);
+    let ports = [free_port(), free_port(), free_port()];
+    let prom = Prom::start_all(&tmp.path().join("prom"), &ports, false);
+    let run: Vec<String> = [
+        "--store",
+        "memcached",
+        "--store-opt",
+        &format!("addr=127.0.0.1:{mc}"),
+        "-P",
+        "workloada",
+        "--records",
+        "1000",
+        "--ops",
+        "6000",
+        "--threads",
+        "1",
+        "--interval",
+        "500ms",
+        "--telemetry-interval",
+        "0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let coord_metrics = format!("127.0.0.1:{}", ports[2]);
+    let mut d = common::servers::Dist::start_with(
+        &url,
+        "metrics",
+        2,
+        &["--metrics-addr", &coord_metrics, "--metrics-linger", "20s"],
+        &run,
+        |i| {
+            vec![
+                "--metrics-addr".into(),
+                format!("127.0.0.1:{}", ports[i]),
+                "--metrics-linger".into(),
+                "20s".into(),
+            ]
+        },
+    );
+    let code = d.finish();
+    assert_eq!(code, 0, "{}", d.log("coord.log"));
+    for i in 0..2 {
+        let said = d.log(&format!("agent{i}.log"));
+        assert!(
+            said.contains(&format!(
+                "metrics: serving http://127.0.0.1:{}/metrics (loopback only)",
+                ports[i]
+            )),
+            "{said}"
+        );
+        // The agent's own endpoint is its own flag: recorded in its manifest, not the plan's.
+        let m = json(&d.path(&format!("agent{i}/manifest.json")));
+        assert_eq!(
+            m["plan"]["metrics"]["addr"],
+            format!("127.0.0.1:{}", ports[i])
+        );
+    }
+    let merged = json(&d.path("merged/summary.json"));
+    assert_eq!(merged["status"], "completed");
+    let mut checked = 0;
+    for p in merged["phases"].as_array().unwrap() {
+        let phase = p["name"].as_str().unwrap();
+        for (op, o) in p["ops"].as_object().unwrap() {
+            let count = o["count"].as_u64().unwrap();
+            if count == 0 {
+                continue;
+            }
+            let sel = format!("phase=\"{phase}\",op=\"{op}\"");
+            let summed = format!(
+                "sum(last_over_time(kvmeter_operations_total{{{sel},agent!=\"merged\"}}[10m]))"
+            );
+            assert_eq!(
+                prom.settle(&summed, count as f64),
+                Some(count as f64),
+                "{summed}"
+            );
+            let coord =
+                format!("last_over_time(kvmeter_operations_total{{{sel},agent=\"merged\"}}[10m])");
+            assert_eq!(
+                prom.settle(&coord, count as f64),
+                Some(count as f64),
+                "{coord}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "{merged}");
+    // Both agents were scraped, each under its own index.
+    let agents = "count(count by (agent) (kvmeter_operations_total{agent!=\"merged\"}))";
+    assert_eq!(prom.scalar(agents), Some(2.0), "{agents}");
 }

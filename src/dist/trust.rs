@@ -288,6 +288,11 @@ mod tests {
             (Box::new(|r| r.data_dir = Some("/x".into())), "'data_dir'"),
             (Box::new(|r| r.out = Some("/x".into())), "'out'"),
             (Box::new(|r| r.disk = Some("../../etc".into())), "'disk'"),
+            // An endpoint a forged plan opens on every agent (0.0.0.0: to the network).
+            (
+                Box::new(|r| r.metrics_addr = Some("0.0.0.0:9464".into())),
+                "'metrics_addr'",
+            ),
             (
                 Box::new(|r| r.store = "plugin:/tmp/evil.so".into()),
                 "plug-in's path",

@@ -300,6 +300,18 @@ impl Drop for Dist {
 impl Dist {
     /// A coordinator for `n` agents with `run` flags, then the agents (T threads each).
     pub fn start(url: &str, job: &str, n: usize, coord_flags: &[&str], run: &[String]) -> Dist {
+        Dist::start_with(url, job, n, coord_flags, run, |_| vec![])
+    }
+
+    /// As `start`, agent `i` with `agent_flags(i)` besides.
+    pub fn start_with(
+        url: &str,
+        job: &str,
+        n: usize,
+        coord_flags: &[&str],
+        run: &[String],
+        agent_flags: impl Fn(usize) -> Vec<String>,
+    ) -> Dist {
         let dir = tempfile::tempdir().unwrap();
         let mut args = s(&[
             "dist",
@@ -320,20 +332,19 @@ impl Dist {
         let coord = spawn(&args, &dir.path().join("coord.log"));
         let agents = (0..n)
             .map(|i| {
-                spawn(
-                    &s(&[
-                        "agent",
-                        "--coord",
-                        url,
-                        "--job",
-                        job,
-                        "--index",
-                        &i.to_string(),
-                        "--out",
-                        dir.path().join(format!("agent{i}")).to_str().unwrap(),
-                    ]),
-                    &dir.path().join(format!("agent{i}.log")),
-                )
+                let mut a = s(&[
+                    "agent",
+                    "--coord",
+                    url,
+                    "--job",
+                    job,
+                    "--index",
+                    &i.to_string(),
+                    "--out",
+                    dir.path().join(format!("agent{i}")).to_str().unwrap(),
+                ]);
+                a.extend(agent_flags(i));
+                spawn(&a, &dir.path().join(format!("agent{i}.log")))
             })
             .collect();
         Dist { dir, coord, agents }
