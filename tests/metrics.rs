@@ -537,8 +537,10 @@ fn a_sweep_serves_every_run_under_its_own_run_label() {
                 }
             }
         }
-        // (Not checked against the schema: its plan.command knows only run and suite.)
+        // A sweep point's manifest (plan.command "sweep") validates too.
         let m = json(&run.join("manifest.json"));
+        common::validate("manifest.schema.json", &m);
+        assert_eq!(m["plan"]["command"], "sweep");
         assert_eq!(m["plan"]["metrics"]["addr"], format!("127.0.0.1:{mport}"));
         assert_eq!(m["plan"]["metrics"]["linger"], 30.0);
     }
