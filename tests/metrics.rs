@@ -671,21 +671,17 @@ fn two_agents_summed_by_prometheus_equal_the_coordinators_merged_count() {
     );
     let code = d.finish();
     assert_eq!(code, 0, "{}", d.log("coord.log"));
-    for i in 0..2 {
+    for (i, port) in ports.iter().take(2).enumerate() {
         let said = d.log(&format!("agent{i}.log"));
         assert!(
             said.contains(&format!(
-                "metrics: serving http://127.0.0.1:{}/metrics (loopback only)",
-                ports[i]
+                "metrics: serving http://127.0.0.1:{port}/metrics (loopback only)"
             )),
             "{said}"
         );
         // The agent's own endpoint is its own flag: recorded in its manifest, not the plan's.
         let m = json(&d.path(&format!("agent{i}/manifest.json")));
-        assert_eq!(
-            m["plan"]["metrics"]["addr"],
-            format!("127.0.0.1:{}", ports[i])
-        );
+        assert_eq!(m["plan"]["metrics"]["addr"], format!("127.0.0.1:{port}"));
     }
     let merged = json(&d.path("merged/summary.json"));
     assert_eq!(merged["status"], "completed");
