@@ -346,6 +346,22 @@ fn too_few_file_descriptors_for_the_connections_is_exit_2_before_anything() {
         "{err}"
     );
     assert!(!out.exists());
+    // A Redis Cluster client holds a socket per master: 300 connections to 3 masters need
+    // 300 × 3 + 256 descriptors, refused before any member is started.
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 600 && exec \"$0\" run -P workloadc --store redis --store-opt cluster=3 --connections 300 --out {}",
+            out.display()
+        ))
+        .arg(common::bin())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("1156") && err.contains("3 masters"), "{err}");
+    assert!(!out.exists());
     // What the engine does not serve is one line too.
     for (args, says) in [
         (

@@ -163,11 +163,23 @@ pub(super) fn resolve(
         workload_served(p)?;
         event_loops(req, p, connections);
     }
-    let fds_needed = (connections + probe.map_or(0, |p| p.connections)) as u64 + FD_HEADROOM;
+    // A Redis Cluster client has a socket per master (`cluster=M` says how many, managed or
+    // not); nodes the map names later (a promoted replica) are opened within the headroom.
+    let masters = match adapter.name {
+        "redis" => opts.str("cluster").parse::<u64>().unwrap_or(0).max(1),
+        _ => 1,
+    };
+    let fds_needed =
+        (connections + probe.map_or(0, |p| p.connections)) as u64 * masters + FD_HEADROOM;
     let (_, hard) = fd_limits();
     if hard < fds_needed {
+        let per = if masters > 1 {
+            format!(" ({masters} masters: a socket per master on each connection)")
+        } else {
+            String::new()
+        };
         return Err(UsageError::new(format!(
-            "--connections {connections}: needs {fds_needed} file descriptors, and this process may open at most {hard} (its hard limit, ulimit -Hn): raise it or open fewer connections"
+            "--connections {connections}: needs {fds_needed} file descriptors{per}, and this process may open at most {hard} (its hard limit, ulimit -Hn): raise it or open fewer connections"
         )));
     }
     Ok(Some(Engine {
