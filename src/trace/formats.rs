@@ -4,23 +4,76 @@
 
 use super::{Format, Kind, TraceRecord, MAX_KEY, MAX_VALUE};
 
-pub fn parse(format: Format, line: &[u8], rec: &mut TraceRecord) -> Result<bool, String> {
+mod cachebench;
+mod monitor;
+mod rocksdb;
+
+pub use cachebench::Columns;
+
+/// The most times one cachebench line may repeat its request (`op_count`): bounds what one
+/// line can make the reader hand out.
+pub const MAX_REPEAT: u64 = 1_000_000;
+
+/// What a format remembers between lines: cachebench's column positions (from its header)
+/// and how many times the line just parsed repeats (its `op_count`; 1 elsewhere).
+#[derive(Clone, Debug, Default)]
+pub struct State {
+    pub columns: Option<Columns>,
+    pub repeat: u64,
+}
+
+pub fn parse(
+    format: Format,
+    line: &[u8],
+    rec: &mut TraceRecord,
+    state: &mut State,
+) -> Result<bool, String> {
+    state.repeat = 1;
+    rec.whole_second = false;
+    rec.client = 0;
+    rec.scan_len = 0;
     match format {
         Format::Twitter => twitter(line, rec),
-        Format::Rocksdb | Format::Cachebench | Format::Monitor => {
-            Err(format!("the {} format is not read yet", format.name()))
-        }
+        Format::Rocksdb => rocksdb::parse(line, rec),
+        Format::Cachebench => cachebench::parse(line, rec, state),
+        Format::Monitor => monitor::parse(line, rec),
     }
 }
 
-fn number(field: &[u8], what: &str) -> Result<u64, String> {
+/// Guesses a file's format from its first lines (explicit `--format` wins): MONITOR's `OK` or
+/// `<secs>.<micros> [`, a CSV header naming `op` and `key` (cachebench), RocksDB's
+/// space-separated numbers, else Twitter's comma-separated fields.
+pub fn sniff(lines: &[&[u8]]) -> Option<Format> {
+    for &line in lines {
+        let l = line.trim_ascii();
+        if l.is_empty() {
+            continue;
+        }
+        if l == b"OK" || monitor::looks_like(l) {
+            return Some(Format::Monitor);
+        }
+        if cachebench::Columns::from_header(l).is_some() {
+            return Some(Format::Cachebench);
+        }
+        if rocksdb::looks_like(l) {
+            return Some(Format::Rocksdb);
+        }
+        if l.iter().filter(|&&b| b == b',').count() >= 6 && l[0].is_ascii_digit() {
+            return Some(Format::Twitter);
+        }
+        return None;
+    }
+    None
+}
+
+pub(super) fn number(field: &[u8], what: &str) -> Result<u64, String> {
     let s = std::str::from_utf8(field).map_err(|_| format!("{what}: not text"))?;
     s.trim()
         .parse::<u64>()
         .map_err(|_| format!("{what} {s:?}: expected a whole number"))
 }
 
-fn set_key(rec: &mut TraceRecord, key: &[u8]) -> Result<(), String> {
+pub(super) fn set_key(rec: &mut TraceRecord, key: &[u8]) -> Result<(), String> {
     if key.is_empty() {
         return Err("an empty key".into());
     }
@@ -32,7 +85,7 @@ fn set_key(rec: &mut TraceRecord, key: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-fn set_value_size(rec: &mut TraceRecord, n: u64) -> Result<(), String> {
+pub(super) fn set_value_size(rec: &mut TraceRecord, n: u64) -> Result<(), String> {
     if n > MAX_VALUE {
         return Err(format!("a value of {n} bytes (at most {MAX_VALUE})"));
     }
@@ -78,7 +131,6 @@ fn twitter(line: &[u8], rec: &mut TraceRecord) -> Result<bool, String> {
     });
     rec.op.clear();
     rec.op.push_str(op);
-    rec.scan_len = 0;
     Ok(true)
 }
 
@@ -89,8 +141,9 @@ mod tests {
     #[test]
     fn a_twitter_line_and_a_key_with_a_comma() {
         let mut r = TraceRecord::default();
+        let st = &mut State::default();
         assert_eq!(
-            parse(Format::Twitter, b"12,q:1,a,7,206,3,set,0", &mut r),
+            parse(Format::Twitter, b"12,q:1,a,7,206,3,set,0", &mut r, st),
             Ok(true)
         );
         assert_eq!(r.time_us, 12_000_000);
@@ -99,8 +152,26 @@ mod tests {
         assert_eq!(r.client, 3);
         assert_eq!(r.kind, Some(Kind::Write));
         assert_eq!(r.op, "set");
-        assert!(parse(Format::Twitter, b"12,k,1,x,3,get,0", &mut r).is_err());
-        assert!(parse(Format::Twitter, b"12,k,1,2,3,frob,0", &mut r).is_err());
-        assert!(parse(Format::Twitter, b"12,k,1", &mut r).is_err());
+        assert!(parse(Format::Twitter, b"12,k,1,x,3,get,0", &mut r, st).is_err());
+        assert!(parse(Format::Twitter, b"12,k,1,2,3,frob,0", &mut r, st).is_err());
+        assert!(parse(Format::Twitter, b"12,k,1", &mut r, st).is_err());
+    }
+
+    #[test]
+    fn sniffing_each_format_from_its_first_line() {
+        let s = |l: &[u8]| sniff(&[&b""[..], l]);
+        assert_eq!(s(b"OK"), Some(Format::Monitor));
+        assert_eq!(
+            s(br#"1700000000.123456 [0 127.0.0.1:6379] "GET" "k""#),
+            Some(Format::Monitor)
+        );
+        assert_eq!(
+            s(b"op_time,key,key_size,op,op_count,size,cache_hits,ttl"),
+            Some(Format::Cachebench)
+        );
+        assert_eq!(s(b"0x6B6579 0 0 5 1600000000000000"), Some(Format::Rocksdb));
+        assert_eq!(s(b"0 0 5 1600000000000000 0x6B6579"), Some(Format::Rocksdb));
+        assert_eq!(s(b"12,k,1,2,3,get,0"), Some(Format::Twitter));
+        assert_eq!(s(b"hello world"), None);
     }
 }

@@ -13,6 +13,7 @@
 //! `cli` serves `kvmeter trace stats`.
 
 pub mod formats;
+pub mod stats;
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -60,6 +61,11 @@ impl Format {
 
     pub fn parse(s: &str) -> Option<Format> {
         Format::ALL.iter().find(|(n, _)| *n == s).map(|(_, f)| *f)
+    }
+
+    /// The format a file's first lines show, if any (`formats::sniff`).
+    pub fn sniff(first_lines: &[&[u8]]) -> Option<Format> {
+        formats::sniff(first_lines)
     }
 }
 
@@ -126,6 +132,11 @@ pub struct TraceReader {
     input: Box<dyn BufRead + Send>,
     line: u64,
     buf: Vec<u8>,
+    state: formats::State,
+    /// The record a repeating line (cachebench's `op_count`) hands out again, and how many
+    /// times more.
+    last: TraceRecord,
+    pending: u64,
     /// Bytes read from the file so far (decompressed), for progress.
     pub bytes: u64,
 }
@@ -134,9 +145,8 @@ impl TraceReader {
     /// Opens `path` in `format` (`.zst` decompressed on the fly). A file that cannot be opened
     /// is a usage error naming it.
     pub fn open(path: &Path, format: Format) -> Result<TraceReader, crate::error::UsageError> {
-        let bad = |why: String| {
-            crate::error::UsageError::new(format!("trace {}: {why}", path.display()))
-        };
+        let bad =
+            |why: String| crate::error::UsageError::new(format!("trace {}: {why}", path.display()));
         let f = std::fs::File::open(path).map_err(|e| bad(format!("cannot open it: {e}")))?;
         let input: Box<dyn BufRead + Send> = if path.extension().is_some_and(|e| e == "zst") {
             let d = zstd::stream::read::Decoder::new(f)
@@ -151,8 +161,40 @@ impl TraceReader {
             input,
             line: 0,
             buf: Vec::new(),
+            state: formats::State::default(),
+            last: TraceRecord::default(),
+            pending: 0,
             bytes: 0,
         })
+    }
+
+    /// Opens `path` in `format`, or in the format its first lines show (`Format::sniff`)
+    /// when `format` is None; a file whose format cannot be told is a usage error asking for
+    /// `--format`.
+    pub fn open_guess(
+        path: &Path,
+        format: Option<Format>,
+    ) -> Result<TraceReader, crate::error::UsageError> {
+        if let Some(f) = format {
+            return TraceReader::open(path, f);
+        }
+        let mut probe = TraceReader::open(path, Format::Twitter)?;
+        let mut lines: Vec<Vec<u8>> = Vec::new();
+        while lines.len() < 3 {
+            probe.buf.clear();
+            match read_line_bounded(&mut probe.input, &mut probe.buf, MAX_LINE) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => lines.push(trim_eol(&probe.buf).to_vec()),
+            }
+        }
+        let refs: Vec<&[u8]> = lines.iter().map(|l| l.as_slice()).collect();
+        match formats::sniff(&refs) {
+            Some(f) => TraceReader::open(path, f),
+            None => Err(crate::error::UsageError::new(format!(
+                "trace {}: cannot tell its format from its first lines; say --format twitter, rocksdb, cachebench or monitor",
+                path.display()
+            ))),
+        }
     }
 
     pub fn format(&self) -> Format {
@@ -175,10 +217,29 @@ impl TraceReader {
     /// the format is an `Err` naming file:line; the reader can go on after it (`--skip-bad`).
     /// Header and blank lines are skipped.
     pub fn next_into(&mut self, rec: &mut TraceRecord) -> Result<bool, TraceError> {
+        if self.pending > 0 {
+            self.pending -= 1;
+            rec.clone_from(&self.last);
+            return Ok(true);
+        }
         loop {
             self.buf.clear();
-            let n = read_line_bounded(&mut self.input, &mut self.buf, MAX_LINE)
-                .map_err(|e| self.error(e))?;
+            let n = match read_line_bounded(&mut self.input, &mut self.buf, MAX_LINE) {
+                Ok(n) => n,
+                Err((too_long, msg)) => {
+                    // A line too long is skipped to its end (bounded: nothing kept), so
+                    // `--skip-bad` can go on; a read error names the line it was reading.
+                    if !too_long {
+                        // Not counted as read: the same error again stops `--skip-bad`.
+                        let mut e = self.error(msg);
+                        e.line += 1;
+                        return Err(e);
+                    }
+                    discard_line(&mut self.input);
+                    self.line += 1;
+                    return Err(self.error(msg));
+                }
+            };
             if n == 0 {
                 return Ok(false);
             }
@@ -189,8 +250,14 @@ impl TraceReader {
                 continue;
             }
             rec.line = self.line;
-            match formats::parse(self.format, line, rec) {
-                Ok(true) => return Ok(true),
+            match formats::parse(self.format, line, rec, &mut self.state) {
+                Ok(true) => {
+                    if self.state.repeat > 1 {
+                        self.pending = self.state.repeat - 1;
+                        self.last.clone_from(rec);
+                    }
+                    return Ok(true);
+                }
                 Ok(false) => continue, // a header or a line the format ignores
                 Err(msg) => return Err(self.error(msg)),
             }
@@ -203,18 +270,19 @@ fn trim_eol(b: &[u8]) -> &[u8] {
     b.strip_suffix(b"\r").unwrap_or(b)
 }
 
-/// One line into `buf` (its `\n` kept), at most `max` bytes: a longer line is an error, read
-/// no further than `max` (a file of one endless line is not held in memory).
+/// One line into `buf` (its `\n` kept), at most `max` bytes: a longer line is an error
+/// (`(true, what)`), read no further than `max` (a file of one endless line is not held in
+/// memory); a read error is `(false, what)`.
 fn read_line_bounded(
     input: &mut dyn BufRead,
     buf: &mut Vec<u8>,
     max: usize,
-) -> Result<usize, String> {
+) -> Result<usize, (bool, String)> {
     loop {
         let avail = match input.fill_buf() {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("cannot read: {e}")),
+            Err(e) => return Err((false, format!("cannot read: {e}"))),
         };
         if avail.is_empty() {
             return Ok(buf.len());
@@ -224,12 +292,29 @@ fn read_line_bounded(
             None => (avail.len(), false),
         };
         if buf.len() + take > max {
-            return Err(format!("a line longer than {max} bytes"));
+            return Err((true, format!("a line longer than {max} bytes")));
         }
         buf.extend_from_slice(&avail[..take]);
         input.consume(take);
         if done {
             return Ok(buf.len());
+        }
+    }
+}
+
+/// Consumes input up to and including the next `\n` (or the end), keeping nothing.
+fn discard_line(input: &mut dyn BufRead) {
+    loop {
+        let (take, done) = match input.fill_buf() {
+            Ok([]) | Err(_) => return,
+            Ok(b) => match b.iter().position(|&c| c == b'\n') {
+                Some(p) => (p + 1, true),
+                None => (b.len(), false),
+            },
+        };
+        input.consume(take);
+        if done {
+            return;
         }
     }
 }
@@ -249,5 +334,34 @@ mod tests {
         buf.clear();
         assert_eq!(read_line_bounded(&mut input, &mut buf, 50), Ok(4));
         assert_eq!(buf, b"a,b\n");
+    }
+
+    #[test]
+    fn a_long_line_is_skipped_to_its_end_and_repeats_are_handed_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.csv");
+        let long = "x".repeat(MAX_LINE + 10);
+        let text = format!(
+            "op_time,key,key_size,op,op_count,size\n{long}\n5,k,1,GET,3,0\n6,j,1,SET,1,4\n"
+        );
+        std::fs::write(&p, text).unwrap();
+        let mut r = TraceReader::open(&p, Format::Cachebench).unwrap();
+        let mut rec = TraceRecord::default();
+        let e = r.next_into(&mut rec).unwrap_err();
+        assert_eq!(e.line, 2);
+        let mut got = vec![];
+        while r.next_into(&mut rec).unwrap() {
+            got.push((rec.line, rec.key.clone(), rec.time_us));
+        }
+        let k = |l, key: &[u8], t| (l, key.to_vec(), t);
+        assert_eq!(
+            got,
+            [
+                k(3, b"k", 5000),
+                k(3, b"k", 5000),
+                k(3, b"k", 5000),
+                k(4, b"j", 6000)
+            ]
+        );
     }
 }
