@@ -21,5 +21,6 @@ pub mod record;
 pub mod report;
 pub mod store;
 pub mod telemetry;
+pub mod trace;
 pub mod values;
 pub mod workload;

@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["fault", "args", "metrics"],
     &["plan", "doctor"],
     &["measure", "calibrate"],
-    &["store", "workload", "telemetry", "antagonist"],
+    &["store", "workload", "telemetry", "antagonist", "trace"],
     &["record", "values", "machine", "panics"],
     &["error"],
 ];

@@ -12,10 +12,12 @@ use std::path::PathBuf;
 mod compare;
 mod dist;
 mod table;
+mod trace;
 
 pub use compare::CompareArgs;
 pub use dist::{AgentArgs, AgentLocalArgs, CoordArgs, DistCommand, DistRunArgs};
 pub use table::TableArgs;
+pub use trace::{TraceCommand, TraceStatsArgs};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -69,6 +71,12 @@ pub enum Command {
     /// columns beside throughput, latency percentiles, errors, telemetry and energy, as in
     /// summary.json. CSV (default), JSON lines or Parquet (docs/table.md).
     Table(TableArgs),
+    /// Production traces (Twitter, RocksDB trace_analyzer, cachebench, Redis MONITOR):
+    /// 'trace stats' shows what a trace holds before it is replayed (docs/replay.md).
+    Trace {
+        #[command(subcommand)]
+        command: TraceCommand,
+    },
     /// Run an experiment file (TOML): steps (suite, run, sweep, capacity, pressure, fault runs)
     /// with shared settings and a scale, into one directory with every step's run directories,
     /// report.html with the paper's figures, and findings.md (the paper's value against this

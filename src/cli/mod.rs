@@ -1,7 +1,8 @@
 //! Dispatch and exit codes: the parsed command line (`args`, the clap definition) handed to
 //! the library, whose error becomes one line and an exit code. Everything else lives in the
 //! library so tests can call it in-process. Nothing imports `cli`; one file per concern:
-//! `dist` (the distributed commands), `compare`, `stores` (the store listing); the rest here.
+//! `dist` (the distributed commands), `compare`, `stores` (the store listing), `trace`
+//! (`trace stats`); the rest here.
 
 use crate::args::{Cli, Command};
 use crate::error::{EXIT_OK, EXIT_USAGE};
@@ -11,6 +12,7 @@ use clap::Parser;
 mod compare;
 mod dist;
 mod stores;
+mod trace;
 
 pub use stores::stores_report;
 
@@ -82,6 +84,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
         } => crate::calibrate::run(calibration, seconds, power),
         Command::Experiment(a) => crate::experiment::file::run::main(a),
         Command::Compare(a) => compare::compare(a),
+        Command::Trace { command } => trace::run(command),
         Command::Table(a) => crate::report::tidy::main(&crate::report::tidy::Options {
             dirs: a.dirs,
             format: a.format,
