@@ -11,11 +11,13 @@ use std::path::PathBuf;
 
 mod compare;
 mod dist;
+mod replay;
 mod table;
 mod trace;
 
 pub use compare::CompareArgs;
 pub use dist::{AgentArgs, AgentLocalArgs, CoordArgs, DistCommand, DistRunArgs};
+pub use replay::ReplayArgs;
 pub use table::TableArgs;
 pub use trace::{TraceCommand, TraceStatsArgs};
 
@@ -35,6 +37,10 @@ pub struct Cli {
 pub enum Command {
     /// Run YCSB workload phases (load, run, or both) against a store.
     Run(RunArgs),
+    /// Replay a production trace (Twitter's cache traces, ...) against a store, open loop at
+    /// its recorded times × --speed (or evenly at --rate), every request timed from its
+    /// intended start and from its send (docs/replay.md).
+    Replay(ReplayArgs),
     /// Run the YCSB suite in the papers' order: load A, run A, B, C, F, D; clear; load E, run E.
     Suite(CommonArgs),
     /// The pressure scale (papers/004): run a workload while four O_DIRECT I/O antagonists on

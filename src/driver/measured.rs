@@ -85,7 +85,7 @@ impl Worker<'_, '_> {
     }
 
     #[inline]
-    fn record(
+    pub(super) fn record(
         &mut self,
         m: Metric,
         st: Status,

@@ -20,6 +20,7 @@ mod open_loop;
 mod phase;
 mod pressure;
 mod progress;
+mod replay;
 mod setup;
 mod test_panic;
 mod worker;

@@ -124,6 +124,15 @@ pub(super) fn run(
         let (s, rec) = sessions.remove(0);
         sessions.insert(0, (test_panic::sabotage(test, s), rec));
     }
+    // A replay's trace is opened and its queues made before the clock starts.
+    let feed = phase
+        .replay
+        .as_ref()
+        .map(|r| {
+            let scan = ctx.adapter.capabilities.scan;
+            super::replay::Feed::open(r, threads, phase.operations, scan)
+        })
+        .transpose()?;
     // Checked before anything starts; its origin is set when the phase does.
     let grid = phase_grid(phase, ctx.plan.interval, ctx.clock.now())?;
     if let Some(s) = ctx.sync.as_deref_mut() {
@@ -148,6 +157,7 @@ pub(super) fn run(
         Started {
             workload: &workload,
             arrivals: arrivals.as_ref(),
+            replay: feed.as_ref(),
             timeline: timeline.as_ref(),
             t0,
             grid,
@@ -182,6 +192,9 @@ pub(super) fn run(
         threads,
     )?;
     let cpu_end = CpuTime::now();
+    if let Some(f) = &feed {
+        ctx.rundir.write_json("replay.json", &f.counts())?;
+    }
     if let Some(e) = &engine {
         ps.engine = Some(e.summary(threads, ctx.plan.seed, shared.stream_base));
     }
@@ -318,6 +331,7 @@ fn clear(ctx: &mut PhaseCtx, phase: &PhasePlan) -> anyhow::Result<PhaseSummary> 
 struct Started<'a, 't> {
     workload: &'a CoreWorkload,
     arrivals: Option<&'a Arrivals>,
+    replay: Option<&'a super::replay::Feed>,
     /// Only read for the workers' rings (the fault companion takes the timeline next).
     timeline: Option<&'t Timeline>,
     t0: Instant,
@@ -344,6 +358,7 @@ fn shared<'a>(ctx: &PhaseCtx, phase: &PhasePlan, s: Started<'a, '_>) -> worker::
             .target
             .map(|t| ((s.threads as f64) * 1e9 / t).max(1.0) as u64),
         arrivals: s.arrivals,
+        replay: s.replay,
         seed: ctx.plan.seed,
         // Worker w of agent i draws stream i·T + w; the engine's connection c draws c
         // (counted across the run's agents).
@@ -422,7 +437,7 @@ fn run_workers(
         };
         handles.extend(sessions.into_iter().enumerate().map(|(i, (session, rec))| {
             // Open loop: the shared schedule counts the phase's operations.
-            let my_ops = if phase.open_loop.is_some() {
+            let my_ops = if phase.open_loop.is_some() || phase.replay.is_some() {
                 0
             } else {
                 crate::plan::split_ops(phase.operations, threads, i)
@@ -434,6 +449,13 @@ fn run_workers(
                 })
                 .expect("spawn worker")
         }));
+        // A replay's feeder (it catches its own panics, failing the phase).
+        let feeder = shared.replay.map(|f| {
+            std::thread::Builder::new()
+                .name("kvm-replay-feeder".into())
+                .spawn_scoped(s, move || f.feed(shared))
+                .expect("spawn the replay feeder")
+        });
         // A panic on this thread must not unwind into the scope: the scope would wait for
         // workers nobody told to stop (the run would hang at "running").
         let supervised = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -460,6 +482,10 @@ fn run_workers(
                     None => end.2.push((a, n)),
                 }
             }
+        }
+        if let Some(f) = feeder {
+            f.join()
+                .map_err(|_| anyhow::anyhow!("the replay feeder panicked"))?;
         }
         Ok(end)
     })
@@ -546,10 +572,15 @@ impl Opened {
         };
         ps.threads = threads;
         // The engine records from-intended and from-send latency for every request.
-        let paced =
-            phase.target.is_some() || phase.open_loop.is_some() || ctx.plan.engine.is_some();
-        let mut collector =
-            Collector::new(&metrics_for(load, &ops, workload.cfg.dataintegrity), paced);
+        let paced = phase.target.is_some()
+            || phase.open_loop.is_some()
+            || phase.replay.is_some()
+            || ctx.plan.engine.is_some();
+        let metrics = match phase.replay {
+            Some(_) => super::replay::metrics(),
+            None => metrics_for(load, &ops, workload.cfg.dataintegrity),
+        };
+        let mut collector = Collector::new(&metrics, paced);
         let mut sessions = Vec::with_capacity(threads);
         let engine = match &ctx.plan.engine {
             Some(cfg) => Some(super::engine::Opened::open(

@@ -258,7 +258,11 @@ fn start_server(
 }
 
 fn warn_if_nothing_loaded(plan: &Plan, adapter: &StoreKind, data: &DataDir) {
-    let starts_with_run = plan.phases.first().map(|p| p.kind) == Some(PhaseKind::Run);
+    // A replay writes what its trace writes: reads of keys it has not written are the trace's.
+    let starts_with_run = plan
+        .phases
+        .first()
+        .is_some_and(|p| p.kind == PhaseKind::Run && p.replay.is_none());
     if starts_with_run
         && !data.has_store_data()
         && adapter.capabilities.persistent

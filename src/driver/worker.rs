@@ -35,6 +35,8 @@ pub struct Shared<'a> {
     pub tick_ns: Option<u64>,
     /// The open-loop schedule the pool serves (`--rate`).
     pub arrivals: Option<&'a super::arrivals::Arrivals>,
+    /// A replay phase's records (`kvmeter replay`), instead of the workload.
+    pub replay: Option<&'a super::replay::Feed>,
     pub seed: u64,
     /// The first worker's random stream: 0 on one host; agent i of a distributed run with T
     /// threads per agent starts at i·T, so its workers replay one big host's (`plan::share`).
@@ -228,6 +230,9 @@ impl Worker<'_, '_> {
         if let Some(a) = self.sh.arrivals {
             return self.serve(a);
         }
+        if let Some(f) = self.sh.replay {
+            return self.replay(f);
+        }
         if let Some(tick) = self.sh.tick_ns {
             // YCSB desyncs threads of at most 1000 ops/s by a random initial sleep (§8.4.1),
             // drawn as 64-bit here (quirk 17).
@@ -319,7 +324,7 @@ impl Worker<'_, '_> {
     /// the scheduler's wake-up latency (tens of µs in a VM), which would count as sender lag:
     /// so the worker sleeps until its usual lateness before the deadline, then yields the CPU
     /// in a loop until the deadline (yielding, not spinning, so a server on the same CPUs runs).
-    fn wait_until(&mut self, deadline: u64) -> u64 {
+    pub(super) fn wait_until(&mut self, deadline: u64) -> u64 {
         let mut now = self.clock.now();
         if deadline > now + self.wake_early_ns {
             let target = deadline - self.wake_early_ns;

@@ -21,6 +21,7 @@ mod max_reply;
 mod model;
 mod phase;
 pub mod props;
+pub mod replay;
 mod request;
 mod share;
 mod workload;

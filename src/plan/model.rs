@@ -69,6 +69,9 @@ pub struct PhasePlan {
     pub pressure: Option<PressurePhase>,
     /// Every property as resolved, with where its value came from.
     pub properties: BTreeMap<String, PropValue>,
+    /// `kvmeter replay`: the operations come from this trace (`plan::replay`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<super::replay::ReplayPlan>,
 }
 
 #[derive(Clone, Debug, Serialize)]

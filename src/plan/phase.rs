@@ -113,6 +113,7 @@ impl Resolver<'_> {
             workload: Some(w),
             properties: p.into_map(),
             pressure,
+            replay: None,
         })
     }
 
@@ -276,5 +277,6 @@ fn clear_phase(name: String) -> PhasePlan {
         workload: None,
         properties: BTreeMap::new(),
         pressure: None,
+        replay: None,
     }
 }
