@@ -134,9 +134,8 @@ impl TraceReader {
     /// Opens `path` in `format` (`.zst` decompressed on the fly). A file that cannot be opened
     /// is a usage error naming it.
     pub fn open(path: &Path, format: Format) -> Result<TraceReader, crate::error::UsageError> {
-        let bad = |why: String| {
-            crate::error::UsageError::new(format!("trace {}: {why}", path.display()))
-        };
+        let bad =
+            |why: String| crate::error::UsageError::new(format!("trace {}: {why}", path.display()));
         let f = std::fs::File::open(path).map_err(|e| bad(format!("cannot open it: {e}")))?;
         let input: Box<dyn BufRead + Send> = if path.extension().is_some_and(|e| e == "zst") {
             let d = zstd::stream::read::Decoder::new(f)
