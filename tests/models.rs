@@ -197,10 +197,12 @@ fn bad_model_settings_are_refused_in_one_line() {
             "workload=mixgraph",
             "-p",
             "mixgraph.sine_mix_rate=true",
+            "-p",
+            "mixgraph.sine_d=10",
             "--rate",
             "100",
         ],
-        "sine_mix_rate",
+        "drop --rate",
     );
     refused(
         &[
