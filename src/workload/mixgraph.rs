@@ -423,9 +423,11 @@ mod tests {
 
     #[test]
     fn key_ranges_follow_the_two_term_exponential() {
-        let mut c = MixGraphConfig::default();
-        c.keyrange_dist = [14.18, -2.917, 0.0164, -0.08082];
-        c.keyrange_num = 30;
+        let c = MixGraphConfig {
+            keyrange_dist: [14.18, -2.917, 0.0164, -0.08082],
+            keyrange_num: 30,
+            ..MixGraphConfig::default()
+        };
         let m = MixGraph::new(c, 30_000);
         let mut rng = Rng::for_worker(13, 0);
         let n = 100_000;
@@ -448,8 +450,10 @@ mod tests {
 
     #[test]
     fn scan_lengths_fold_into_the_maximum() {
-        let mut c = MixGraphConfig::default();
-        c.mix_max_scan_len = 100;
+        let c = MixGraphConfig {
+            mix_max_scan_len: 100,
+            ..MixGraphConfig::default()
+        };
         let m = MixGraph::new(c, 10);
         let mut rng = Rng::for_worker(14, 0);
         for _ in 0..10_000 {
