@@ -335,8 +335,9 @@ pub struct CommonArgs {
     /// omission corrected) and as service time. Run phases only.
     #[arg(long, value_name = "OPS_PER_S", allow_negative_numbers = true)]
     pub rate: Option<f64>,
-    /// Open-loop arrivals: poisson (exponential gaps, seeded; default) or fixed (every 1/rate).
-    #[arg(long, value_name = "KIND", value_parser = ["fixed", "poisson"])]
+    /// Open-loop arrivals: poisson (exponential gaps, seeded; default), fixed (every 1/rate) or
+    /// fb_ia (Facebook ETC's generalized-Pareto gaps, mean 1/rate).
+    #[arg(long, value_name = "KIND", value_parser = ["fixed", "poisson", "fb_ia"])]
     pub arrival: Option<String>,
     /// Time at the start of each run phase excluded from the summary (kept in intervals.csv);
     /// part of --duration.

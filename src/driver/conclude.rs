@@ -13,7 +13,9 @@ use std::time::Duration;
 /// The engine's phase figures that need the measured window: its open-loop checks and the
 /// probe stream's latency.
 pub(super) fn engine_figures(e: &super::engine::Opened, phase: &PhasePlan, ps: &mut PhaseSummary) {
-    if let Some(o) = &phase.open_loop {
+    // A time-varying rate has no single dispersion to check its sends against (the windows'
+    // counts differ by design); its lag is still in the open-loop figures.
+    if let Some(o) = phase.open_loop.as_ref().filter(|o| o.sine.is_none()) {
         e.judge_open_loop(ps, o.arrival, o.rate);
     }
     let probe = e.probe_summary(!phase.warmup.is_zero(), ps.measured_seconds);

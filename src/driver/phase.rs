@@ -150,7 +150,7 @@ pub(super) fn run(
     let arrivals = phase
         .open_loop
         .as_ref()
-        .map(|o| Arrivals::new(o, origin, phase.operations));
+        .map(|o| Arrivals::seeded(o, origin, phase.operations, ctx.plan.seed));
     let shared = shared(
         ctx,
         phase,

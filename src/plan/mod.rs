@@ -19,6 +19,7 @@ mod javaprops;
 mod layout;
 mod max_reply;
 mod model;
+mod models;
 mod phase;
 pub mod props;
 pub mod replay;

@@ -197,6 +197,10 @@ pub enum Arrival {
     Fixed,
     /// Exponential gaps of mean 1/rate (a Poisson process), from the phase's seed.
     Poisson,
+    /// Facebook ETC's inter-arrival gaps (`workload::fb::IA_GPD`): generalized Pareto of
+    /// shape 0.154971, scaled to mean 1/rate (as mutilate's `fb_ia`).
+    #[serde(rename = "fb_ia")]
+    FbIa,
 }
 
 impl Arrival {
@@ -204,6 +208,7 @@ impl Arrival {
         match self {
             Arrival::Fixed => "fixed",
             Arrival::Poisson => "poisson",
+            Arrival::FbIa => "fb_ia",
         }
     }
 }
@@ -217,6 +222,10 @@ pub struct OpenLoop {
     /// schedules interleave evenly into one (`plan::share`). 0 on one host.
     #[serde(skip_serializing_if = "is_zero")]
     pub offset_gaps: f64,
+    /// A time-varying rate (mixgraph's `sine_mix_rate`): rate(t) = a·sin(b·t + c) + d, and
+    /// `rate` is d, its mean over whole periods. None: the rate is constant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sine: Option<crate::workload::mixgraph::SineRate>,
 }
 
 fn is_zero(v: &f64) -> bool {

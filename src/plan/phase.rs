@@ -165,10 +165,11 @@ impl Resolver<'_> {
         if let Some(v) = p.get("workload") {
             if v.value != "site.ycsb.workloads.CoreWorkload"
                 && v.value != "com.yahoo.ycsb.workloads.CoreWorkload"
+                && v.value.trim() != "mixgraph"
             {
                 return Err(p.bad(
                     "workload",
-                    "site.ycsb.workloads.CoreWorkload (kvmeter runs YCSB's core workload)",
+                    "site.ycsb.workloads.CoreWorkload (YCSB's core workload) or mixgraph (db_bench's model: docs/workloads-models.md)",
                 ));
             }
         }

@@ -61,6 +61,9 @@ const HONOURED: &[&str] = &[
     "core_workload_insertion_retry_limit",
     "core_workload_insertion_retry_interval",
     "hdrhistogram.percentiles",
+    // kvmeter's own: Facebook ETC's key and value sizes (docs/workloads-models.md).
+    "keysizedistribution",
+    "valuesizedistribution",
     "dotransactions",
 ];
 
@@ -140,6 +143,10 @@ impl Props {
     }
     pub(super) fn has(&self, k: &str) -> bool {
         self.0.contains_key(k)
+    }
+    /// The names of every property set.
+    pub(super) fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
     }
 
     /// The complaint about property `k`, naming where it was set; a key that was never set
@@ -260,7 +267,7 @@ pub(super) fn check_known(
     source: &str,
     warnings: &mut Vec<String>,
 ) -> Result<(), UsageError> {
-    if HONOURED.contains(&k) {
+    if HONOURED.contains(&k) || crate::workload::mixgraph::PROPERTIES.contains(&k) {
         return Ok(());
     }
     if let Some((_, why)) = IGNORED.iter().find(|(n, _)| *n == k) {

@@ -95,6 +95,11 @@ pub fn apply_share(plan: &mut Plan, share: Share) {
         if let Some(o) = p.open_loop.as_mut() {
             o.rate /= n as f64;
             o.offset_gaps = i as f64 / n as f64;
+            if let Some(s) = o.sine.as_mut() {
+                // Each agent offers 1/n of the curve: a and d scale, the shape stays.
+                s.a /= n as f64;
+                s.d /= n as f64;
+            }
         }
     }
     plan.share = Some(share);

@@ -7,7 +7,7 @@ use super::props::Props;
 use super::{Arrival, OpenLoop};
 use crate::error::UsageError;
 use crate::workload::generators::HistogramLengths;
-use crate::workload::{Distribution, FieldLengthDistribution, WorkloadConfig};
+use crate::workload::{Distribution, FieldLengthDistribution, KeySizeDistribution, WorkloadConfig};
 
 /// The open-loop settings of a run phase, from the `rate` and `arrival` properties.
 pub(super) fn open_loop(p: &Props) -> Result<Option<OpenLoop>, UsageError> {
@@ -18,8 +18,30 @@ pub(super) fn open_loop(p: &Props) -> Result<Option<OpenLoop>, UsageError> {
         None => None,
         Some(a) if a == "fixed" => Some(Arrival::Fixed),
         Some(a) if a == "poisson" => Some(Arrival::Poisson),
-        Some(_) => return Err(p.bad("arrival", "fixed or poisson")),
+        Some(a) if a == "fb_ia" => Some(Arrival::FbIa),
+        Some(_) => return Err(p.bad("arrival", "fixed, poisson or fb_ia")),
     };
+    if let Some(sine) = super::models::sine(p)? {
+        // mixgraph's sine is the offered load: no --rate beside it.
+        if let Some(r) = p.get("rate") {
+            return Err(UsageError::new(format!(
+                "{}: 'rate' and mixgraph.sine_mix_rate=true both set the offered load: drop --rate (the sine's mean is sine_d) or set mixgraph.sine_mix_rate=false",
+                r.source
+            )));
+        }
+        if arrival == Some(Arrival::FbIa) {
+            return Err(p.bad(
+                "arrival",
+                "fixed or poisson with mixgraph.sine_mix_rate=true (fb_ia has its own gaps)",
+            ));
+        }
+        return Ok(Some(OpenLoop {
+            arrival: arrival.unwrap_or(Arrival::Poisson),
+            rate: sine.d,
+            offset_gaps: 0.0,
+            sine: Some(sine),
+        }));
+    }
     let Some(_) = p.get("rate") else {
         if arrival.is_some() {
             let src = &p.get("arrival").expect("checked").source;
@@ -40,6 +62,7 @@ pub(super) fn open_loop(p: &Props) -> Result<Option<OpenLoop>, UsageError> {
         arrival: arrival.unwrap_or(Arrival::Poisson),
         rate,
         offset_gaps: 0.0,
+        sine: None,
     }))
 }
 
@@ -108,7 +131,9 @@ struct Fields {
 }
 
 fn fields(p: &Props) -> Result<Fields, UsageError> {
-    let fieldcount = p.int("fieldcount", 10)?;
+    // A mixgraph value is one value: one field unless the user asks for more.
+    let default_fields = if super::models::is_mixgraph(p) { 1 } else { 10 };
+    let fieldcount = p.int("fieldcount", default_fields)?;
     if !(1..=65535).contains(&fieldcount) {
         return Err(p.bad("fieldcount", "a whole number from 1 to 65535"));
     }
@@ -117,17 +142,19 @@ fn fields(p: &Props) -> Result<Fields, UsageError> {
         return Err(p.bad("fieldlength", "a whole number ≥ 0"));
     }
     let minfieldlength = p.int32("minfieldlength", 1)?;
-    let distribution = match p.string("fieldlengthdistribution", "constant").as_str() {
+    // `valuesizedistribution` (kvmeter's name for Facebook ETC's sizes) overrides it.
+    let name = if p.has("valuesizedistribution") {
+        "valuesizedistribution"
+    } else {
+        "fieldlengthdistribution"
+    };
+    let distribution = match p.string(name, "constant").as_str() {
         "constant" => FieldLengthDistribution::Constant,
         "uniform" => FieldLengthDistribution::Uniform,
         "zipfian" => FieldLengthDistribution::Zipfian,
         "histogram" => FieldLengthDistribution::Histogram,
-        _ => {
-            return Err(p.bad(
-                "fieldlengthdistribution",
-                "constant, uniform, zipfian or histogram",
-            ))
-        }
+        "fb_value" => FieldLengthDistribution::FbValue,
+        _ => return Err(p.bad(name, "constant, uniform, zipfian, histogram or fb_value")),
     };
     if matches!(
         distribution,
@@ -226,7 +253,48 @@ fn check_distribution(
     Ok(())
 }
 
+/// `keysizedistribution`: YCSB's names or Facebook ETC's sizes.
+fn key_sizes(p: &Props) -> Result<KeySizeDistribution, UsageError> {
+    match p.string("keysizedistribution", "ycsb").trim() {
+        "ycsb" => Ok(KeySizeDistribution::Ycsb),
+        "fb_key" => Ok(KeySizeDistribution::FbKey),
+        _ => Err(p.bad(
+            "keysizedistribution",
+            "ycsb (user… names) or fb_key (Facebook ETC's key sizes)",
+        )),
+    }
+}
+
+/// A mixgraph run's YCSB-facing settings: its ratios as the proportions (get → read, put →
+/// update, seek → scan) and its scan bound, so every reader of the config (the op list,
+/// max_reply, reports) sees the mix the model draws; its value sizes unless another
+/// distribution was asked for.
+fn apply_mixgraph(p: &Props, w: &mut WorkloadConfig) {
+    let Some(m) = w.mixgraph.as_ref() else {
+        return;
+    };
+    let sum = m.mix_get_ratio + m.mix_put_ratio + m.mix_seek_ratio;
+    w.readproportion = m.mix_get_ratio / sum;
+    w.updateproportion = m.mix_put_ratio / sum;
+    w.scanproportion = m.mix_seek_ratio / sum;
+    w.insertproportion = 0.0;
+    w.readmodifywriteproportion = 0.0;
+    w.minscanlength = 1;
+    w.maxscanlength = m.mix_max_scan_len.min(i32::MAX as i64) as i32;
+    if !p.has("fieldlengthdistribution") && !p.has("valuesizedistribution") {
+        w.fieldlengthdistribution = FieldLengthDistribution::Mixgraph;
+    }
+}
+
 pub(super) fn config(p: &Props, warnings: &mut Vec<String>) -> Result<WorkloadConfig, UsageError> {
+    let mut w = core_config(p, warnings)?;
+    w.keysizedistribution = key_sizes(p)?;
+    w.mixgraph = super::models::mixgraph(p)?;
+    apply_mixgraph(p, &mut w);
+    Ok(w)
+}
+
+fn core_config(p: &Props, warnings: &mut Vec<String>) -> Result<WorkloadConfig, UsageError> {
     let c = counts(p)?;
     let f = fields(p)?;
     let dataintegrity = p.boolean("dataintegrity", false, warnings);
@@ -308,5 +376,7 @@ pub(super) fn config(p: &Props, warnings: &mut Vec<String>) -> Result<WorkloadCo
         insertion_retry_interval: retry_interval,
         insert_stride: 1,
         insert_offset: 0,
+        keysizedistribution: KeySizeDistribution::Ycsb,
+        mixgraph: None,
     })
 }

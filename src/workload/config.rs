@@ -2,6 +2,7 @@
 //! property with its YCSB name, serialized into manifest.json.
 
 use super::generators::HistogramLengths;
+use super::mixgraph::MixGraphConfig;
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -36,6 +37,21 @@ pub enum FieldLengthDistribution {
     Uniform,
     Zipfian,
     Histogram,
+    /// Facebook ETC's value sizes (`workload::fb`, `valuesizedistribution=fb_value`).
+    #[serde(rename = "fb_value")]
+    FbValue,
+    /// mixgraph's generalized Pareto value sizes (`WorkloadConfig::mixgraph`).
+    Mixgraph,
+}
+
+/// How key names are written: YCSB's `user…` names, or Facebook ETC's sizes (`workload::fb`:
+/// the key index zero-padded to a generalized-extreme-value length).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum KeySizeDistribution {
+    #[serde(rename = "ycsb")]
+    Ycsb,
+    #[serde(rename = "fb_key")]
+    FbKey,
 }
 
 /// Every core-workload property, typed and validated (spec §1.3), with YCSB's names.
@@ -84,6 +100,11 @@ pub struct WorkloadConfig {
     pub insert_stride: i64,
     #[serde(skip_serializing_if = "is_zero")]
     pub insert_offset: i64,
+    /// `keysizedistribution` (docs/workloads-models.md).
+    pub keysizedistribution: KeySizeDistribution,
+    /// `workload=mixgraph`: db_bench's model drives the mix, keys, values and scans.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mixgraph: Option<MixGraphConfig>,
 }
 
 fn is_one(v: &i64) -> bool {
@@ -110,13 +131,22 @@ impl WorkloadConfig {
                 .as_ref()
                 .map(|h| h.max())
                 .unwrap_or(0),
+            FieldLengthDistribution::FbValue => super::fb::MAX_VALUE,
+            FieldLengthDistribution::Mixgraph => self
+                .mixgraph
+                .as_ref()
+                .map(|m| m.mix_max_value_size)
+                .unwrap_or(0),
             _ => self.fieldlength as i64,
         }
         .max(self.minfieldlength as i64)
         .max(0) as u64;
         let fields = self.fieldcount.max(0) as u64;
         let name = self.fieldnameprefix.len() as u64 + 20;
-        let key = 4 + (self.zeropadding.max(0) as u64).max(20);
+        let key = match self.keysizedistribution {
+            KeySizeDistribution::FbKey => super::fb::MAX_KEY as u64,
+            KeySizeDistribution::Ycsb => 4 + (self.zeropadding.max(0) as u64).max(20),
+        };
         fields
             .saturating_mul(longest.saturating_add(name).saturating_add(32))
             .saturating_add(key)
@@ -125,7 +155,9 @@ impl WorkloadConfig {
 
     /// The most records one operation reads: a scan's longest, else one.
     pub fn records_per_read(&self) -> u64 {
-        if self.scanproportion > 0.0 {
+        if let Some(m) = self.mixgraph.as_ref().filter(|m| m.mix_seek_ratio > 0.0) {
+            m.mix_max_scan_len.max(1) as u64
+        } else if self.scanproportion > 0.0 {
             self.maxscanlength.max(1) as u64
         } else {
             1

@@ -4,11 +4,13 @@
 //! are `crate::record`'s, the leaf the stores encode from).
 
 mod config;
+pub mod fb;
 pub mod generators;
 pub mod keys;
+pub mod mixgraph;
 pub mod rng;
 
-pub use config::{Distribution, FieldLengthDistribution, WorkloadConfig};
+pub use config::{Distribution, FieldLengthDistribution, KeySizeDistribution, WorkloadConfig};
 
 use crate::record::{Fields, Record, RecordView};
 use generators::*;
@@ -49,6 +51,9 @@ enum Lengths {
     Uniform(UniformLong),
     Zipfian(Zipfian),
     Histogram(HistogramLengths),
+    FbValue,
+    /// mixgraph's value sizes: the Pareto and `mix_max_value_size`.
+    Mixgraph(mixgraph::Gpd, i64),
 }
 
 impl Lengths {
@@ -59,6 +64,10 @@ impl Lengths {
             Lengths::Uniform(u) => u.next(rng),
             Lengths::Zipfian(z) => z.next(rng),
             Lengths::Histogram(h) => h.next(rng),
+            Lengths::FbValue => fb::value_size(rng),
+            Lengths::Mixgraph(g, max) => {
+                mixgraph::fold_value(g.inverse_ceil(1.0 - rng.next_f64()), *max)
+            }
         }
     }
 }
@@ -130,6 +139,10 @@ pub struct CoreWorkload {
     first_new: i64,
     stride: i64,
     offset: i64,
+    /// `workload=mixgraph`: the model that draws the operation, key and scan length.
+    mixgraph: Option<mixgraph::MixGraph>,
+    /// `keysizedistribution=fb_key`: key names as `fb::key_name` writes them.
+    fb_keys: bool,
 }
 
 impl CoreWorkload {
@@ -153,7 +166,16 @@ impl CoreWorkload {
                     .clone()
                     .expect("validated: histogram loaded"),
             ),
+            FieldLengthDistribution::FbValue => Lengths::FbValue,
+            FieldLengthDistribution::Mixgraph => {
+                let m = c.mixgraph.as_ref().expect("validated: mixgraph settings");
+                Lengths::Mixgraph(m.value, m.mix_max_value_size)
+            }
         };
+        let mixgraph = c
+            .mixgraph
+            .clone()
+            .map(|m| mixgraph::MixGraph::new(m, c.insertcount));
         let insert_sequence = AcknowledgedCounter::new(c.recordcount);
         let (lo, hi) = (c.insertstart, c.insertstart + c.insertcount - 1);
         let key_chooser = match c.requestdistribution {
@@ -202,12 +224,26 @@ impl CoreWorkload {
             first_new: c.recordcount,
             stride: c.insert_stride.max(1),
             offset: c.insert_offset,
+            mixgraph,
+            fb_keys: c.keysizedistribution == KeySizeDistribution::FbKey,
             cfg,
         }
     }
 
     /// Which operations this workload can issue.
     pub fn ops(&self) -> Vec<Op> {
+        if let Some(m) = &self.mixgraph {
+            let c = m.config();
+            return [
+                (c.mix_get_ratio, Op::Read),
+                (c.mix_put_ratio, Op::Update),
+                (c.mix_seek_ratio, Op::Scan),
+            ]
+            .into_iter()
+            .filter(|(r, _)| *r > 0.0)
+            .map(|(_, op)| op)
+            .collect();
+        }
         self.op_chooser.choices.iter().map(|c| c.1).collect()
     }
 
@@ -220,6 +256,9 @@ impl CoreWorkload {
 
     #[inline]
     fn key_name(&self, keynum: i64, out: &mut Vec<u8>) {
+        if self.fb_keys {
+            return fb::key_name(keynum, self.first_new, out);
+        }
         keys::build_key_name(keynum, self.zeropadding, self.ordered, out);
     }
 
@@ -323,6 +362,9 @@ impl CoreWorkload {
     /// caller must `acknowledge(b.keynum)` once the store call returned, whatever its status.
     #[inline]
     pub fn next_op(&self, rng: &mut Rng, b: &mut OpBuffers) -> Op {
+        if let Some(m) = &self.mixgraph {
+            return self.next_mixgraph(m, rng, b);
+        }
         let op = self.op_chooser.choose(rng.next_f64());
         match op {
             Op::Read => {
@@ -354,6 +396,30 @@ impl CoreWorkload {
             }
         }
         op
+    }
+
+    /// A mixgraph operation: get → read, put → update (one value of the model's size), seek →
+    /// scan of the model's length; the key from the model's hotness.
+    #[inline]
+    fn next_mixgraph(&self, m: &mixgraph::MixGraph, rng: &mut Rng, b: &mut OpBuffers) -> Op {
+        let op = m.op(rng.next_f64());
+        b.keynum = self.cfg.insertstart + m.keynum(rng);
+        self.key_name(b.keynum, &mut b.key);
+        match op {
+            mixgraph::MixOp::Get => {
+                b.read_field = self.one_read_field(rng);
+                Op::Read
+            }
+            mixgraph::MixOp::Put => {
+                self.update_values(rng, b);
+                Op::Update
+            }
+            mixgraph::MixOp::Seek => {
+                b.scan_len = m.scan_len(rng) as usize;
+                b.read_field = self.one_read_field(rng);
+                Op::Scan
+            }
+        }
     }
 
     pub fn acknowledge(&self, keynum: i64) -> Result<(), WorkloadError> {
@@ -423,6 +489,8 @@ mod tests {
             insertion_retry_interval: 3,
             insert_stride: 1,
             insert_offset: 0,
+            keysizedistribution: KeySizeDistribution::Ycsb,
+            mixgraph: None,
         }
     }
 

@@ -213,6 +213,7 @@ impl Opened {
                 arrival: crate::plan::Arrival::Poisson,
                 rate: p.rate,
                 offset_gaps: 0.0,
+                sine: None,
             };
             p.arrivals = Some(super::super::arrivals::Arrivals::new(&o, sh.grid.origin, 0));
             probe_socks = std::mem::take(&mut p.socks);

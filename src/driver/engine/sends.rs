@@ -88,6 +88,14 @@ pub fn dispersion_check(
         Arrival::Poisson => (1.0, (4.0 * sigma).max(0.25)),
         // Evenly spaced sends: counts vary by at most one per window.
         Arrival::Fixed => (0.0, 0.5),
+        // A renewal process's count dispersion tends to its gaps' squared coefficient of
+        // variation, 1/(1 − 2ξ) for a generalized Pareto; its heavier tail spreads the
+        // statistic more than a Poisson count's, hence 6 sigma and never tighter than ±0.4.
+        Arrival::FbIa => {
+            let xi = crate::workload::fb::IA_GPD.1;
+            let cv2 = 1.0 / (1.0 - 2.0 * xi);
+            (cv2, (6.0 * cv2 * sigma).max(0.4))
+        }
     };
     Some(ArrivalsCheck {
         statistic: "index of dispersion of sends per window".into(),
