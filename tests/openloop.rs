@@ -364,7 +364,7 @@ fn open_loop_flags_are_checked() {
         (vec!["--arrival", "fixed"], "needs an offered load"),
         (
             vec!["--rate", "10", "-p", "arrival=burst"],
-            "expected fixed or poisson",
+            "expected fixed, poisson or fb_ia",
         ),
     ] {
         let o = kvmeter()
