@@ -196,6 +196,9 @@ fn a_killed_agent_degrades_the_run_on_redis_with_a_three_member_etcd() {
     assert_eq!(merged["status"], "degraded");
     let info = json(&d.path("merged/dist.json"));
     assert_eq!(info["degraded"], true);
+    // Reports went to the coordinator directly (the default): a loss is still seen by the
+    // agent's lease in etcd.
+    assert!(info["reports"].as_str().unwrap().starts_with("direct to "));
     let lost = &info["lost"][0];
     assert_eq!(lost["agent"], 3);
     assert_eq!(lost["phase"], "run");

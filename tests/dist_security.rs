@@ -68,6 +68,7 @@ fn plan_text(edit: impl Fn(&mut kvmeter::plan::Request)) -> String {
         lease: 7,
         lease_ttl_s: 10,
         coordinator: kvmeter::dist::Host::here(),
+        reports: None,
     };
     serde_json::to_string(&p).unwrap()
 }
@@ -183,6 +184,7 @@ fn a_hostile_writer_cannot_join_stop_or_stall_a_job_that_completes_and_merges_ex
                 clock: kvmeter::dist::ClockSync::read(),
             },
             threads: 1,
+            reports: "etcd".into(),
         })
         .unwrap()
     };
@@ -453,6 +455,7 @@ fn an_interval_gap_or_a_huge_index_does_not_stall_the_coordinator() {
         hash: published.hash.clone(),
         host: kvmeter::dist::Host::here(),
         threads: 1,
+        reports: "etcd".into(),
     };
     sealed_put(
         "agent/0000",

@@ -83,6 +83,12 @@ pub struct DistRunArgs {
     /// When an agent dies: degrade (go on with the rest; the run is marked degraded) or abort.
     #[arg(long, value_name = "WHAT", default_value = "degrade", value_parser = ["degrade", "abort"])]
     pub on_agent_loss: String,
+    /// Where agents send their interval reports: auto (listen on this host's address toward
+    /// etcd, a port the kernel picks), HOST:PORT to listen on, or etcd (every report becomes
+    /// an etcd revision: fine for short runs of a few agents). An agent that cannot reach
+    /// the address posts through etcd and says so.
+    #[arg(long, value_name = "auto|etcd|HOST:PORT", default_value = "auto")]
+    pub reports: String,
     #[command(flatten)]
     pub run: RunArgs,
 }

@@ -61,6 +61,7 @@ pub(super) fn run(command: DistCommand) -> anyhow::Result<i32> {
             start_delay: a.start_delay,
             abort_on_loss: a.on_agent_loss == "abort",
             plan_key_file: a.coord.plan_key_file,
+            reports: a.reports,
             request: a
                 .run
                 .common

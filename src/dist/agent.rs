@@ -9,6 +9,7 @@
 //! for etcd.
 
 use super::coord::Coord;
+use super::relay::Sender;
 use super::seal::{Seal, KEY_ENV};
 use super::trust::{self, Local};
 use super::{AgentRecord, IntervalPost, PhaseDone, Published, Registration};
@@ -59,6 +60,8 @@ struct Flags {
     coordinator_gone: AtomicBool,
     stop: AtomicBool,
     bytes: AtomicU64,
+    /// Bytes pushed to the coordinator over `relay`.
+    bytes_direct: AtomicU64,
     posts: AtomicU64,
     failed_posts: AtomicU64,
     /// Why the latest report could not be sent.
@@ -94,6 +97,7 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
     let lease_of_run = published.lease;
     let (plan, hash) = resolve(&mut coord, &s, &placed, &published)?;
     let threads = plan.phases.first().map_or(1, |p| p.threads);
+    let (relay, reports) = open_relay(&published, &run_seal, coord.prefix(), i);
     let reg = Registration {
         index: i,
         count: n,
@@ -101,11 +105,12 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         hash,
         host: super::Host::here(),
         threads,
+        reports,
     };
     let lease = register(&mut coord, &s, &reg, published.lease_ttl_s)?;
     let flags = Arc::new(Flags::default());
     let keeper = keepalive(&s, &run_seal, lease, published.lease_ttl_s, flags.clone())?;
-    let (tx, poster) = poster(&s, &run_seal, lease_of_run, flags.clone())?;
+    let (tx, poster) = poster(&s, &run_seal, lease_of_run, flags.clone(), relay)?;
     let mut sync = AgentSync {
         coord,
         index: i,
@@ -119,6 +124,7 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
             published,
             starts: vec![],
             bytes_to_etcd: 0,
+            bytes_to_coordinator: 0,
             posts: 0,
         },
         dir: None,
@@ -368,6 +374,10 @@ fn fetch_plan(
     if published.hash.len() != 64 || published.nonce.len() < 16 {
         return Err(bad("no SHA-256 plan hash or run nonce".into()));
     }
+    if let Some(a) = &published.reports {
+        super::relay::parse_published_addr(a)
+            .map_err(|e| bad(format!("a report address that is not one ({e})")))?;
+    }
     Ok(Some(published))
 }
 
@@ -414,6 +424,7 @@ fn poster(
     seal: &Seal,
     lease: i64,
     flags: Arc<Flags>,
+    mut relay: Option<Sender>,
 ) -> anyhow::Result<(mpsc::Sender<Post>, std::thread::JoinHandle<()>)> {
     let mut c = Coord::connect(&s.coord, &s.job)?;
     c.set_seal(seal.clone());
@@ -424,6 +435,25 @@ fn poster(
             for p in rx {
                 match p {
                     Post::Put(k, v) => {
+                        if let Some(r) = relay.as_mut() {
+                            let before = r.bytes_sent;
+                            match r.send(&k, &v) {
+                                Ok(()) => {
+                                    flags.posts.fetch_add(1, Ordering::Relaxed);
+                                    flags
+                                        .bytes_direct
+                                        .fetch_add(r.bytes_sent - before, Ordering::Relaxed);
+                                    continue;
+                                }
+                                Err(e) => {
+                                    // This report and the rest go through etcd instead.
+                                    eprintln!(
+                                        "warning: the channel to the coordinator failed ({e}); this agent's reports go through etcd from {k} on"
+                                    );
+                                    relay = None;
+                                }
+                            }
+                        }
                         let before = c.bytes_sent;
                         let mut ok = false;
                         // A few quick retries ride out an election; once the coordinator's
@@ -467,8 +497,37 @@ fn poster(
                     }
                 }
             }
+            if let Some(r) = relay {
+                if let Err(e) = r.finish() {
+                    *flags.last_error.lock().unwrap_or_else(|p| p.into_inner()) =
+                        format!("the channel to the coordinator did not close cleanly: {e}");
+                    flags.failed_posts.fetch_add(1, Ordering::Relaxed);
+                }
+            }
         })?;
     Ok((tx, h))
+}
+
+/// The channel to the coordinator's published report address, if it names one and it can be
+/// reached (else reports go through etcd, and the registration says why).
+fn open_relay(
+    published: &Published,
+    seal: &Seal,
+    prefix: &str,
+    i: usize,
+) -> (Option<Sender>, String) {
+    let Some(addr) = &published.reports else {
+        return (None, "etcd".into());
+    };
+    match Sender::connect(addr, seal.clone(), prefix.to_string()) {
+        Ok(s) => (Some(s), "direct".into()),
+        Err(e) => {
+            eprintln!(
+                "warning: agent {i}: the coordinator's report address {addr} cannot be reached ({e}); this agent's reports go through etcd"
+            );
+            (None, format!("etcd: {addr} cannot be reached: {e}"))
+        }
+    }
 }
 
 struct AgentSync {
@@ -496,6 +555,7 @@ impl AgentSync {
         let _ = ack_rx.recv_timeout(Duration::from_secs(10));
         flags.stop.store(true, Ordering::Relaxed);
         self.record.bytes_to_etcd = flags.bytes.load(Ordering::Relaxed);
+        self.record.bytes_to_coordinator = flags.bytes_direct.load(Ordering::Relaxed);
         self.record.posts = flags.posts.load(Ordering::Relaxed);
         self.write_record();
         let failed = flags.failed_posts.load(Ordering::Relaxed);
@@ -668,5 +728,42 @@ impl PhaseSync for AgentSync {
 
     fn stop_requested(&self) -> bool {
         self.flags.abort.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn published(reports: Option<&str>) -> Published {
+        Published {
+            kvmeter_version: "0".into(),
+            agents: 1,
+            hash: "ab".repeat(32),
+            nonce: "00112233445566778899aabbccddeeff".into(),
+            request: Default::default(),
+            lease: 1,
+            lease_ttl_s: 10,
+            coordinator: super::super::Host::here(),
+            reports: reports.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn an_unreachable_report_address_falls_back_to_etcd_and_says_why() {
+        let seal = Seal::load(None, Some("0123456789abcdef0123".into())).unwrap();
+        // A port nothing listens on: bound, then closed.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let (relay, via) = open_relay(&published(Some(&addr)), &seal, "/kvmeter/j/", 0);
+        assert!(relay.is_none());
+        assert!(via.starts_with(&format!("etcd: {addr} cannot be reached")), "{via}");
+        let (relay, via) = open_relay(&published(None), &seal, "/kvmeter/j/", 0);
+        assert!(relay.is_none());
+        assert_eq!(via, "etcd");
     }
 }

@@ -78,6 +78,11 @@ impl std::fmt::Debug for CoordSpec {
 }
 
 impl CoordSpec {
+    /// The first etcd member's address (where the coordinator's reports address is routed).
+    pub fn first_endpoint(&self) -> Option<std::net::SocketAddr> {
+        self.endpoints.first().copied()
+    }
+
     /// Checks the flags and reads their files; `env` gives the environment (the password).
     pub fn resolve(
         f: &CoordFlags,

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod poll;
+mod reports;
 use poll::{clip, PhasePoll};
 
 pub struct Settings {
@@ -30,6 +31,8 @@ pub struct Settings {
     pub start_delay: String,
     pub abort_on_loss: bool,
     pub plan_key_file: Option<std::path::PathBuf>,
+    /// `--reports`: auto, etcd or HOST:PORT (`reports`).
+    pub reports: String,
     pub request: Request,
 }
 
@@ -50,6 +53,7 @@ struct Checked {
     register: Duration,
     ttl: i64,
     delay: Duration,
+    reports: reports::ReportsFlag,
 }
 
 /// The checks a coordinator makes before it touches etcd.
@@ -75,6 +79,7 @@ fn checked(s: &Settings) -> Result<Checked, UsageError> {
             s.start_delay
         )));
     }
+    let reports = reports::parse(&s.reports)?;
     let seal = Seal::load(s.plan_key_file.as_deref(), std::env::var(KEY_ENV).ok())?;
     let mut req = s.request.clone();
     req.seed.get_or_insert_with(plan::fresh_seed);
@@ -120,6 +125,7 @@ fn checked(s: &Settings) -> Result<Checked, UsageError> {
         register,
         ttl: ttl.as_secs() as i64,
         delay,
+        reports,
     })
 }
 
@@ -132,6 +138,7 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         register: register_timeout,
         ttl,
         delay: start_delay,
+        reports: reports_flag,
     } = checked(&s)?;
     // The coordinator's own endpoint (merged intervals, `agent="merged"`): bound before etcd
     // is touched, so a bad address or a port in use leaves nothing behind.
@@ -156,16 +163,27 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
     if coord.get("plan").map_err(UsageError::new)?.is_some() {
         return Err(busy().into());
     }
+    // Agents push their reports here (bound before etcd is written: a port in use leaves
+    // nothing behind), sealed for this run alone.
+    let nonce = super::seal::fresh_nonce();
+    let inbox = reports::listen(
+        &reports_flag,
+        s.coord.first_endpoint(),
+        seal.for_run(&nonce),
+        &prefix,
+        n,
+    )?;
     let lease = coord.grant(ttl).map_err(UsageError::new)?;
     let published = Published {
         kvmeter_version: env!("CARGO_PKG_VERSION").into(),
         agents: n,
         hash: hash.clone(),
-        nonce: super::seal::fresh_nonce(),
+        nonce,
         request,
         lease,
         lease_ttl_s: ttl,
         coordinator: super::Host::here(),
+        reports: inbox.as_ref().map(|(_, a)| a.clone()),
     };
     let text = serde_json::to_string(&published)?;
     if text.len() > MAX_PLAN {
@@ -195,12 +213,21 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         s.job,
         n - 1
     );
+    match &inbox {
+        Some((_, a)) => eprintln!("dist: agents push their reports to {a} (etcd keeps membership and start times)"),
+        None => eprintln!(
+            "dist: --reports etcd: every report (2-4 KB) stays in etcd's history until etcd is compacted: {n} agents add about {} MB an hour at 1 s intervals",
+            n * 11
+        ),
+    }
     let mut session = Session {
         coord,
         lease,
         stop_keeper,
         keeper: Some(keeper),
         warned: BTreeSet::new(),
+        inbox: inbox.map(|(i, _)| i),
+        liveness_checked: None,
     };
     let regs = match session.registrations(n, &hash, register_timeout, &s, &interrupted) {
         Ok(Some(r)) => r,
@@ -229,6 +256,11 @@ struct Session {
     keeper: Option<std::thread::JoinHandle<()>>,
     /// Keys already warned about (values that did not verify or did not fit their key).
     warned: BTreeSet<String>,
+    /// Where agents push their reports, unless they go through etcd.
+    inbox: Option<super::relay::Inbox>,
+    /// When the agents' leases were last listed (at most once a second: a lease lasts
+    /// seconds, and listing 1,000 registrations costs the coordinator milliseconds).
+    liveness_checked: Option<Instant>,
 }
 
 fn keep_lease(
@@ -415,6 +447,7 @@ impl Session {
                 dones: BTreeMap::new(),
                 last_merged: BTreeMap::new(),
                 next_k: 0,
+                via_etcd: BTreeSet::new(),
             };
             self.poll_phase(&mut ph, &mut run, &mut merger, &polling)?;
             let outcome = merger.end_phase(&ph.dones.into_values().collect::<Vec<_>>())?;
@@ -543,6 +576,25 @@ fn dist_info(
         );
     }
     info.warnings = clock_warnings(regs, Some(&published.coordinator));
+    info.reports = Some(match &published.reports {
+        Some(a) => format!("direct to {a}"),
+        None => "etcd".into(),
+    });
+    if published.reports.is_some() {
+        info.reports_via_etcd = regs
+            .iter()
+            .filter(|(_, r)| r.reports != "direct")
+            .map(|(i, _)| *i)
+            .collect();
+        if let Some((i, r)) = regs.iter().find(|(_, r)| r.reports != "direct") {
+            info.warnings.push(format!(
+                "{} of {} agents post their reports through etcd (agent {i}: {})",
+                info.reports_via_etcd.len(),
+                regs.len(),
+                clip(&r.reports)
+            ));
+        }
+    }
     for w in &info.warnings {
         eprintln!("WARNING: {w}");
     }
@@ -617,6 +669,7 @@ mod tests {
                     },
                 },
                 threads: 1,
+                reports: "direct".into(),
             },
         )
     }

@@ -33,8 +33,15 @@ pub struct DistInfo {
     pub degraded: bool,
     /// Warnings about start times (clock synchronisation, lateness).
     pub warnings: Vec<String>,
-    /// Mean bytes of one agent's interval report sent to etcd (JSON, compressed histograms).
+    /// Mean bytes of one agent's interval report (JSON, compressed histograms).
     pub bytes_per_interval_report: Option<f64>,
+    /// Where the agents' reports went: "direct to IP:PORT" (the coordinator's channel) or
+    /// "etcd".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reports: Option<String>,
+    /// Agents that could not reach the coordinator's address and posted through etcd.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reports_via_etcd: Vec<usize>,
 }
 
 #[derive(Serialize, Debug, Clone)]

@@ -12,9 +12,13 @@
 //! | `agent/<i>` | agent i (create-if-absent) | agent's own | host, pid, clock state: liveness |
 //! | `refused/<i>` | agent i | coordinator's | why it cannot run the plan |
 //! | `start/<p>` | coordinator | coordinator's | phase p's start time T0 (Unix ns) |
-//! | `iv/<p>/<k>/<i>` | agent i | coordinator's | interval k of phase p: histograms, counts |
-//! | `done/<p>/<i>` | agent i | coordinator's | phase p ended: outcome, lateness, time |
+//! | `iv/<p>/<k>/<i>` | agent i | coordinator's | interval k of phase p: histograms, counts (†) |
+//! | `done/<p>/<i>` | agent i | coordinator's | phase p ended: outcome, lateness, time (†) |
 //! | `abort` | coordinator | coordinator's | stop now (Ctrl-C, `--on-agent-loss abort`) |
+//!
+//! (†) Only with `--reports etcd`, or from an agent that cannot reach the coordinator: by
+//! default agents push these reports, sealed the same way under the same key names, straight
+//! to the coordinator (`relay`), so etcd's footprint does not grow with the run's length.
 //!
 //! An agent's death shows as its `agent/<i>` key expiring with its lease; a coordinator's as
 //! `plan` expiring with its lease, after which agents finish on their own and
@@ -31,6 +35,7 @@ pub mod coord;
 pub mod coordinator;
 pub mod merge;
 pub mod placement;
+pub mod relay;
 pub mod seal;
 pub mod trust;
 
@@ -53,6 +58,9 @@ pub struct Published {
     pub lease: i64,
     pub lease_ttl_s: i64,
     pub coordinator: Host,
+    /// Where agents push their reports (`relay`), IP:PORT; none: through etcd.
+    #[serde(default)]
+    pub reports: Option<String>,
 }
 
 /// Where a process runs, and how good its clock is.
@@ -132,6 +140,10 @@ pub struct Registration {
     pub hash: String,
     pub host: Host,
     pub threads: usize,
+    /// How this agent's reports travel: "direct", or "etcd" with why (the coordinator's
+    /// address could not be reached, or the plan names none).
+    #[serde(default)]
+    pub reports: String,
 }
 
 /// One closed interval of one agent: what `iv/<p>/<k>/<i>` holds and `dist/intervals.jsonl`
@@ -181,6 +193,9 @@ pub struct AgentRecord {
     pub starts: Vec<u64>,
     /// Bytes of interval and phase reports sent to etcd.
     pub bytes_to_etcd: u64,
+    /// Bytes of reports pushed to the coordinator directly (`relay`).
+    #[serde(default)]
+    pub bytes_to_coordinator: u64,
     pub posts: u64,
 }
 

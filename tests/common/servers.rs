@@ -79,6 +79,11 @@ pub fn keys_left(url: &str) -> u64 {
 
 /// An etcd cluster of `members` on loopback; returns the processes and the client URL list.
 pub fn etcd(dir: &Path, members: usize) -> (Vec<Proc>, String) {
+    etcd_with(dir, members, &[])
+}
+
+/// As `etcd`, each member started with `extra` flags besides (e.g. a backend quota).
+pub fn etcd_with(dir: &Path, members: usize, extra: &[&str]) -> (Vec<Proc>, String) {
     let ports: Vec<(u16, u16)> = (0..members).map(|_| (free_port(), free_port())).collect();
     let cluster: Vec<String> = ports
         .iter()
@@ -107,6 +112,7 @@ pub fn etcd(dir: &Path, members: usize) -> (Vec<Proc>, String) {
                 "--initial-cluster-state",
                 "new",
             ])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

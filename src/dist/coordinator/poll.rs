@@ -14,6 +14,8 @@ pub(super) struct PhasePoll {
     pub(super) dones: BTreeMap<usize, PhaseDone>,
     pub(super) last_merged: BTreeMap<usize, usize>,
     pub(super) next_k: usize,
+    /// Intervals some agent posted through etcd (deleted there once merged).
+    pub(super) via_etcd: BTreeSet<usize>,
 }
 
 impl Session {
@@ -26,8 +28,26 @@ impl Session {
     ) -> (u64, u64) {
         let p = ph.p;
         // Ends first: an agent posts its intervals before its end, so every interval of an
-        // end seen here is in the listing that follows.
-        for (k, v) in self.listed(&format!("done/{p}/")) {
+        // end seen here is in the listing that follows (and, over the channel, in the same
+        // or an earlier batch: one agent's frames arrive in order).
+        let (done_prefix, iv_prefix) = (format!("done/{p}/"), format!("iv/{p}/"));
+        let pushed = self.pushed();
+        let mut dones = self.listed(&done_prefix);
+        let mut ivs: Vec<(String, String, bool)> = Vec::new();
+        for (k, v) in pushed {
+            if k.starts_with(&done_prefix) {
+                dones.push((k, v));
+            } else if k.starts_with(&iv_prefix) {
+                ivs.push((k, v, false));
+            }
+            // Anything else is another phase's: a lost agent's straggler, not merged.
+        }
+        ivs.extend(
+            self.listed(&iv_prefix)
+                .into_iter()
+                .map(|(k, v)| (k, v, true)),
+        );
+        for (k, v) in dones {
             match parse::<PhaseDone>("phase end", &v) {
                 Some(d)
                     if k == format!("done/{p}/{:04}", d.agent)
@@ -48,7 +68,7 @@ impl Session {
         }
         ph.posts.retain(|_, have| !have.is_empty());
         let (mut bytes, mut count) = (0, 0);
-        for (k, v) in self.listed(&format!("iv/{p}/")) {
+        for (k, v, from_etcd) in ivs {
             let Some(post) = parse::<IntervalPost>("interval", &v) else {
                 continue;
             };
@@ -72,6 +92,9 @@ impl Session {
                 continue;
             }
             if post.index >= ph.next_k {
+                if from_etcd {
+                    ph.via_etcd.insert(post.index);
+                }
                 bytes += (k.len() + v.len()) as u64;
                 count += 1;
                 ph.posts
@@ -92,6 +115,13 @@ impl Session {
         abort_on_loss: bool,
         aborted: &mut Option<String>,
     ) {
+        if self
+            .liveness_checked
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return;
+        }
+        self.liveness_checked = Some(Instant::now());
         let Ok(alive) = self
             .coord
             .list("agent/")
@@ -157,10 +187,30 @@ impl Session {
             for a in have.keys() {
                 ph.last_merged.insert(*a, k);
             }
-            let _ = self.coord.delete_all(&format!("iv/{}/{k:06}/", ph.p));
+            if ph.via_etcd.remove(&k) {
+                let _ = self.coord.delete_all(&format!("iv/{}/{k:06}/", ph.p));
+            }
             ph.next_k += 1;
         }
         Ok(())
+    }
+}
+
+impl Session {
+    /// The reports pushed to the coordinator since the last poll (verified by the inbox);
+    /// a dropped connection is said once per peer and reason.
+    fn pushed(&mut self) -> Vec<(String, String)> {
+        let Some(inbox) = &self.inbox else {
+            return vec![];
+        };
+        let (got, rejected) = (inbox.take(), inbox.take_rejected());
+        for (who, why) in rejected {
+            let line = format!("warning: dist: dropped a report connection from {who}: {why}");
+            if self.warned.insert(line.clone()) {
+                eprintln!("{}", clip(&line));
+            }
+        }
+        got
     }
 }
 

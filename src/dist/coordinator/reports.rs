@@ -1,0 +1,123 @@
+//! Where the coordinator takes its agents' reports (`--reports`, docs/distributed.md "Where
+//! reports go"): a listening `relay::Inbox` whose address goes into the sealed plan, or etcd.
+//!
+//! `auto` listens on the address this host uses to reach etcd (the kernel's route, asked with
+//! an unconnected UDP socket: no packet is sent), on a port the kernel picks: agents reach
+//! etcd, so they are likely to reach that address too; one that cannot says so in its
+//! registration and posts through etcd instead.
+
+use crate::dist::relay::{self, Inbox};
+use crate::dist::seal::Seal;
+use crate::error::UsageError;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+
+/// `--reports` as given, checked before anything is created.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ReportsFlag {
+    Etcd,
+    Auto,
+    Listen(SocketAddr),
+}
+
+pub(crate) fn parse(v: &str) -> Result<ReportsFlag, UsageError> {
+    match v {
+        "etcd" => Ok(ReportsFlag::Etcd),
+        "auto" => Ok(ReportsFlag::Auto),
+        a => a
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut it| it.next())
+            .map(ReportsFlag::Listen)
+            .ok_or_else(|| {
+                UsageError::new(format!(
+                    "--reports {a}: expected auto, etcd, or HOST:PORT for the coordinator to listen on (agents push their reports there)"
+                ))
+            }),
+    }
+}
+
+/// The source address this host uses toward `etcd`.
+fn route_to(etcd: SocketAddr) -> Option<IpAddr> {
+    let any: SocketAddr = if etcd.is_ipv4() {
+        "0.0.0.0:0".parse().ok()?
+    } else {
+        "[::]:0".parse().ok()?
+    };
+    let s = UdpSocket::bind(any).ok()?;
+    s.connect(etcd).ok()?;
+    s.local_addr().ok().map(|a| a.ip())
+}
+
+/// Binds the inbox for `flag` (none for `etcd`) and says where agents will push. A port in use
+/// or an address not of this host is one line, exit 2, before etcd is written.
+pub(crate) fn listen(
+    flag: &ReportsFlag,
+    etcd: Option<SocketAddr>,
+    seal: Seal,
+    prefix: &str,
+    agents: usize,
+) -> Result<Option<(Inbox, String)>, UsageError> {
+    let routed = || {
+        etcd.and_then(route_to).ok_or_else(|| {
+            UsageError::new(
+                "--reports auto: cannot tell which address of this host reaches etcd; give --reports HOST:PORT (or etcd)",
+            )
+        })
+    };
+    let (bind, shown) = match flag {
+        ReportsFlag::Etcd => return Ok(None),
+        ReportsFlag::Auto => (SocketAddr::new(routed()?, 0), "--reports auto".to_string()),
+        ReportsFlag::Listen(a) => (*a, format!("--reports {a}")),
+    };
+    // Each agent holds one connection; a few more let a reconnecting agent in.
+    let inbox = Inbox::bind(bind, seal, prefix.to_string(), agents + 8, is_report_key)
+        .map_err(|e| UsageError::new(format!("{shown}: cannot listen on {bind}: {e}")))?;
+    let mut advertised = inbox.addr();
+    if advertised.ip().is_unspecified() {
+        advertised.set_ip(routed()?);
+    }
+    let text = advertised.to_string();
+    relay::parse_published_addr(&text).map_err(|e| UsageError::new(format!("{shown}: {e}")))?;
+    Ok(Some((inbox, text)))
+}
+
+/// The keys an agent may push: its intervals and its phase ends.
+fn is_report_key(k: &str) -> bool {
+    k.starts_with("iv/") || k.starts_with("done/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flag_takes_auto_etcd_or_an_address() {
+        assert_eq!(parse("etcd").unwrap(), ReportsFlag::Etcd);
+        assert_eq!(parse("auto").unwrap(), ReportsFlag::Auto);
+        assert_eq!(
+            parse("127.0.0.1:7070").unwrap(),
+            ReportsFlag::Listen("127.0.0.1:7070".parse().unwrap())
+        );
+        let e = parse("nowhere").unwrap_err().to_string();
+        assert!(
+            e.starts_with("--reports nowhere: expected auto, etcd, or HOST:PORT"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn auto_listens_where_etcd_is_reached_from() {
+        let seal = Seal::load(None, Some("0123456789abcdef0123".into())).unwrap();
+        let (inbox, addr) = listen(
+            &ReportsFlag::Auto,
+            Some("127.0.0.1:2379".parse().unwrap()),
+            seal,
+            "/kvmeter/x/",
+            2,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+        assert_eq!(inbox.addr().to_string(), addr);
+    }
+}
