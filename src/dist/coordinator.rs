@@ -80,6 +80,18 @@ fn checked(s: &Settings) -> Result<Checked, UsageError> {
         )));
     }
     let reports = reports::parse(&s.reports)?;
+    if reports != reports::ReportsFlag::Etcd {
+        // One connection per agent, plus etcd's, the run directory's files and headroom.
+        let needed = s.agents as u64 + 8 + 256;
+        let (_, hard) = plan::engine::fd_limits();
+        if hard < needed {
+            return Err(UsageError::new(format!(
+                "--agents {}: the coordinator holds one report connection per agent and needs {needed} file descriptors; the hard limit is {hard} (raise 'ulimit -Hn', or --reports etcd)",
+                s.agents
+            )));
+        }
+        plan::engine::raise_fd_limit(needed);
+    }
     let seal = Seal::load(s.plan_key_file.as_deref(), std::env::var(KEY_ENV).ok())?;
     let mut req = s.request.clone();
     req.seed.get_or_insert_with(plan::fresh_seed);
