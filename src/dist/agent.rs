@@ -761,7 +761,10 @@ mod tests {
         let addr = format!("127.0.0.1:{port}");
         let (relay, via) = open_relay(&published(Some(&addr)), &seal, "/kvmeter/j/", 0);
         assert!(relay.is_none());
-        assert!(via.starts_with(&format!("etcd: {addr} cannot be reached")), "{via}");
+        assert!(
+            via.starts_with(&format!("etcd: {addr} cannot be reached")),
+            "{via}"
+        );
         let (relay, via) = open_relay(&published(None), &seal, "/kvmeter/j/", 0);
         assert!(relay.is_none());
         assert_eq!(via, "etcd");

@@ -240,6 +240,7 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         warned: BTreeSet::new(),
         inbox: inbox.map(|(i, _)| i),
         liveness_checked: None,
+        relay_warnings: 0,
     };
     let regs = match session.registrations(n, &hash, register_timeout, &s, &interrupted) {
         Ok(Some(r)) => r,
@@ -273,6 +274,8 @@ struct Session {
     /// When the agents' leases were last listed (at most once a second: a lease lasts
     /// seconds, and listing 1,000 registrations costs the coordinator milliseconds).
     liveness_checked: Option<Instant>,
+    /// Dropped report connections said so far (at most 20).
+    relay_warnings: usize,
 }
 
 fn keep_lease(

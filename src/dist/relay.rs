@@ -9,7 +9,8 @@
 //! `key length (u16 BE) · value length (u32 BE) · key · value`, the key relative to the run's
 //! prefix (`iv/<p>/<k>/<i>`, `done/<p>/<i>`) and the value sealed exactly as it would be in
 //! etcd (`seal`: HMAC over the full key, the run's nonce and the body). The coordinator drops
-//! a connection at its first frame that is oversized, malformed or does not verify, so the
+//! a connection at its first frame that is oversized, malformed or does not verify, and one
+//! whose first frame (`hello`, sealed like a report) has not verified within 10 s, so the
 //! channel adds nothing an etcd writer could not already do. An agent ends by shutting down
 //! its side and waiting for the coordinator to close: every frame it sent was read.
 //!
@@ -40,6 +41,10 @@ const HEADER: usize = 6;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const FINISH_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection must prove it holds the run's key (its `hello` frame) within this.
+const HELLO_DEADLINE: Duration = Duration::from_secs(if cfg!(test) { 1 } else { 10 });
+/// The first frame of every connection: sealed like a report, forwarded to no one.
+const HELLO: &str = "hello";
 
 /// Where the coordinator listens, parsed from a published plan: only an IP-literal socket
 /// address with a port (a plan never makes an agent resolve a name).
@@ -74,13 +79,17 @@ impl Sender {
         let stream = TcpStream::connect_timeout(&a, CONNECT_TIMEOUT)?;
         stream.set_nodelay(true)?;
         stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
-        Ok(Sender {
+        let mut s = Sender {
             stream,
             seal,
             prefix,
             frame: Vec::with_capacity(8 << 10),
             bytes_sent: 0,
-        })
+        };
+        // The coordinator keeps only connections that authenticate at once (an idle one
+        // would hold an agent's slot).
+        s.send(HELLO, "")?;
+        Ok(s)
     }
 
     /// Seals `body` under the run's `prefix + key` and sends it as one frame.
@@ -238,6 +247,9 @@ struct Conn {
     buf: Vec<u8>,
     /// When the first byte of the frame now being read arrived.
     frame_began: Option<Instant>,
+    /// When it was accepted, and whether a frame has verified since.
+    opened: Instant,
+    verified: bool,
 }
 
 struct Loop {
@@ -312,6 +324,8 @@ impl Loop {
                                 peer,
                                 buf: Vec::new(),
                                 frame_began: None,
+                                opened: Instant::now(),
+                                verified: false,
                             },
                         );
                     }
@@ -389,14 +403,17 @@ impl Loop {
                 .map_err(|_| "a key that is not UTF-8".to_string())?;
             let value = std::str::from_utf8(&rest[HEADER + klen..HEADER + klen + vlen])
                 .map_err(|_| format!("{key}: a value that is not UTF-8"))?;
-            if !(self.accept)(key) {
+            if key != HELLO && !(self.accept)(key) {
                 return Err(format!("{key}: not a report's key"));
             }
             let body = self
                 .seal
                 .open(&format!("{}{key}", self.prefix), value)
                 .map_err(|e| format!("{key}: {e}"))?;
-            got.push((key.to_string(), body.to_string()));
+            c.verified = true;
+            if key != HELLO {
+                got.push((key.to_string(), body.to_string()));
+            }
             used += HEADER + klen + vlen;
         }
         c.buf.drain(..used);
@@ -423,20 +440,28 @@ impl Loop {
     }
 
     fn expire_slow_frames(&mut self) {
-        let slow: Vec<Token> = self
+        let slow: Vec<(Token, String)> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.frame_began.is_some_and(|t| t.elapsed() > FRAME_DEADLINE))
-            .map(|(t, _)| *t)
+            .filter_map(|(t, c)| {
+                if !c.verified && c.opened.elapsed() > HELLO_DEADLINE {
+                    Some(format!(
+                        "no authenticated frame within {} s: closed",
+                        HELLO_DEADLINE.as_secs()
+                    ))
+                } else if c.frame_began.is_some_and(|t| t.elapsed() > FRAME_DEADLINE) {
+                    Some(format!(
+                        "a frame not complete {} s after its first byte: closed",
+                        FRAME_DEADLINE.as_secs()
+                    ))
+                } else {
+                    None
+                }
+                .map(|why| (*t, why))
+            })
             .collect();
-        for t in slow {
-            self.close(
-                t,
-                Some(format!(
-                    "a frame not complete {} s after its first byte: closed",
-                    FRAME_DEADLINE.as_secs()
-                )),
-            );
+        for (t, why) in slow {
+            self.close(t, Some(why));
         }
     }
 }
@@ -535,6 +560,27 @@ mod tests {
             why.iter().any(|w| w.contains("value 4294967295 bytes")),
             "{why:?}"
         );
+    }
+
+    #[test]
+    fn a_connection_that_does_not_authenticate_is_closed() {
+        let i = inbox();
+        let mut idle = TcpStream::connect(i.addr()).unwrap();
+        idle.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut b = [0u8; 1];
+        let t = Instant::now();
+        assert!(matches!(idle.read(&mut b), Ok(0) | Err(_)));
+        assert!(t.elapsed() < Duration::from_secs(5));
+        let why: Vec<String> = i.take_rejected().into_iter().map(|(_, w)| w).collect();
+        assert!(
+            why.iter().any(|w| w.contains("no authenticated frame")),
+            "{why:?}"
+        );
+        // A sender's hello is enough to stay.
+        let s = Sender::connect(&i.addr().to_string(), seal(), "/kvmeter/t/".into()).unwrap();
+        std::thread::sleep(Duration::from_millis(2500));
+        s.finish().unwrap();
+        assert!(i.take().is_empty(), "a hello is not a report");
     }
 
     #[test]

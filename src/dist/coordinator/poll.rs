@@ -205,9 +205,14 @@ impl Session {
         };
         let (got, rejected) = (inbox.take(), inbox.take_rejected());
         for (who, why) in rejected {
+            // Said once each, and at most 20 lines: whoever writes them chooses their text.
             let line = format!("warning: dist: dropped a report connection from {who}: {why}");
-            if self.warned.insert(line.clone()) {
+            if self.relay_warnings < 20 && self.warned.insert(line.clone()) {
+                self.relay_warnings += 1;
                 eprintln!("{}", clip(&line));
+                if self.relay_warnings == 20 {
+                    eprintln!("warning: dist: further dropped report connections are not shown");
+                }
             }
         }
         got
