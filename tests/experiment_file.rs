@@ -1,7 +1,7 @@
 //! `kvmeter experiment FILE` end to end: the five paper presets run (smoke scale), a finding's
 //! value equals the same figure computed here from the step's own summary.json, --resume after
-//! a SIGKILL finishes without redoing completed steps, and bad files are one line and exit 2
-//! before anything is created.
+//! a SIGKILL finishes without redoing completed steps, bad files are one line and exit 2
+//! before anything is created, and a replay step replays its trace against memcached.
 
 mod common;
 
