@@ -77,9 +77,14 @@ fn bad(msg: String) -> UsageError {
 pub fn resolve(r: &ReplayRequest) -> Result<ReplayPlan, UsageError> {
     let (format, speed, amplify) = check_flags(r)?;
     let meta = trace_file(r)?;
+    // A refused trace stops the hash too: the error comes at once, not after the whole file.
+    let stop = std::sync::atomic::AtomicBool::new(false);
     let (scan, sha) = std::thread::scope(|s| {
-        let sha = s.spawn(|| sha256_file(&r.trace));
+        let sha = s.spawn(|| sha256_file(&r.trace, &stop));
         let scan = check_trace(r, format);
+        if scan.is_err() {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         (scan, sha.join())
     });
     scan?;
@@ -180,8 +185,11 @@ fn check_trace(r: &ReplayRequest, format: Format) -> Result<(), UsageError> {
     Ok(())
 }
 
-/// SHA-256 of the file as stored, read in 1 MiB blocks.
-fn sha256_file(path: &std::path::Path) -> Result<String, UsageError> {
+/// SHA-256 of the file as stored, read in 1 MiB blocks (given up, with an error, once `stop`).
+fn sha256_file(
+    path: &std::path::Path,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<String, UsageError> {
     use std::io::Read;
     let mut f = std::fs::File::open(path)
         .map_err(|e| bad(format!("trace {}: cannot open it: {e}", path.display())))?;
@@ -193,6 +201,12 @@ fn sha256_file(path: &std::path::Path) -> Result<String, UsageError> {
             .map_err(|e| bad(format!("trace {}: cannot read it: {e}", path.display())))?;
         if n == 0 {
             break;
+        }
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(bad(format!(
+                "trace {}: not hashed (refused)",
+                path.display()
+            )));
         }
         ctx.update(&buf[..n]);
     }
@@ -299,7 +313,7 @@ mod tests {
         std::fs::write(&p, b"abc").unwrap();
         // FIPS 180-2's example.
         assert_eq!(
-            sha256_file(&p).unwrap(),
+            sha256_file(&p, &Default::default()).unwrap(),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
     }
