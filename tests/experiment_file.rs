@@ -1,7 +1,7 @@
 //! `kvmeter experiment FILE` end to end: the five paper presets run (smoke scale), a finding's
 //! value equals the same figure computed here from the step's own summary.json, --resume after
-//! a SIGKILL finishes without redoing completed steps, and bad files are one line and exit 2
-//! before anything is created.
+//! a SIGKILL finishes without redoing completed steps, bad files are one line and exit 2
+//! before anything is created, and a replay step replays its trace against memcached.
 
 mod common;
 
@@ -524,4 +524,144 @@ threads = "$cpus"
         .find(|p| p["name"] == "run")
         .map(|p| p["threads"].clone());
     assert_eq!(threads, Some(1.into()), "{s}");
+}
+
+/// A replay step (issue 32): the trace named relative to the experiment file, replayed against
+/// memcached into steps/<name> like `kvmeter replay`; the replayed counts per op equal the
+/// trace's (written here), and memcached's own `stats` count the same. The shared settings a
+/// replay has no use for (`records`) are not given to it.
+#[test]
+fn a_replay_step_replays_its_trace_into_the_experiment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_mc, port) = common::servers::memcached(dir.path(), "mc", false);
+    let files = dir.path().join("files");
+    std::fs::create_dir_all(files.join("traces")).unwrap();
+    // 90 records over 3 seconds: get, set, delete, get, incr (not replayable by kvmeter) in turn.
+    let ops = ["get", "set", "delete", "get", "incr"];
+    let mut text = String::new();
+    let mut want: std::collections::BTreeMap<&str, u64> = Default::default();
+    for i in 0..90u64 {
+        let op = ops[(i % 5) as usize];
+        let key = format!("k{}", i % 13);
+        text += &format!(
+            "{},{key},{},{},1,{op},0\n",
+            1_600_000_000 + i / 30,
+            key.len(),
+            20 + i
+        );
+        *want.entry(op).or_insert(0) += 1;
+    }
+    std::fs::write(files.join("traces/t.csv"), text).unwrap();
+    let file = write(
+        &files,
+        "replay.toml",
+        &format!(
+            r#"
+[experiment]
+name = "replay"
+title = "A replay step"
+paper = "none"
+
+[settings]
+store = "memcached"
+store_opt = {{ addr = "127.0.0.1:{port}" }}
+records = 1000
+telemetry_interval = "0"
+
+[[step]]
+name = "warm"
+command = "run"
+workload = "workloadc"
+phase = "load"
+threads = 1
+
+[[step]]
+name = "trace"
+command = "replay"
+trace = "traces/t.csv"
+speed = 20
+threads = 2
+"#
+        ),
+    );
+    let before = common::servers::mc_stats(port);
+    let out = dir.path().join("out");
+    let o = kvmeter()
+        .arg("experiment")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let after = common::servers::mc_stats(port);
+    let step = out.join("steps/trace");
+    let r = json(&step.join("replay.json"));
+    let replayed: std::collections::BTreeMap<String, u64> = r["replayed_by_op"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect();
+    let expected: std::collections::BTreeMap<String, u64> = want
+        .iter()
+        .filter(|(op, _)| **op != "incr")
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+    assert_eq!(replayed, expected, "{r}");
+    assert_eq!(r["unreplayable_by_op"]["incr"], 18, "{r}");
+    let p = phase(&json(&step.join("summary.json")), "replay").clone();
+    assert_eq!(count(&p, "READ"), 36, "{p}");
+    assert_eq!(count(&p, "INSERT"), 18, "{p}");
+    assert_eq!(count(&p, "DELETE"), 18, "{p}");
+    // memcached saw the load (1000 sets) and the replay: 36 gets, 18 sets, 18 deletes.
+    let d = |k: &str| after[k] - before.get(k).copied().unwrap_or(0);
+    assert_eq!(d("cmd_get"), 36);
+    assert_eq!(d("cmd_set"), 1000 + 18);
+    assert_eq!(d("delete_hits") + d("delete_misses"), 18);
+    // Listed in experiment.json like the other steps, its command line naming the trace.
+    let e = json(&out.join("experiment.json"));
+    let s = &e["steps"][1];
+    assert_eq!(s["name"], "trace");
+    assert_eq!(s["command"], "replay");
+    assert_eq!(s["status"], "completed");
+    let trace = files.join("traces/t.csv").canonicalize().unwrap();
+    let line = s["command_line"].as_str().unwrap();
+    assert!(line.contains(&trace.display().to_string()), "{line}");
+    assert!(!line.contains("--records"), "{line}");
+    let m = json(&step.join("manifest.json"));
+    assert_eq!(
+        m["plan"]["phases"][0]["replay"]["trace"],
+        trace.display().to_string()
+    );
+    // A bad replay step: one line naming the file, the step and the key; exit 2, nothing made.
+    let text = std::fs::read_to_string(&file).unwrap();
+    for (from, to, says) in [
+        ("traces/t.csv", "traces/none.csv", "trace "),
+        ("speed = 20", "speed = 20\nrate = 100", "--speed and --rate"),
+        (
+            "speed = 20",
+            "trace_format = \"csv\"",
+            "--trace-format 'csv'",
+        ),
+    ] {
+        let bad = write(&files, "bad.toml", &text.replace(from, to));
+        let out = dir.path().join("bad-out");
+        let o = kvmeter()
+            .arg("experiment")
+            .arg(&bad)
+            .arg("--out")
+            .arg(&out)
+            .timeout(Duration::from_secs(30))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("bad.toml:"), "{err}");
+        assert!(err.contains("step 'trace'"), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(!out.exists());
+    }
 }

@@ -268,14 +268,29 @@ fn bad_lines_are_refused_with_file_and_line_or_counted_with_skip_bad() {
             .output()
             .unwrap()
     };
-    // --check: every line before anything is created.
-    let o = run(&["--check"], "checked");
+    // Every line is parsed before anything is created: the bad line 11 (not only a bad first
+    // line) is refused with file:line, exit 2, and no run directory.
+    let o = run(&[], "refused");
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("bad.csv:11:"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(!dir.join("checked").exists());
-    // A bad first line: refused before anything is created, without --check.
+    assert!(!dir.join("refused").exists());
+    // A truncated last line alone (a trace copied while it was written) is refused too.
+    let cut = dir.join("cut.csv");
+    std::fs::write(&cut, format!("{}101,k2,2,10", line(100, "k1", 10, "get"))).unwrap();
+    let o = kvmeter()
+        .arg("replay")
+        .arg(&cut)
+        .args(["--store", "lmdb", "--out"])
+        .arg(dir.join("cut"))
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cut.csv:2:"));
+    assert!(!dir.join("cut").exists());
+    // A bad first line.
     let first = dir.join("first.csv");
     std::fs::write(&first, "x,k,1,10,7,get,0\n").unwrap();
     let o = kvmeter()
@@ -289,13 +304,8 @@ fn bad_lines_are_refused_with_file_and_line_or_counted_with_skip_bad() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("first.csv:1:"));
     assert!(!dir.join("first").exists());
-    // Without --check, the replay stops at the bad line: the run fails naming it.
-    let o = run(&[], "stops");
-    assert_eq!(o.status.code(), Some(1));
-    let s = json(&dir.join("stops/summary.json"));
-    assert!(s["error"].as_str().unwrap().contains("bad.csv:11:"), "{s}");
     // --skip-bad: counted, and the good records replayed.
-    let o = run(&["--skip-bad", "--check"], "skipped");
+    let o = run(&["--skip-bad"], "skipped");
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let r = json(&dir.join("skipped/replay.json"));
     assert_eq!(r["bad_lines"], 2, "{r}");
@@ -349,4 +359,168 @@ fn ops_skip_and_duration_windows() {
     assert_eq!(r["ended_by"], "--duration");
     let total: u64 = as_counts(&r["replayed_by_op"]).values().sum();
     assert_eq!(total, 50, "{r}");
+}
+
+/// Replays `trace` in `format` against `store` (embedded) at `--speed 100`, checks the run's
+/// counts per metric (READ, INSERT, DELETE, SCAN) against `metrics`, and returns replay.json.
+fn replay_other(
+    dir: &Path,
+    trace: &Path,
+    format: &str,
+    store: &str,
+    metrics: &[(&str, u64)],
+) -> serde_json::Value {
+    let out = dir.join(format!("run-{format}"));
+    kvmeter()
+        .arg("replay")
+        .arg(trace)
+        .args(["--trace-format", format, "--store", store, "--speed", "100"])
+        .args(["--threads", "3", "--telemetry-interval", "0"])
+        .arg("--out")
+        .arg(&out)
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    let s = json(&out.join("summary.json"));
+    let p = phase(&s, "replay");
+    for (m, n) in metrics {
+        assert_eq!(count(p, m), *n, "{format} {m}: {p}");
+    }
+    let m = json(&out.join("manifest.json"));
+    assert_eq!(m["plan"]["phases"][0]["replay"]["format"], format);
+    json(&out.join("replay.json"))
+}
+
+fn split_by(
+    all: &BTreeMap<String, u64>,
+    unreplayable: &[&str],
+) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+    all.iter()
+        .map(|(k, v)| (k.clone(), *v))
+        .partition(|(k, _)| !unreplayable.contains(&k.as_str()))
+}
+
+#[test]
+fn a_rocksdb_human_readable_trace_replays_its_counts_against_rocksdb() {
+    let t = tempfile::tempdir().unwrap();
+    // trace_analyzer's `hexkey type_id cf_id value_size time_us`, 40 records over 2 s: every
+    // type_id 0..8 in turn (get, put, delete, single_delete, range_delete, merge,
+    // iterator_Seek, iterator_SeekForPrev, multiget).
+    let names = [
+        "get",
+        "put",
+        "delete",
+        "single_delete",
+        "range_delete",
+        "merge",
+        "iterator_Seek",
+        "iterator_SeekForPrev",
+        "multiget",
+    ];
+    let mut text = String::new();
+    let mut by_op = BTreeMap::<String, u64>::new();
+    for i in 0..40u64 {
+        let ty = (i % 9) as usize;
+        let key: String = format!("key{}", i % 6)
+            .bytes()
+            .map(|b| format!("{b:02X}"))
+            .collect();
+        let time = 1_600_000_000_000_000 + i * 50_000;
+        text += &format!("0x{key} {ty} 0 {} {time}\n", 10 + i);
+        *by_op.entry(names[ty].into()).or_default() += 1;
+    }
+    let path = t.path().join("human_readable_trace.txt");
+    std::fs::write(&path, text).unwrap();
+    let (replayed, unreplayable) = split_by(
+        &by_op,
+        &["range_delete", "merge", "iterator_SeekForPrev", "multiget"],
+    );
+    let n = |op: &str| by_op.get(op).copied().unwrap_or(0);
+    let metrics = [
+        ("READ", n("get")),
+        ("INSERT", n("put")),
+        ("DELETE", n("delete") + n("single_delete")),
+        ("SCAN", n("iterator_Seek")),
+    ];
+    // 0..40 by 9: types 0..3 five times, 4..8 four times.
+    assert_eq!(metrics.map(|m| m.1), [5, 5, 10, 4]);
+    let r = replay_other(t.path(), &path, "rocksdb", "rocksdb", &metrics);
+    assert_eq!(as_counts(&r["replayed_by_op"]), replayed, "{r}");
+    assert_eq!(as_counts(&r["unreplayable_by_op"]), unreplayable, "{r}");
+    assert_eq!(r["records_read"], 40);
+}
+
+#[test]
+fn a_cachebench_trace_replays_op_count_requests_per_line() {
+    let t = tempfile::tempdir().unwrap();
+    // cachebench's CSV: each line stands for op_count requests; ADD is not a kvmeter op.
+    let mut text = String::from("op_time,key,key_size,op,op_count,size,cache_hits,ttl\n");
+    let mut by_op = BTreeMap::<String, u64>::new();
+    for i in 0..25u64 {
+        let op = ["GET", "SET", "DELETE", "GET_LEASE", "ADD"][i as usize % 5];
+        let n = 1 + i % 4;
+        text += &format!(
+            "{},{:x},16,{op},{n},{},0,0\n",
+            1000 + 40 * i,
+            0xabc0 + i % 7,
+            50 + i
+        );
+        *by_op.entry(op.into()).or_default() += n;
+    }
+    let path = t.path().join("kvcache.csv");
+    std::fs::write(&path, text).unwrap();
+    let n = |op: &str| by_op.get(op).copied().unwrap_or(0);
+    let metrics = [
+        ("READ", n("GET") + n("GET_LEASE")),
+        ("INSERT", n("SET")),
+        ("DELETE", n("DELETE")),
+    ];
+    assert_eq!(metrics.map(|m| m.1), [25, 12, 13]);
+    let r = replay_other(t.path(), &path, "cachebench", "lmdb", &metrics);
+    let (replayed, unreplayable) = split_by(&by_op, &["ADD"]);
+    assert_eq!(as_counts(&r["replayed_by_op"]), replayed, "{r}");
+    assert_eq!(as_counts(&r["unreplayable_by_op"]), unreplayable, "{r}");
+}
+
+#[test]
+fn a_redis_monitor_trace_replays_its_commands_and_counts_the_others() {
+    let t = tempfile::tempdir().unwrap();
+    // MONITOR's output, its first OK included; INCR and PING have no kvmeter op.
+    let cmds: [(&str, &[&str]); 7] = [
+        ("SET", &["\"v12345\""]),
+        ("GET", &[]),
+        ("HSET", &["\"f\"", "\"0123456789\""]),
+        ("HGET", &["\"f\""]),
+        ("DEL", &[]),
+        ("INCR", &[]),
+        ("PING", &[]),
+    ];
+    let mut text = String::from("OK\n");
+    let mut by_op = BTreeMap::<String, u64>::new();
+    for i in 0..50u64 {
+        let (cmd, rest) = cmds[(i % 7) as usize];
+        let key = match cmd {
+            "PING" => String::new(),
+            _ => format!(" \"user:{}\"", i % 5),
+        };
+        text += &format!(
+            "1700000000.{:06} [0 127.0.0.1:51234] \"{cmd}\"{key}{}\n",
+            i * 20_000,
+            rest.iter().map(|a| format!(" {a}")).collect::<String>()
+        );
+        *by_op.entry(cmd.into()).or_default() += 1;
+    }
+    let path = t.path().join("monitor.log");
+    std::fs::write(&path, text).unwrap();
+    let n = |op: &str| by_op.get(op).copied().unwrap_or(0);
+    let metrics = [
+        ("READ", n("GET") + n("HGET")),
+        ("INSERT", n("SET") + n("HSET")),
+        ("DELETE", n("DEL")),
+    ];
+    assert_eq!(metrics.map(|m| m.1), [14, 15, 7]);
+    let r = replay_other(t.path(), &path, "monitor", "lmdb", &metrics);
+    let (replayed, unreplayable) = split_by(&by_op, &["INCR", "PING"]);
+    assert_eq!(as_counts(&r["replayed_by_op"]), replayed, "{r}");
+    assert_eq!(as_counts(&r["unreplayable_by_op"]), unreplayable, "{r}");
 }

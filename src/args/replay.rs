@@ -24,13 +24,10 @@ pub struct ReplayArgs {
     /// Skip the trace's first N records; the first replayed record is time zero.
     #[arg(long, value_name = "N")]
     pub skip: Option<u64>,
-    /// Count and skip bad lines instead of failing the run on the first.
+    /// Count and skip bad lines instead of refusing the trace. Without it, every line is
+    /// parsed before anything is created and a bad one is refused with file:line, exit 2.
     #[arg(long)]
     pub skip_bad: bool,
-    /// Parse the whole trace before anything is created (a second read of it): a bad line is
-    /// refused with file:line, exit 2.
-    #[arg(long)]
-    pub check: bool,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -46,7 +43,6 @@ impl ReplayArgs {
             amplify: self.amplify,
             skip: self.skip,
             skip_bad: self.skip_bad,
-            check: self.check,
         };
         (self.common.into_request("replay", vec![], None), r)
     }

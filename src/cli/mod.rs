@@ -85,12 +85,6 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Experiment(a) => crate::experiment::file::run::main(a),
         Command::Compare(a) => compare::compare(a),
         Command::Trace { command } => trace::run(command),
-        Command::Replay(a) => {
-            let (req, r) = a.into_requests();
-            crate::plan::replay::build_replay(&req, &r)
-                .map_err(anyhow::Error::from)
-                .and_then(crate::driver::execute)
-        }
         Command::Table(a) => crate::report::tidy::main(&crate::report::tidy::Options {
             dirs: a.dirs,
             format: a.format,

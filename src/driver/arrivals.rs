@@ -180,6 +180,16 @@ impl Arrivals {
         }
     }
 
+    /// The arrivals the schedule expects by `t` seconds after its time zero: rate·t, or Λ(t)
+    /// for a time-varying rate (noise windows included). For the sends' check after the
+    /// phase (`engine::sends`), not the hot path.
+    pub fn expected_by(&self, t: f64) -> f64 {
+        match &self.curve {
+            None => t * 1e9 / self.gap_ns,
+            Some(c) => c.lambda(t).0,
+        }
+    }
+
     /// Clock ns of the schedule's time zero.
     pub fn start(&self) -> u64 {
         self.start

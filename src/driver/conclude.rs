@@ -3,6 +3,7 @@
 //! is not the plan's, and YCSB's text report. Split from `phase.rs`, which starts and runs the
 //! phase.
 
+use super::arrivals::Arrivals;
 use super::intervals::Intervals;
 use super::open_loop;
 use super::phase::PhaseCtx;
@@ -12,11 +13,18 @@ use std::time::Duration;
 
 /// The engine's phase figures that need the measured window: its open-loop checks and the
 /// probe stream's latency.
-pub(super) fn engine_figures(e: &super::engine::Opened, phase: &PhasePlan, ps: &mut PhaseSummary) {
-    // A time-varying rate has no single dispersion to check its sends against (the windows'
-    // counts differ by design); its lag is still in the open-loop figures.
-    if let Some(o) = phase.open_loop.as_ref().filter(|o| o.sine.is_none()) {
-        e.judge_open_loop(ps, o.arrival, o.rate);
+pub(super) fn engine_figures(
+    e: &super::engine::Opened,
+    phase: &PhasePlan,
+    seed: u64,
+    ps: &mut PhaseSummary,
+) {
+    if let Some(o) = phase.open_loop.as_ref() {
+        // The sends are checked against what the schedule expects in each window: rate·t, or
+        // a sine's Λ(t) (the same curve and noise the phase's schedule drew from `seed`), so a
+        // time-varying rate keeps the dispersion and late-send verdicts.
+        let schedule = Arrivals::seeded(o, 0, 0, seed);
+        e.judge_open_loop(ps, o.arrival, &|t| schedule.expected_by(t));
     }
     let probe = e.probe_summary(!phase.warmup.is_zero(), ps.measured_seconds);
     if let Some(es) = ps.engine.as_mut() {

@@ -237,7 +237,7 @@ pub(super) fn run(
         late,
     );
     if let Some(e) = &engine {
-        conclude::engine_figures(e, phase, &mut ps);
+        conclude::engine_figures(e, phase, ctx.plan.seed, &mut ps);
     }
     Ok((ps, Some(ycsb)))
 }

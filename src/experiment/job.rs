@@ -1,5 +1,5 @@
-//! One measuring command made into a value: what `kvmeter run`, `suite`, `pressure`, `sweep`
-//! and `capacity` do, checked without side effects, then executed. The command line and an
+//! One measuring command made into a value: what `kvmeter run`, `suite`, `pressure`, `sweep`,
+//! `capacity` and `replay` do, checked without side effects, then executed. The command line and an
 //! experiment file's steps (`kvmeter experiment`) both go through here, so a step is checked and
 //! run exactly as the same command typed by hand.
 
@@ -7,6 +7,7 @@ use super::capacity::{self, Settings};
 use super::sweep::Param;
 use crate::args::Command;
 use crate::error::UsageError;
+use crate::plan::replay::ReplayRequest;
 use crate::plan::Request;
 
 /// A measuring command, fully parsed.
@@ -22,6 +23,11 @@ pub enum Job {
     Capacity {
         base: Request,
         settings: Settings,
+    },
+    /// A trace replayed (`kvmeter replay`): one run with one `replay` phase.
+    Replay {
+        base: Request,
+        replay: ReplayRequest,
     },
 }
 
@@ -75,6 +81,10 @@ impl Job {
                     repeat: a.repeat,
                 }
             }
+            Command::Replay(a) => {
+                let (base, replay) = a.into_requests();
+                Job::Replay { base, replay }
+            }
             _ => return Ok(None),
         }))
     }
@@ -82,14 +92,14 @@ impl Job {
     pub fn request(&self) -> &Request {
         match self {
             Job::Run(r) => r,
-            Job::Sweep { base, .. } | Job::Capacity { base, .. } => base,
+            Job::Sweep { base, .. } | Job::Capacity { base, .. } | Job::Replay { base, .. } => base,
         }
     }
 
     pub fn request_mut(&mut self) -> &mut Request {
         match self {
             Job::Run(r) => r,
-            Job::Sweep { base, .. } | Job::Capacity { base, .. } => base,
+            Job::Sweep { base, .. } | Job::Capacity { base, .. } | Job::Replay { base, .. } => base,
         }
     }
 
@@ -103,6 +113,7 @@ impl Job {
                 repeat,
             } => super::sweep::check(base, params, *repeat),
             Job::Capacity { base, settings } => super::capacity::check(base, settings),
+            Job::Replay { base, replay } => crate::plan::replay::check_replay(base, replay),
         }
     }
 
@@ -140,6 +151,9 @@ impl Job {
                 let out = base.out.clone();
                 super::capacity::run(&base, out.as_deref(), settings)
             }
+            Job::Replay { base, replay } => crate::plan::replay::build_replay(&base, &replay)
+                .map_err(anyhow::Error::from)
+                .and_then(crate::driver::execute),
         }
     }
 
@@ -179,6 +193,27 @@ impl Job {
                 r.rate = Some(settings.start_rate);
                 plan_s(&r) * (settings.max_points.min(12)) as f64
             }
+            Job::Replay { base, replay } => replay_estimate_s(base, replay),
         }
+    }
+}
+
+/// A replay's rough length without reading its trace: `--duration`, else `--ops` at `--rate`
+/// (or the guessed rate), else a minute (the trace's span is unknown until it is read).
+fn replay_estimate_s(base: &Request, replay: &ReplayRequest) -> f64 {
+    let duration = base
+        .duration
+        .as_deref()
+        .and_then(|d| crate::plan::parse_duration("--duration", d).ok())
+        .map(|d| d.as_secs_f64());
+    let by_ops = base
+        .ops
+        .filter(|n| *n > 0)
+        .map(|n| n as f64 / base.rate.or(replay.rate).unwrap_or(GUESS_OPS_PER_S));
+    1.0 + match (duration, by_ops) {
+        (Some(d), Some(o)) => d.min(o),
+        (Some(d), None) => d,
+        (None, Some(o)) => o,
+        (None, None) => 60.0,
     }
 }

@@ -2,10 +2,14 @@
 //! named `replay`, whose operations come from a trace file instead of a workload, each at its
 //! recorded time × 1/`--speed` (or evenly at `--rate`). Everything about the trace the run
 //! directory must record — its path, size, SHA-256, format and how it is replayed — is
-//! settled here, and the trace is checked as far as the user asked before anything is
-//! created: the file opens and its first record parses (always), every line parses
-//! (`--check`, a second full read of the trace). A bad line found later, during the replay,
-//! fails the run (exit 1, file:line in the error) unless `--skip-bad` counts it.
+//! settled here, and the whole trace is read before anything is created: every line parses
+//! (a bad one is `file:line: why`, exit 2, unless `--skip-bad` counts it) while a second thread
+//! computes the file's SHA-256. Why a full pre-scan rather than failing mid-run: the checksum
+//! already reads every byte of the file, and the parse runs beside it on another core, so the
+//! pre-scan adds the parse's time beyond the hash's, not a read (docs/replay.md "Bad lines"
+//! has the measured cost); in return a bad or truncated line anywhere is refused before a run
+//! directory exists. A line that goes bad after the check (a file rewritten during the run)
+//! still fails the run mid-way (exit 1, file:line), with the results so far.
 //!
 //! The rest of the phase (store, sessions, intervals, HDR logs, summary) is a `run` phase's:
 //! `build_replay` plans the command as `kvmeter run --phase run` would and adds the replay.
@@ -31,7 +35,6 @@ pub struct ReplayRequest {
     pub amplify: Option<u64>,
     pub skip: Option<u64>,
     pub skip_bad: bool,
-    pub check: bool,
 }
 
 /// How a trace is replayed; recorded in the manifest with the phase.
@@ -53,7 +56,7 @@ pub struct ReplayPlan {
     pub skip: u64,
     /// Bad lines are counted and skipped instead of failing the run.
     pub skip_bad: bool,
-    /// Every line was parsed before the run (`--check`).
+    /// Every line was parsed before the run (always true: the pre-scan).
     pub checked: bool,
     /// The declared rules, for a reader of the manifest.
     pub spread: &'static str,
@@ -69,8 +72,47 @@ fn bad(msg: String) -> UsageError {
     UsageError::new(msg)
 }
 
-/// The replay's flags checked, and the trace checked as far as asked.
+/// The replay's flags checked, the whole trace parsed and its SHA-256 computed (both reads
+/// at once, on two threads).
 pub fn resolve(r: &ReplayRequest) -> Result<ReplayPlan, UsageError> {
+    let (format, speed, amplify) = check_flags(r)?;
+    let meta = trace_file(r)?;
+    // A refused trace stops the hash too: the error comes at once, not after the whole file.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (scan, sha) = std::thread::scope(|s| {
+        let sha = s.spawn(|| sha256_file(&r.trace, &stop));
+        let scan = check_trace(r, format);
+        if scan.is_err() {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        (scan, sha.join())
+    });
+    scan?;
+    let sha = sha.map_err(|_| {
+        bad(format!(
+            "trace {}: computing its SHA-256 failed",
+            r.trace.display()
+        ))
+    })??;
+    Ok(ReplayPlan {
+        trace: r.trace.clone(),
+        trace_bytes: meta.len(),
+        trace_sha256: sha,
+        format,
+        speed,
+        rate: r.rate,
+        amplify,
+        skip: r.skip.unwrap_or(0),
+        skip_bad: r.skip_bad,
+        checked: true,
+        spread: SPREAD_RULE,
+        behind: BEHIND_RULE,
+        order: ORDER_RULE,
+    })
+}
+
+/// The flags alone: the format, the speed (or the rate) and `--amplify` in range.
+fn check_flags(r: &ReplayRequest) -> Result<(Format, f64, u64), UsageError> {
     let format = match r.format.as_deref() {
         None => Format::Twitter,
         Some(f) => Format::parse(f).ok_or_else(|| {
@@ -106,31 +148,21 @@ pub fn resolve(r: &ReplayRequest) -> Result<ReplayPlan, UsageError> {
             "--amplify {amplify}: expected copies per record from 1 to {MAX_AMPLIFY}"
         )));
     }
+    Ok((format, speed, amplify))
+}
+
+/// The trace is a file kvmeter can open.
+fn trace_file(r: &ReplayRequest) -> Result<std::fs::Metadata, UsageError> {
     let meta = std::fs::metadata(&r.trace)
         .map_err(|e| bad(format!("trace {}: cannot open it: {e}", r.trace.display())))?;
     if !meta.is_file() {
         return Err(bad(format!("trace {}: expected a file", r.trace.display())));
     }
-    check_trace(r, format)?;
-    Ok(ReplayPlan {
-        trace: r.trace.clone(),
-        trace_bytes: meta.len(),
-        trace_sha256: sha256_file(&r.trace)?,
-        format,
-        speed,
-        rate: r.rate,
-        amplify,
-        skip: r.skip.unwrap_or(0),
-        skip_bad: r.skip_bad,
-        checked: r.check,
-        spread: SPREAD_RULE,
-        behind: BEHIND_RULE,
-        order: ORDER_RULE,
-    })
+    Ok(meta)
 }
 
-/// The first record parses (or, with `--check`, every line does); a trace with no record
-/// is refused.
+/// Every line parses (with `--skip-bad`, bad lines are passed over; a read error, e.g. a
+/// corrupt `.zst`, is still refused); a trace with no record is refused.
 fn check_trace(r: &ReplayRequest, format: Format) -> Result<(), UsageError> {
     let mut reader = TraceReader::open(&r.trace, format)?;
     let mut rec = TraceRecord::default();
@@ -141,9 +173,6 @@ fn check_trace(r: &ReplayRequest, format: Format) -> Result<(), UsageError> {
             Ok(false) => break,
             Err(e) if r.skip_bad && !e.msg.starts_with("cannot read") => continue,
             Err(e) => return Err(bad(e.to_string())),
-        }
-        if !r.check {
-            break;
         }
     }
     if records == 0 {
@@ -156,8 +185,11 @@ fn check_trace(r: &ReplayRequest, format: Format) -> Result<(), UsageError> {
     Ok(())
 }
 
-/// SHA-256 of the file as stored, read in 1 MiB blocks.
-fn sha256_file(path: &std::path::Path) -> Result<String, UsageError> {
+/// SHA-256 of the file as stored, read in 1 MiB blocks (given up, with an error, once `stop`).
+fn sha256_file(
+    path: &std::path::Path,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<String, UsageError> {
     use std::io::Read;
     let mut f = std::fs::File::open(path)
         .map_err(|e| bad(format!("trace {}: cannot open it: {e}", path.display())))?;
@@ -170,6 +202,12 @@ fn sha256_file(path: &std::path::Path) -> Result<String, UsageError> {
         if n == 0 {
             break;
         }
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(bad(format!(
+                "trace {}: not hashed (refused)",
+                path.display()
+            )));
+        }
         ctx.update(&buf[..n]);
     }
     Ok(ctx
@@ -180,20 +218,33 @@ fn sha256_file(path: &std::path::Path) -> Result<String, UsageError> {
         .collect())
 }
 
-/// Flags of `run` that mean nothing to a replay, refused by name.
+/// Flags of `run` that mean nothing to a replay, refused by name (an experiment file's
+/// shared settings with these keys are not given to its replay steps).
+pub const NOT_REPLAY_FLAGS: [&str; 9] = [
+    "--connections",
+    "--depth",
+    "--when-full",
+    "--probe-rate",
+    "--probe-connections",
+    "--send-slack",
+    "--target",
+    "--arrival",
+    "--records",
+];
+
 fn refuse_inapplicable(req: &Request) -> Result<(), UsageError> {
     let given = [
-        ("--connections", req.connections.is_some()),
-        ("--depth", req.depth.is_some()),
-        ("--when-full", req.when_full.is_some()),
-        ("--probe-rate", req.probe_rate.is_some()),
-        ("--probe-connections", req.probe_connections.is_some()),
-        ("--send-slack", req.send_slack.is_some()),
-        ("--target", req.target.is_some()),
-        ("--arrival", req.arrival.is_some()),
-        ("--records", req.records.is_some()),
+        req.connections.is_some(),
+        req.depth.is_some(),
+        req.when_full.is_some(),
+        req.probe_rate.is_some(),
+        req.probe_connections.is_some(),
+        req.send_slack.is_some(),
+        req.target.is_some(),
+        req.arrival.is_some(),
+        req.records.is_some(),
     ];
-    match given.iter().find(|(_, g)| *g) {
+    match NOT_REPLAY_FLAGS.iter().zip(given).find(|(_, g)| *g) {
         Some((flag, _)) => Err(bad(format!(
             "{flag}: not a replay flag (the trace sets the operations and their times; the event-driven engine is not used for replay)"
         ))),
@@ -201,10 +252,9 @@ fn refuse_inapplicable(req: &Request) -> Result<(), UsageError> {
     }
 }
 
-/// `kvmeter replay`: the plan of `kvmeter run --phase run` with the same flags, its one
-/// phase named `replay` and carrying the trace. `req.rate` and `req.ops` are the replay's
-/// (records per second; records replayed, 0 = the whole trace).
-pub fn build_replay(req: &Request, r: &ReplayRequest) -> Result<Plan, UsageError> {
+/// The run's request as a replay plans it: `kvmeter run --phase run` with the same flags, its
+/// `--rate` the replay's and its `--ops` the records to replay (0 = the whole trace).
+fn split(req: &Request, r: &ReplayRequest) -> Result<(Request, ReplayRequest, u64), UsageError> {
     refuse_inapplicable(req)?;
     let mut req = req.clone();
     req.phase = Some("run".into());
@@ -220,7 +270,24 @@ pub fn build_replay(req: &Request, r: &ReplayRequest) -> Result<Plan, UsageError
         None => 0,
     };
     req.threads.get_or_insert(REPLAY_WORKERS);
-    // The run flags first (cheap), then the trace (its checksum reads all of it).
+    Ok((req, r, ops))
+}
+
+/// Everything `build_replay` refuses, refused without the checksum (an experiment file's
+/// replay step at load): the run flags, the replay's flags, and every line of the trace.
+pub fn check_replay(req: &Request, r: &ReplayRequest) -> Result<(), UsageError> {
+    let (req, r, _) = split(req, r)?;
+    super::build(&req)?;
+    let (format, ..) = check_flags(&r)?;
+    trace_file(&r)?;
+    check_trace(&r, format)
+}
+
+/// `kvmeter replay`: the plan of `kvmeter run --phase run` with the same flags, its one
+/// phase named `replay` and carrying the trace.
+pub fn build_replay(req: &Request, r: &ReplayRequest) -> Result<Plan, UsageError> {
+    let (req, r, ops) = split(req, r)?;
+    // The run flags first (cheap), then the trace (read whole: the pre-scan and checksum).
     let mut plan = super::build(&req)?;
     let replay = resolve(&r)?;
     let phase = plan
@@ -246,7 +313,7 @@ mod tests {
         std::fs::write(&p, b"abc").unwrap();
         // FIPS 180-2's example.
         assert_eq!(
-            sha256_file(&p).unwrap(),
+            sha256_file(&p, &Default::default()).unwrap(),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
     }
@@ -264,7 +331,6 @@ mod tests {
             f(&mut r);
             resolve(&r).map(|_| ()).map_err(|e| e.to_string())
         };
-        assert!(r(&|_| {}).is_ok());
         assert!(r(&|x| x.speed = Some(0.0)).unwrap_err().contains("--speed"));
         assert!(r(&|x| x.amplify = Some(0))
             .unwrap_err()
@@ -272,13 +338,9 @@ mod tests {
         assert!(r(&|x| x.format = Some("csv".into()))
             .unwrap_err()
             .contains("--trace-format"));
-        // --check reads every line: line 2's operation is named.
-        let e = r(&|x| x.check = true).unwrap_err();
+        // Every line is read: line 2's operation is named.
+        let e = r(&|_| {}).unwrap_err();
         assert!(e.contains("t.csv:2:"), "{e}");
-        assert!(r(&|x| {
-            x.check = true;
-            x.skip_bad = true
-        })
-        .is_ok());
+        assert!(r(&|x| x.skip_bad = true).is_ok());
     }
 }

@@ -154,7 +154,7 @@ impl Opened {
         &self,
         ps: &mut crate::report::PhaseSummary,
         arrival: crate::plan::Arrival,
-        rate: f64,
+        expected_by: &dyn Fn(f64) -> f64,
     ) {
         let (from, to) = (ps.warmup_seconds, ps.warmup_seconds + ps.measured_seconds);
         let Some(ol) = ps.open_loop.as_mut() else {
@@ -163,7 +163,7 @@ impl Opened {
         ol.arrivals_check = self
             .sends
             .as_ref()
-            .and_then(|s| s.check(arrival, rate, from, to));
+            .and_then(|s| s.check(arrival, expected_by, from, to));
         let mut why = vec![];
         if let Some(c) = ol.arrivals_check.as_ref().filter(|c| !c.passed) {
             why.push(format!(

@@ -1,5 +1,5 @@
 //! `kvmeter experiment FILE`: a declarative experiment file (TOML) — the steps a paper ran
-//! (suite, run, sweep, capacity, pressure, runs with faults), settings they share, a scale
+//! (suite, run, sweep, capacity, pressure, runs with faults, trace replays), settings they share, a scale
 //! (smoke, quick, paper), the figures to draw and the paper's findings to check — made into
 //! one command (design.md "Experiments the papers ran"; the presets in experiments/).
 //!
@@ -24,7 +24,7 @@ pub use figures::{Figure, FigureKind};
 use node::{Loc, Node, V};
 use std::path::{Path, PathBuf};
 
-pub const COMMANDS: [&str; 5] = ["run", "suite", "pressure", "sweep", "capacity"];
+pub const COMMANDS: [&str; 6] = ["run", "suite", "pressure", "sweep", "capacity", "replay"];
 pub const SCALES: [&str; 3] = ["smoke", "quick", "paper"];
 
 /// One step: a kvmeter command with its own output directory under steps/.

@@ -3,12 +3,16 @@
 //! have, `argv` turns the shared settings and the step's keys into the command line, and `job`
 //! parses that with the one clap definition (`crate::args`) and checks the `Job` it makes —
 //! exactly what the same command typed by hand would do.
+//!
+//! A `replay` step names its trace with the key `trace` (the command's one positional
+//! argument), relative to the experiment file's directory, so a file and its traces move
+//! together; the command line records the trace's absolute path.
 
 use super::node::{Loc, Node, V};
 use super::{at_scale, ident, str_of, Step, COMMANDS};
 use crate::error::UsageError;
 use crate::experiment::job::Job;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The keys of a step that are not flags.
 const STEP_META: [&str; 5] = ["name", "command", "label", "about", "per_device"];
@@ -38,6 +42,12 @@ pub(super) fn steps(
         let raw = at_scale(loc, raw, scale)?;
         let head = head(loc, &raw, &steps, &cli)?;
         let argv = argv(loc, &head, settings, &raw, cpus)?;
+        if head.command == "replay" && argv.positional.is_empty() {
+            return Err(loc.err(
+                raw.line,
+                format!("step '{}': no trace (a replay step names its trace file: trace = \"path\", relative to this file)", head.name),
+            ));
+        }
         let copies: Vec<Option<PathBuf>> = if head.per_device && !devices.is_empty() {
             devices.iter().cloned().map(Some).collect()
         } else {
@@ -159,6 +169,8 @@ fn head(loc: &Loc, raw: &Node, before: &[Step], cli: &clap::Command) -> Result<H
 struct Argv {
     args: Vec<String>,
     flag_lines: Vec<(String, usize)>,
+    /// Positional arguments (a replay's trace, made absolute), after the flags.
+    positional: Vec<String>,
 }
 
 /// The shared settings and the step's own keys as its command's flags.
@@ -172,10 +184,30 @@ fn argv(
     let sname = &head.name;
     let mut args = vec![];
     let mut flag_lines: Vec<(String, usize)> = vec![];
+    let mut positional = vec![];
     for (k, l, v) in merged(settings, raw, &head.sub) {
         let (flag, takes, repeat) = flag_of(&head.sub, &k)
             .or_else(|| flag_of(&head.sub, if k == "props" { "p" } else { &k }))
             .ok_or_else(|| loc.err(l, format!("step '{sname}': unknown key '{k}'")))?;
+        if head.command == "replay"
+            && k == "format"
+            && v.word()
+                .is_some_and(|w| crate::trace::Format::parse(&w).is_some())
+        {
+            return Err(loc.err(l, format!("step '{sname}': key 'format' is the report's format (table, ycsb, json); the trace's is trace_format")));
+        }
+        if flag.is_empty() {
+            let w = match &v.v {
+                V::Str(w) => expand(w.clone(), cpus),
+                _ => return Err(loc.err(l, format!("step '{sname}': key '{k}': expected a string (a path, relative to this file)"))),
+            };
+            let path = relative_to_file(loc, &w);
+            // A complaint about the trace starts with the key or with the path.
+            flag_lines.push((k.clone(), l));
+            flag_lines.push((path.clone(), l));
+            positional.push(path);
+            continue;
+        }
         if !takes {
             match v.v {
                 V::Bool(true) => args.push(flag),
@@ -201,7 +233,27 @@ fn argv(
             args.push(ws.join(","));
         }
     }
-    Ok(Argv { args, flag_lines })
+    args.extend(positional.iter().cloned());
+    Ok(Argv {
+        args,
+        flag_lines,
+        positional,
+    })
+}
+
+/// A path from the experiment file, relative to the file's directory (made absolute, so the
+/// recorded command line runs from anywhere).
+fn relative_to_file(loc: &Loc, p: &str) -> String {
+    let p = Path::new(p);
+    if p.is_absolute() {
+        return p.display().to_string();
+    }
+    let dir = Path::new(&loc.file)
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    dir.join(p).display().to_string()
 }
 
 /// The command line parsed by the command's own definition, made a `Job` and checked; a
@@ -253,6 +305,10 @@ fn flag_of(command: &clap::Command, key: &str) -> Option<(String, bool, bool)> {
         _ => (None, Some(long)),
     };
     command.get_arguments().find_map(|a| {
+        // A positional argument (a replay's trace) is the key of its id; its "flag" is empty.
+        if a.is_positional() {
+            return (a.get_id().as_str() == key).then(|| (String::new(), true, false));
+        }
         let hit = match (&short, &long) {
             (Some(c), _) => a.get_short() == Some(*c),
             (None, Some(l)) => a.get_long() == Some(l.as_str()),
@@ -326,8 +382,14 @@ fn raw_words(loc: &Loc, key: &str, n: &Node) -> Result<Vec<String>, UsageError> 
 /// add up, settings first.
 fn merged(settings: &Node, step: &Node, command: &clap::Command) -> Vec<(String, usize, Node)> {
     let mut out: Vec<(String, usize, Node)> = vec![];
+    // A replay step takes only the shared settings that mean something to a replay (the
+    // store, threads, telemetry, ...): not the workload's records or the engine's flags.
+    let replay = command.get_name() == "replay";
     for (k, l, v) in settings.entries() {
-        if flag_of(command, k).is_some() {
+        let not_for_replay = replay
+            && flag_of(command, k)
+                .is_some_and(|f| crate::plan::replay::NOT_REPLAY_FLAGS.contains(&f.0.as_str()));
+        if flag_of(command, k).is_some() && !not_for_replay {
             out.push((k.clone(), *l, v.clone()));
         }
     }

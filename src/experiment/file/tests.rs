@@ -101,7 +101,7 @@ fn bad_files_name_file_line_and_key() {
     // Unknown step command.
     assert_eq!(
         err("command = \"run\"", "command = \"runn\""),
-        "x.toml:18: step 'one': unknown step 'runn' (known: run, suite, pressure, sweep, capacity)"
+        "x.toml:18: step 'one': unknown step 'runn' (known: run, suite, pressure, sweep, capacity, replay)"
     );
     // Unknown key in a step.
     let e = err("threads = 2", "thread = 2");
@@ -176,4 +176,52 @@ fn a_steps_workload_replaces_the_shared_one() {
         .collect();
     assert_eq!(p, ["workloadc"]);
     assert_eq!(e.steps[0].job.request().workload_files, ["workloadc"]);
+}
+
+#[test]
+fn a_replay_step_names_its_trace_relative_to_the_file() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("t.csv"), "0,k,1,10,1,get,0\n").unwrap();
+    let file = d.path().join("e.toml");
+    let text = r#"
+[experiment]
+name = "r"
+title = "replay"
+paper = "none"
+
+[settings]
+store = "null"
+records = 10
+
+[[step]]
+name = "load"
+command = "run"
+workload = "workloadc"
+phase = "load"
+
+[[step]]
+name = "rep"
+command = "replay"
+trace = "t.csv"
+speed = 2
+"#;
+    let e = from_text(&file, text, "quick", &[]).unwrap();
+    let rep = &e.steps[1];
+    assert_eq!(rep.command, "replay");
+    // The shared settings a replay refuses (records) are not given to it; the
+    // trace comes last, absolute.
+    let trace = d.path().canonicalize().unwrap().join("t.csv");
+    assert_eq!(
+        rep.args,
+        [
+            "--store",
+            "null",
+            "--speed",
+            "2",
+            &trace.display().to_string()
+        ]
+    );
+    assert!(matches!(&rep.job, Job::Replay { replay, .. } if replay.trace == trace));
+    // The run step still gets them.
+    assert!(e.steps[0].args.contains(&"--records".to_string()));
 }
