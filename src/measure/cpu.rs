@@ -63,16 +63,32 @@ mod tests {
 
     #[test]
     fn a_busy_loop_shows_as_user_time() {
+        // This thread's own CPU clock, independent of getrusage: spin until it has run 200 ms
+        // (however long that takes on a loaded machine).
+        let thread_cpu = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: clock_gettime writes the timespec it is given.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+        };
         let a = CpuTime::now();
-        let t = std::time::Instant::now();
+        let start = thread_cpu();
         let mut x = 0u64;
-        while t.elapsed() < std::time::Duration::from_millis(200) {
-            x = std::hint::black_box(x.wrapping_add(1));
+        while thread_cpu() - start < 0.2 {
+            // About a millisecond of user time per look at the clock (itself a system call).
+            for _ in 0..1_000_000 {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
         }
         let b = CpuTime::now();
         let c = b.since(a, 1000).unwrap();
-        // 200 ms of spinning on one thread, whatever else the process does: at least 150 ms of
-        // user time (the test harness's other threads can only add).
+        // 200 ms of this thread's CPU, whatever else the process does: at least 150 ms of user
+        // time (the kernel splits user and system by sampling; the test harness's other
+        // threads can only add).
+        assert!(c.user_seconds + c.system_seconds >= 0.19, "{c:?}");
         assert!(c.user_seconds >= 0.15, "{c:?}");
         assert!((c.ns_per_op - (c.user_seconds + c.system_seconds) * 1e6).abs() < 1.0);
         assert!(b.since(a, 0).is_none());
