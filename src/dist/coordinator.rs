@@ -438,6 +438,7 @@ impl Session {
                 .clamp(Duration::from_millis(20), Duration::from_millis(200)),
         };
         let mut merger = Merger::create(plan, info)?;
+        merger.record_merges()?;
         let mut run = Progress {
             live: regs.keys().copied().collect(),
             aborted: None,

@@ -14,7 +14,11 @@ use crate::report::rundir::RunDir;
 use crate::report::{Outcome, RunStatus, Summary};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+mod figures;
+pub mod sum;
+pub use figures::{MergeSummary, Spread};
 
 /// dist.json.
 #[derive(Serialize, Debug, Default)]
@@ -42,6 +46,9 @@ pub struct DistInfo {
     /// Agents that could not reach the coordinator's address and posted through etcd.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reports_via_etcd: Vec<usize>,
+    /// What merging cost (the live coordinator only): rows of dist/merge.csv, summarised.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge: Option<MergeSummary>,
 }
 
 #[derive(Serialize, Debug, Clone)]
@@ -94,6 +101,8 @@ pub struct Merger {
     ycsb_texts: Vec<(String, String)>,
     cur: Option<PhaseState>,
     started_at: String,
+    /// dist/merge.csv, when the coordinator asked for it (`record_merges`).
+    figures: Option<figures::MergeLog>,
     pub info: DistInfo,
 }
 
@@ -111,6 +120,7 @@ impl Merger {
             ycsb_texts: vec![],
             cur: None,
             started_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            figures: None,
             info,
         };
         m.write_manifest(RunStatus::Running, None)
@@ -120,6 +130,15 @@ impl Merger {
 
     pub fn root(&self) -> &std::path::Path {
         self.rundir.root()
+    }
+
+    /// From now on every merged interval is timed and written to dist/merge.csv (the live
+    /// coordinator: see `figures`).
+    pub fn record_merges(&mut self) -> anyhow::Result<()> {
+        self.rundir
+            .write_file(figures::FILE, figures::MergeLog::header().as_bytes())?;
+        self.figures = Some(figures::MergeLog::open(self.rundir.root())?);
+        Ok(())
     }
 
     fn write_manifest(&self, status: RunStatus, finished: Option<String>) -> anyhow::Result<()> {
@@ -170,16 +189,35 @@ impl Merger {
         });
     }
 
-    /// Merges interval `posts[..].index` of the current phase, one post per agent that has it.
+    /// Merges interval `posts[..].index` of the current phase, one post per agent that has it;
+    /// timed into dist/merge.csv when `record_merges` asked for it.
     pub fn interval(&mut self, posts: &[&IntervalPost]) -> anyhow::Result<()> {
-        let st = self.cur.as_mut().expect("begin_phase first");
-        let Some(first) = posts.first() else {
+        let began = Instant::now();
+        let Some(end_s) = self.merge_interval(posts)? else {
             return Ok(());
         };
-        let mut acc = Stats::from_wire(&first.stats)?;
-        for p in &posts[1..] {
-            acc.add(&Stats::from_wire(&p.stats)?);
-        }
+        let merge_ms = began.elapsed().as_secs_f64() * 1e3;
+        let (Some(log), Some(st)) = (self.figures.as_mut(), self.cur.as_ref()) else {
+            return Ok(());
+        };
+        let due_ns = st.t0_unix_ns as f64 + end_s * 1e9;
+        log.row(&figures::Row {
+            phase: &st.name,
+            interval: posts[0].index,
+            reports: posts.len(),
+            merge_ms,
+            lateness_ms: (super::unix_ns() as f64 - due_ns) / 1e6,
+        })?;
+        Ok(())
+    }
+
+    /// The merge itself; the interval's end on the phase's grid (s), `None` when no post.
+    fn merge_interval(&mut self, posts: &[&IntervalPost]) -> anyhow::Result<Option<f64>> {
+        let st = self.cur.as_mut().expect("begin_phase first");
+        let Some(first) = posts.first() else {
+            return Ok(None);
+        };
+        let acc = sum::stats(posts, sum::threads())?;
         let start = posts
             .iter()
             .map(|p| p.start_s)
@@ -210,7 +248,7 @@ impl Merger {
             st.measured.add(&acc);
         }
         st.intervals += 1;
-        Ok(())
+        Ok(Some(end))
     }
 
     /// Ends the current phase with the agents' own ends (a lost agent has none); writes
@@ -273,6 +311,7 @@ impl Merger {
         let outcome = ps.outcome;
         self.summary.phases.push(ps);
         self.rundir.write_json("summary.json", &self.summary)?;
+        self.info.merge = self.figures.as_ref().map(|f| f.summary());
         self.rundir.write_json("dist.json", &self.info)?;
         Ok(outcome)
     }
@@ -294,6 +333,7 @@ impl Merger {
         }
         self.summary.status = status;
         self.rundir.write_json("summary.json", &self.summary)?;
+        self.info.merge = self.figures.as_ref().map(|f| f.summary());
         self.rundir.write_json("dist.json", &self.info)?;
         self.write_manifest(
             status,
