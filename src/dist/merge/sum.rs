@@ -1,18 +1,32 @@
-//! The sum of one interval's reports from every agent: decode each report's compressed
-//! histograms and add them. At a thousand agents this is the coordinator's main cost per
-//! interval (issue 33), almost all of it in decoding (inflate, then a histogram of kvmeter's
-//! bounds per metric), so the reports are split into contiguous chunks decoded and summed on
-//! scoped threads, and the chunks' sums are added in order.
+//! The sum of one interval's reports from every agent. At a thousand agents this is the
+//! coordinator's main cost per interval (issue 33). Decoding each report into a `Stats`
+//! (`Stats::from_wire`) allocates and zero-fills two full histograms of kvmeter's bounds per
+//! metric (about 33,000 counts, 260 KB each) and adds them count by count: about 130 µs a
+//! histogram, 270 ms for 1,000 reports of two metrics on this machine. Here each report's
+//! compressed histograms are instead inflated and their counts added straight into one
+//! accumulator per metric (`decode_into`): the work follows the bytes sent, not the
+//! histogram's range. Large intervals are also split into contiguous chunks summed on scoped
+//! threads, and the chunks' sums added in order.
 //!
-//! Exactness is kept by construction: histogram counts are integers and addition of integers
-//! is associative and commutative, so any grouping gives the same counts, min, max and total —
-//! the merged HDR logs equal the union of the agents' (tests below check this against
-//! histograms built value by value, not against this code). Status counts and bytes are integer
-//! sums too. A small interval (few reports) is summed on the calling thread: a thread costs more
-//! than it saves there.
+//! Exactness is kept by construction: the wire form carries every count of every bucket, and
+//! histogram counts are integers whose addition is associative and commutative, so any
+//! decoding path and any grouping give the same counts, min, max and total — the merged HDR
+//! logs equal the union of the agents' (tests below check this against histograms built value
+//! by value and against the `from_wire` path). The sum is handed over as a `Stats` through the
+//! wire form once per interval (`Acc::into_stats`, uncompressed V2), the one public way to
+//! build a `Stats` from histograms: a few ms, against a thousand reports' decoding.
+//!
+//! Everything decoded is bounded as `measure::hdr` bounds it: inflated size, a header that
+//! must be kvmeter's own shape (else the general, bounded decoder is used), every count's
+//! index within the histogram.
 
 use crate::dist::IntervalPost;
-use crate::measure::Stats;
+use crate::measure::wire::{WireOp, WireStats};
+use crate::measure::{hdr, new_histogram, Metric, Stats, HIGHEST_NS, SIGFIG, STATUS_SLOTS};
+use base64::Engine;
+use hdrhistogram::serialization::{Serializer, V2Serializer};
+use hdrhistogram::Histogram;
+use std::io::Read;
 
 /// Reports one thread takes at least before another is started.
 const PER_THREAD: usize = 32;
@@ -32,17 +46,17 @@ pub fn threads() -> usize {
 pub fn stats(posts: &[&IntervalPost], threads: usize) -> anyhow::Result<Stats> {
     let threads = threads.min(posts.len() / PER_THREAD).max(1);
     if threads == 1 {
-        return sequential(posts);
+        return Acc::of(posts)?.into_stats();
     }
     let chunk = posts.len().div_ceil(threads);
     // `None`: no thread could be had for that chunk; it is summed here instead.
-    let partial: Vec<Option<anyhow::Result<Stats>>> = std::thread::scope(|s| {
+    let partial: Vec<Option<anyhow::Result<Acc>>> = std::thread::scope(|s| {
         let handles: Vec<_> = posts
             .chunks(chunk)
             .map(|c| {
                 std::thread::Builder::new()
                     .name("kvm-dist-merge".into())
-                    .spawn_scoped(s, move || sequential(c))
+                    .spawn_scoped(s, move || Acc::of(c))
                     .ok()
             })
             .collect();
@@ -56,18 +70,15 @@ pub fn stats(posts: &[&IntervalPost], threads: usize) -> anyhow::Result<Stats> {
             })
             .collect()
     });
-    let mut acc: Option<Stats> = None;
+    let mut acc = Acc::default();
     for (c, p) in posts.chunks(chunk).zip(partial) {
-        let p = p.unwrap_or_else(|| sequential(c))?;
-        match acc.as_mut() {
-            Some(a) => a.add(&p),
-            None => acc = Some(p),
-        }
+        acc.add(p.unwrap_or_else(|| Acc::of(c))?)?;
     }
-    Ok(acc.expect("at least one chunk"))
+    acc.into_stats()
 }
 
-/// The sum of `posts`' stats on this thread.
+/// The sum by `Stats::from_wire` and `Stats::add`, report by report: the reference `stats`
+/// must equal (tests, and `dist_sim bench-merge` for the cost).
 pub fn sequential(posts: &[&IntervalPost]) -> anyhow::Result<Stats> {
     let Some(first) = posts.first() else {
         return Ok(Stats::new(&[], false));
@@ -77,6 +88,270 @@ pub fn sequential(posts: &[&IntervalPost]) -> anyhow::Result<Stats> {
         acc.add(&Stats::from_wire(&p.stats)?);
     }
     Ok(acc)
+}
+
+/// One metric's sum.
+struct OpAcc {
+    metric: String,
+    ok: Histogram<u64>,
+    failed: Option<Histogram<u64>>,
+    intended: Option<Histogram<u64>>,
+    statuses: [u64; STATUS_SLOTS],
+    bytes: u64,
+}
+
+/// A sum of reports, in plain histograms (what `Stats` holds, built where `Stats` lets no one).
+#[derive(Default)]
+struct Acc {
+    /// The first report's (as `Stats::add` keeps its left side's).
+    paced: Option<bool>,
+    lag: Option<Histogram<u64>>,
+    ops: Vec<OpAcc>,
+}
+
+/// Adds `from` into the optional histogram `into`, made on first use.
+fn add_opt(into: &mut Option<Histogram<u64>>, from: Option<Histogram<u64>>) -> anyhow::Result<()> {
+    if let Some(f) = from {
+        match into {
+            Some(i) => i.add(&f).map_err(|e| anyhow::anyhow!("{e:?}"))?,
+            None => *into = Some(f),
+        }
+    }
+    Ok(())
+}
+
+impl Acc {
+    fn of(posts: &[&IntervalPost]) -> anyhow::Result<Acc> {
+        let mut acc = Acc::default();
+        let mut scratch = Scratch::default();
+        for p in posts {
+            acc.add_wire(&p.stats, &mut scratch)
+                .map_err(|e| anyhow::anyhow!("agent {}'s interval {}: {e}", p.agent, p.index))?;
+        }
+        Ok(acc)
+    }
+
+    fn add_wire(&mut self, w: &WireStats, scratch: &mut Scratch) -> anyhow::Result<()> {
+        self.paced.get_or_insert(w.paced);
+        if let Some(l) = &w.lag {
+            decode_into(self.lag.get_or_insert_with(new_histogram), l, scratch)?;
+        }
+        for op in &w.ops {
+            if !Metric::ALL.iter().any(|m| m.name() == op.metric) {
+                anyhow::bail!("unknown metric '{}'", op.metric);
+            }
+            if op.statuses.len() != STATUS_SLOTS {
+                anyhow::bail!(
+                    "metric {}: {} status counts, expected {STATUS_SLOTS}",
+                    op.metric,
+                    op.statuses.len()
+                );
+            }
+            let a = match self.ops.iter().position(|a| a.metric == op.metric) {
+                Some(i) => &mut self.ops[i],
+                None => {
+                    self.ops.push(OpAcc {
+                        metric: op.metric.clone(),
+                        ok: new_histogram(),
+                        failed: None,
+                        intended: None,
+                        statuses: [0; STATUS_SLOTS],
+                        bytes: 0,
+                    });
+                    self.ops.last_mut().expect("just pushed")
+                }
+            };
+            decode_into(&mut a.ok, &op.ok, scratch)?;
+            if let Some(f) = &op.failed {
+                decode_into(a.failed.get_or_insert_with(new_histogram), f, scratch)?;
+            }
+            if let Some(i) = &op.intended {
+                decode_into(a.intended.get_or_insert_with(new_histogram), i, scratch)?;
+            }
+            for (s, n) in a.statuses.iter_mut().zip(&op.statuses) {
+                *s += n;
+            }
+            a.bytes += op.bytes;
+        }
+        Ok(())
+    }
+
+    /// Adds another chunk's sum (which came after this one).
+    fn add(&mut self, o: Acc) -> anyhow::Result<()> {
+        if self.paced.is_none() {
+            self.paced = o.paced;
+        }
+        add_opt(&mut self.lag, o.lag)?;
+        for op in o.ops {
+            match self.ops.iter_mut().find(|a| a.metric == op.metric) {
+                Some(a) => {
+                    a.ok.add(&op.ok).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+                    add_opt(&mut a.failed, op.failed)?;
+                    add_opt(&mut a.intended, op.intended)?;
+                    for (s, n) in a.statuses.iter_mut().zip(op.statuses) {
+                        *s += n;
+                    }
+                    a.bytes += op.bytes;
+                }
+                None => self.ops.push(op),
+            }
+        }
+        Ok(())
+    }
+
+    /// The sum as a `Stats`: through the wire form (uncompressed), as `Stats::from_wire` reads.
+    fn into_stats(self) -> anyhow::Result<Stats> {
+        let mut ser = V2Serializer::new();
+        let mut enc = |h: &Histogram<u64>| -> anyhow::Result<String> {
+            let mut buf = Vec::new();
+            ser.serialize(h, &mut buf)
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            Ok(base64::engine::general_purpose::STANDARD.encode(&buf))
+        };
+        let w = WireStats {
+            paced: self.paced.unwrap_or(false),
+            lag: self.lag.as_ref().map(&mut enc).transpose()?,
+            ops: self
+                .ops
+                .iter()
+                .map(|o| {
+                    Ok(WireOp {
+                        metric: o.metric.clone(),
+                        ok: enc(&o.ok)?,
+                        failed: o.failed.as_ref().map(&mut enc).transpose()?,
+                        intended: o.intended.as_ref().map(&mut enc).transpose()?,
+                        statuses: o.statuses.to_vec(),
+                        bytes: o.bytes,
+                    })
+                })
+                .collect::<anyhow::Result<_>>()?,
+        };
+        Stats::from_wire(&w)
+    }
+}
+
+/// Buffers reused across one chunk's histograms.
+#[derive(Default)]
+struct Scratch {
+    raw: Vec<u8>,
+    inflated: Vec<u8>,
+}
+
+const V2_COOKIE: u32 = 0x1c84_9313;
+const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9314;
+const V2_HEADER: usize = 40;
+/// kvmeter's histograms (1 ns to HIGHEST_NS, SIGFIG digits): 2^10 sub-buckets in each half.
+const HALF_MAGNITUDE: u32 = 10;
+
+/// Adds the histogram in `text` (base64 of V2, compressed or not) to `into`, which has
+/// kvmeter's bounds: counts go straight into it when the header is kvmeter's own shape;
+/// anything else goes through the general bounded decoder (`measure::hdr`).
+fn decode_into(into: &mut Histogram<u64>, text: &str, sc: &mut Scratch) -> anyhow::Result<()> {
+    let general = |into: &mut Histogram<u64>| -> anyhow::Result<()> {
+        let h = hdr::decode_base64(text)
+            .map_err(|e| anyhow::anyhow!("histogram does not decode: {e}"))?;
+        into.add(&h)
+            .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))
+    };
+    sc.raw.clear();
+    if base64::engine::general_purpose::STANDARD
+        .decode_vec(text.trim(), &mut sc.raw)
+        .is_err()
+    {
+        return general(into);
+    }
+    let v2: &[u8] = match be32(&sc.raw, 0) {
+        Some(V2_COMPRESSED_COOKIE) => {
+            let len = be32(&sc.raw, 4).unwrap_or(u32::MAX) as usize;
+            let Some(body) = sc.raw.get(8..8 + len) else {
+                return general(into);
+            };
+            sc.inflated.clear();
+            let read = flate2::read::ZlibDecoder::new(body)
+                .take(hdr::MAX_INFLATED as u64 + 1)
+                .read_to_end(&mut sc.inflated);
+            if read.is_err() || sc.inflated.len() > hdr::MAX_INFLATED {
+                return general(into);
+            }
+            &sc.inflated
+        }
+        Some(V2_COOKIE) => &sc.raw,
+        _ => return general(into),
+    };
+    let ours = be32(v2, 0) == Some(V2_COOKIE)
+        && be32(v2, 8) == Some(0)
+        && be32(v2, 12) == Some(u32::from(SIGFIG))
+        && be64(v2, 16) == Some(1)
+        && be64(v2, 24) == Some(HIGHEST_NS)
+        && be64(v2, 32) == Some(1f64.to_bits());
+    let payload = be32(v2, 4)
+        .map(|n| n as usize)
+        .and_then(|n| v2.get(V2_HEADER..V2_HEADER.checked_add(n)?));
+    match (ours, payload) {
+        (true, Some(p)) => add_counts(into, p),
+        _ => general(into),
+    }
+}
+
+fn be32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn be64(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// The lowest value of counts index `i` of a histogram of kvmeter's shape (hdrhistogram's
+/// `value_for`, with a unit magnitude of 0).
+fn value_at(i: usize) -> u64 {
+    let half = 1usize << HALF_MAGNITUDE;
+    let bucket = (i >> HALF_MAGNITUDE) as i64 - 1;
+    let sub = (i & (half - 1)) + half;
+    if bucket < 0 {
+        (sub - half) as u64
+    } else {
+        (sub as u64) << bucket
+    }
+}
+
+/// Adds a V2 payload's counts (zig-zag LEB128: a count, or a negative run of empty buckets)
+/// into `into`, every index checked against the histogram's length.
+fn add_counts(into: &mut Histogram<u64>, payload: &[u8]) -> anyhow::Result<()> {
+    let len = into.distinct_values();
+    let (mut at, mut index) = (0usize, 0usize);
+    while at < payload.len() {
+        let (zz, n) = varint(&payload[at..])?;
+        at += n;
+        let v = ((zz >> 1) as i64) ^ -((zz & 1) as i64);
+        if v < 0 {
+            index = index.saturating_add(v.unsigned_abs() as usize);
+            continue;
+        }
+        if v > 0 {
+            if index >= len {
+                anyhow::bail!("histogram does not decode: a count past the histogram's range");
+            }
+            into.record_n(value_at(index), v as u64)
+                .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+        }
+        index = index.saturating_add(1);
+    }
+    Ok(())
+}
+
+/// One LEB128 number as hdrhistogram writes it (at most 9 bytes, the 9th whole) and its length.
+fn varint(b: &[u8]) -> anyhow::Result<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, byte) in b.iter().take(9).enumerate() {
+        if i == 8 {
+            return Ok((v | (u64::from(*byte) << 56), 9));
+        }
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Ok((v, i + 1));
+        }
+    }
+    anyhow::bail!("histogram does not decode: a count cut short")
 }
 
 #[cfg(test)]
@@ -144,6 +419,82 @@ mod tests {
             assert_eq!(u.bytes, 100 * n_updates, "{threads} threads");
             assert_eq!(r.ok.max(), reads.max());
         }
+    }
+
+    /// A paced interval with failures and send lag: every histogram the wire carries.
+    fn paced(a: u64) -> IntervalPost {
+        use crate::store::ErrorKind;
+        let mut s = Stats::new(&[Metric::Read], true);
+        for j in 0..(a % 5 + 1) {
+            let v = (a + 1) * 777 + j * 1_000_003;
+            s.record(Metric::Read, Status::Ok, v, v + 500, 1);
+            s.record_lag(j * 10);
+        }
+        if a % 4 == 1 {
+            let fail = Status::Error {
+                kind: ErrorKind::Timeout,
+                fatal: false,
+            };
+            s.record(Metric::Scan, fail, 9_000_000_000 + a, 9_000_000_000 + a, 0);
+        }
+        IntervalPost {
+            stats: s.to_wire(),
+            ..post(a)
+        }
+    }
+
+    #[test]
+    fn the_direct_decoding_equals_from_wire_for_every_histogram_kind() {
+        let posts: Vec<IntervalPost> = (0..100).map(paced).chain((0..40).map(post)).collect();
+        let refs: Vec<&IntervalPost> = posts.iter().collect();
+        let reference = sequential(&refs).unwrap().to_wire();
+        for threads in [1, 3] {
+            assert_eq!(
+                stats(&refs, threads).unwrap().to_wire(),
+                reference,
+                "{threads}"
+            );
+        }
+        // value_at is hdrhistogram's own mapping: each index's value lands in that index.
+        let mut h = new_histogram();
+        for i in [
+            0usize,
+            1,
+            1023,
+            1024,
+            2047,
+            2048,
+            3000,
+            20_000,
+            h.distinct_values() - 1,
+        ] {
+            h.reset();
+            h.record(value_at(i)).unwrap();
+            assert_eq!(
+                h.iter_recorded().next().unwrap().value_iterated_to(),
+                h.highest_equivalent(value_at(i)),
+                "{i}"
+            );
+            assert_eq!(h.lowest_equivalent(value_at(i)), value_at(i), "{i}");
+        }
+    }
+
+    #[test]
+    fn a_count_past_the_range_is_refused() {
+        // V2 header of kvmeter's shape, then a run of 40,000 empty buckets and a count of 1.
+        let mut v2 = V2_COOKIE.to_be_bytes().to_vec();
+        let payload = [0xff, 0x70 | 0x80, 0x04, 0x02]; // zig-zag(-40_000) = 79_999, then 1
+        v2.extend((payload.len() as u32).to_be_bytes());
+        v2.extend(0u32.to_be_bytes());
+        v2.extend(u32::from(SIGFIG).to_be_bytes());
+        v2.extend(1u64.to_be_bytes());
+        v2.extend(HIGHEST_NS.to_be_bytes());
+        v2.extend(1f64.to_bits().to_be_bytes());
+        v2.extend(payload);
+        let text = base64::engine::general_purpose::STANDARD.encode(&v2);
+        let mut h = new_histogram();
+        let e = decode_into(&mut h, &text, &mut Scratch::default()).unwrap_err();
+        assert!(e.to_string().contains("past the histogram's range"), "{e}");
     }
 
     #[test]
