@@ -15,6 +15,10 @@
 //! content is a recorded 1-s interval. `--kill I@K`: agent I posts nothing from interval K on
 //! and lets its lease lapse (the coordinator must detect a lost agent).
 //!
+//! Where reports go follows the plan, as for `kvmeter agent`: with a report address published
+//! (`dist run --reports`), each simulated agent holds its own channel to the coordinator
+//! (`relay::Sender`); without one, its reports are etcd puts under the coordinator's lease.
+//!
 //! `dist_sim bench-merge --from DIR --agents N` times the coordinator's merge of N reports of
 //! that content (one interval), on one thread and on several, and the whole
 //! `Merger::interval` call; no etcd involved.
@@ -22,6 +26,7 @@
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use kvmeter::dist::coord::{Coord, CoordFlags, CoordSpec};
+use kvmeter::dist::relay::Sender;
 use kvmeter::dist::seal::{Seal, KEY_ENV};
 use kvmeter::dist::{IntervalPost, PhaseDone, Published, Registration};
 use std::path::{Path, PathBuf};
@@ -219,6 +224,8 @@ struct Counts {
     posts: AtomicU64,
     bytes: AtomicU64,
     failed: AtomicU64,
+    /// Channels to the coordinator that failed (their agents went on through etcd).
+    relay_failed: AtomicU64,
     /// The latest post that failed: why.
     last_error: Mutex<String>,
     /// Most ms a report was posted after its interval's end (the simulator falling behind).
@@ -293,6 +300,8 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
             "posts": c.posts.load(Ordering::Relaxed),
             "bytes": c.bytes.load(Ordering::Relaxed),
             "failed_writes": c.failed.load(Ordering::Relaxed),
+            "failed_channels": c.relay_failed.load(Ordering::Relaxed),
+            "mode": if shared.published.reports.is_some() { "direct" } else { "etcd" },
             "last_error": c.last_error.lock().map(|e| e.clone()).unwrap_or_default(),
             "behind_ms_max": c.behind_ms_max.load(Ordering::Relaxed),
             "seconds": t.elapsed().as_secs_f64(),
@@ -342,11 +351,13 @@ fn phase_names(p: &Published) -> anyhow::Result<Vec<String>> {
     Ok(plan.phases.iter().map(|p| p.name.clone()).collect())
 }
 
-/// One simulated agent on a thread: its lease and whether it still posts.
+/// One simulated agent on a thread: its lease, whether it still posts, and its channel to the
+/// coordinator when the plan publishes a report address (else its reports go through etcd).
 struct Sim {
     index: usize,
     lease: i64,
     alive: bool,
+    relay: Option<Sender>,
 }
 
 /// Thread `th` of `threads`: registers its agents, then plays every phase.
@@ -359,6 +370,13 @@ fn play(s: &Shared, th: usize, threads: usize) -> anyhow::Result<()> {
         let lease = c
             .grant(ttl)
             .map_err(|e| anyhow::anyhow!("agent {i}: lease: {e}"))?;
+        let relay = match &s.published.reports {
+            Some(addr) => Some(
+                Sender::connect(addr, s.run_seal.clone(), c.prefix().to_string())
+                    .with_context(|| format!("agent {i}: the report channel to {addr}"))?,
+            ),
+            None => None,
+        };
         let reg = Registration {
             index: i,
             count: s.args.agents,
@@ -366,6 +384,7 @@ fn play(s: &Shared, th: usize, threads: usize) -> anyhow::Result<()> {
             hash: s.published.hash.clone(),
             host: kvmeter::dist::Host::here(),
             threads: 1,
+            reports: if relay.is_some() { "direct" } else { "etcd" }.into(),
         };
         match c.create(
             &format!("agent/{i:04}"),
@@ -380,6 +399,7 @@ fn play(s: &Shared, th: usize, threads: usize) -> anyhow::Result<()> {
             index: i,
             lease,
             alive: true,
+            relay,
         });
     }
     let mut keep = Keeper {
@@ -395,7 +415,10 @@ fn play(s: &Shared, th: usize, threads: usize) -> anyhow::Result<()> {
             break;
         }
     }
-    for a in agents.iter().filter(|a| a.alive) {
+    for a in agents.iter_mut().filter(|a| a.alive) {
+        if let Some(r) = a.relay.take() {
+            let _ = r.finish();
+        }
         let _ = c.revoke(a.lease);
     }
     Ok(())
@@ -481,19 +504,21 @@ fn phase(
         }
         for a in agents.iter_mut().filter(|a| a.alive) {
             if s.kill.is_some_and(|(i, at)| i == a.index && at == k) {
-                // Lost: no more reports, no keep-alives: its lease lapses.
+                // Lost: no more reports, no keep-alives: its lease lapses (and its channel
+                // closes, as a dead process's would).
                 a.alive = false;
+                a.relay = None;
                 continue;
             }
             let post = report(&s.rec, a.index, (p, name), k, every_s);
             let body = serde_json::to_string(&post)?;
             let key = format!("iv/{p}/{k:06}/{:04}", a.index);
-            send(s, c, &key, &body, run_lease);
+            send(s, c, a, &key, &body, run_lease);
         }
         let behind = kvmeter::dist::unix_ns().saturating_sub(due) / 1_000_000;
         s.counts.behind_ms_max.fetch_max(behind, Ordering::Relaxed);
     }
-    for a in agents.iter().filter(|a| a.alive) {
+    for a in agents.iter_mut().filter(|a| a.alive) {
         let done = PhaseDone {
             agent: a.index,
             phase_index: p,
@@ -510,13 +535,34 @@ fn phase(
             run_dir: None,
         };
         let key = format!("done/{p}/{:04}", a.index);
-        send(s, c, &key, &serde_json::to_string(&done)?, run_lease);
+        send(s, c, a, &key, &serde_json::to_string(&done)?, run_lease);
     }
     Ok(())
 }
 
-/// Puts one report as the agent's poster does: a few quick retries, then counted as failed.
-fn send(s: &Shared, c: &mut Coord, key: &str, body: &str, lease: Option<i64>) {
+/// Sends one report as the agent's poster does: over its channel to the coordinator (on an
+/// error the channel is dropped and this agent's reports go through etcd from then on), or a
+/// put to etcd with a few quick retries, then counted as failed.
+fn send(s: &Shared, c: &mut Coord, a: &mut Sim, key: &str, body: &str, lease: Option<i64>) {
+    if let Some(r) = a.relay.as_mut() {
+        let before = r.bytes_sent;
+        match r.send(key, body) {
+            Ok(()) => {
+                s.counts.posts.fetch_add(1, Ordering::Relaxed);
+                s.counts
+                    .bytes
+                    .fetch_add(r.bytes_sent - before, Ordering::Relaxed);
+                return;
+            }
+            Err(e) => {
+                s.counts.relay_failed.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut l) = s.counts.last_error.lock() {
+                    *l = format!("agent {}: channel: {e}", a.index);
+                }
+                a.relay = None;
+            }
+        }
+    }
     let before = c.bytes_sent;
     for attempt in 0..4 {
         match c.put(key, body, lease) {
