@@ -167,6 +167,9 @@ impl Acc {
             }
             if let Some(i) = &op.intended {
                 decode_into(a.intended.get_or_insert_with(new_histogram), i, scratch)?;
+            } else if w.paced {
+                // As `from_wire`: a paced report's metric always has intended latencies.
+                a.intended.get_or_insert_with(new_histogram);
             }
             for (s, n) in a.statuses.iter_mut().zip(&op.statuses) {
                 *s += n;
@@ -445,15 +448,16 @@ mod tests {
 
     #[test]
     fn the_direct_decoding_equals_from_wire_for_every_histogram_kind() {
-        let posts: Vec<IntervalPost> = (0..100).map(paced).chain((0..40).map(post)).collect();
-        let refs: Vec<&IntervalPost> = posts.iter().collect();
-        let reference = sequential(&refs).unwrap().to_wire();
-        for threads in [1, 3] {
-            assert_eq!(
-                stats(&refs, threads).unwrap().to_wire(),
-                reference,
-                "{threads}"
-            );
+        // Paced reports first, then unpaced ones; and the other way round.
+        let mut posts: Vec<IntervalPost> = (0..100).map(paced).chain((0..40).map(post)).collect();
+        for _ in 0..2 {
+            let refs: Vec<&IntervalPost> = posts.iter().collect();
+            let reference = sequential(&refs).unwrap().to_wire();
+            for threads in [1, 3] {
+                let got = stats(&refs, threads).unwrap().to_wire();
+                assert_eq!(got, reference, "{threads}");
+            }
+            posts.reverse();
         }
         // value_at is hdrhistogram's own mapping: each index's value lands in that index.
         let mut h = new_histogram();
