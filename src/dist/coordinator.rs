@@ -464,6 +464,8 @@ impl Session {
                 last_merged: BTreeMap::new(),
                 next_k: 0,
                 via_etcd: BTreeSet::new(),
+                held_bytes: BTreeMap::new(),
+                forced_said: false,
             };
             self.poll_phase(&mut ph, &mut run, &mut merger, &polling)?;
             let outcome = merger.end_phase(&ph.dones.into_values().collect::<Vec<_>>())?;

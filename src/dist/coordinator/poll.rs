@@ -16,6 +16,48 @@ pub(super) struct PhasePoll {
     pub(super) next_k: usize,
     /// Intervals some agent posted through etcd (deleted there once merged).
     pub(super) via_etcd: BTreeSet<usize>,
+    /// Bytes of the reports held, by interval (what waiting for a late agent costs).
+    pub(super) held_bytes: BTreeMap<usize, usize>,
+    /// Whether this phase already said it merged intervals without a late agent.
+    pub(super) forced_said: bool,
+}
+
+/// Reports the coordinator holds at most while it waits for an agent that is late but whose
+/// lease has not expired: past this, the oldest interval is merged without it. At 1,000 agents
+/// a lease of 10 s at 1 s intervals holds ~40 MB (bench/dist-scale.sh); this bounds a longer
+/// lease, shorter intervals or bigger reports.
+pub(super) const MAX_HELD_BYTES: usize = 256 << 20;
+
+impl PhasePoll {
+    /// Live agents with no report of interval `k` that have not ended before it.
+    fn missing(&self, k: usize, live: &BTreeSet<usize>) -> Vec<usize> {
+        let have = self.posts.get(&k);
+        live.iter()
+            .filter(|a| {
+                !have.is_some_and(|h| h.contains_key(a))
+                    && self.dones.get(a).is_none_or(|d| d.intervals > k)
+            })
+            .copied()
+            .collect()
+    }
+
+    /// The interval to merge next, with the live agents it goes without: `next_k` once every
+    /// live agent posted it or ended before it; else, when the reports held exceed `limit`,
+    /// the oldest one held.
+    pub(super) fn next_to_merge(
+        &self,
+        live: &BTreeSet<usize>,
+        limit: usize,
+    ) -> Option<(usize, Vec<usize>)> {
+        if self.posts.contains_key(&self.next_k) && self.missing(self.next_k, live).is_empty() {
+            return Some((self.next_k, vec![]));
+        }
+        if self.held_bytes.values().sum::<usize>() > limit {
+            let k = *self.posts.keys().next()?;
+            return Some((k, self.missing(k, live)));
+        }
+        None
+    }
 }
 
 impl Session {
@@ -67,6 +109,8 @@ impl Session {
             }
         }
         ph.posts.retain(|_, have| !have.is_empty());
+        let posts = &ph.posts;
+        ph.held_bytes.retain(|k, _| posts.contains_key(k));
         let (mut bytes, mut count) = (0, 0);
         for (k, v, from_etcd) in ivs {
             let Some(post) = parse::<IntervalPost>("interval", &v) else {
@@ -95,6 +139,7 @@ impl Session {
                 if from_etcd {
                     ph.via_etcd.insert(post.index);
                 }
+                *ph.held_bytes.entry(post.index).or_default() += k.len() + v.len();
                 bytes += (k.len() + v.len()) as u64;
                 count += 1;
                 ph.posts
@@ -173,15 +218,20 @@ impl Session {
         live: &BTreeSet<usize>,
         merger: &mut Merger,
     ) -> anyhow::Result<()> {
-        while let Some(have) = ph.posts.get(&ph.next_k) {
-            let k = ph.next_k;
-            let ready = live
-                .iter()
-                .all(|a| have.contains_key(a) || ph.dones.get(a).is_some_and(|d| d.intervals <= k));
-            if !ready {
-                break;
+        while let Some((k, missing)) = ph.next_to_merge(live, MAX_HELD_BYTES) {
+            if !missing.is_empty() && !ph.forced_said {
+                ph.forced_said = true;
+                let w = format!(
+                    "phase {}: from interval {k} on, intervals were merged without late agents (first: {missing:?}) once the reports held waiting for them passed {} MiB; their own run directories have every interval ('kvmeter dist merge')",
+                    ph.name,
+                    MAX_HELD_BYTES >> 20
+                );
+                eprintln!("warning: dist: {w}");
+                merger.info.warnings.push(w);
+                merger.info.degraded = true;
             }
             let have = ph.posts.remove(&k).unwrap_or_default();
+            ph.held_bytes.remove(&k);
             let list: Vec<&IntervalPost> = have.values().collect();
             merger.interval(&list)?;
             for a in have.keys() {
@@ -190,7 +240,7 @@ impl Session {
             if ph.via_etcd.remove(&k) {
                 let _ = self.coord.delete_all(&format!("iv/{}/{k:06}/", ph.p));
             }
-            ph.next_k += 1;
+            ph.next_k = k + 1;
         }
         Ok(())
     }
@@ -223,4 +273,63 @@ impl Session {
 pub(super) fn clip(s: &str) -> String {
     let one: String = s.chars().filter(|c| !c.is_control()).take(500).collect();
     one
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn post(agent: usize, index: usize) -> IntervalPost {
+        IntervalPost {
+            agent,
+            phase_index: 0,
+            phase: "run".into(),
+            index,
+            start_s: index as f64,
+            end_s: index as f64 + 1.0,
+            warmup: false,
+            stats: crate::measure::wire::WireStats {
+                paced: false,
+                lag: None,
+                ops: vec![],
+            },
+        }
+    }
+
+    fn poll() -> PhasePoll {
+        PhasePoll {
+            p: 0,
+            name: "run".into(),
+            t0: 0,
+            posts: BTreeMap::new(),
+            dones: BTreeMap::new(),
+            last_merged: BTreeMap::new(),
+            next_k: 0,
+            via_etcd: BTreeSet::new(),
+            held_bytes: BTreeMap::new(),
+            forced_said: false,
+        }
+    }
+
+    #[test]
+    fn a_late_agent_holds_intervals_only_up_to_the_bound() {
+        let live: BTreeSet<usize> = [0, 1].into();
+        let mut ph = poll();
+        // Agent 1 is late: agent 0 posted intervals 0..5, 1 KB each.
+        for k in 0..5 {
+            ph.posts.entry(k).or_default().insert(0, post(0, k));
+            ph.held_bytes.insert(k, 1000);
+        }
+        // Under the bound nothing merges; over it the oldest goes, without agent 1.
+        assert_eq!(ph.next_to_merge(&live, 5000), None);
+        assert_eq!(ph.next_to_merge(&live, 4999), Some((0, vec![1])));
+        // Once agent 1 posts interval 0, it merges in order, whatever the bound.
+        ph.posts.get_mut(&0).unwrap().insert(1, post(1, 0));
+        assert_eq!(ph.next_to_merge(&live, usize::MAX), Some((0, vec![])));
+        // A gap (nobody's interval 0) is skipped only past the bound.
+        ph.posts.remove(&0);
+        ph.held_bytes.remove(&0);
+        assert_eq!(ph.next_to_merge(&live, 3999), Some((1, vec![1])));
+        assert_eq!(ph.next_to_merge(&live, 4000), None);
+    }
 }
