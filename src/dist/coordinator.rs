@@ -501,16 +501,20 @@ impl Session {
     ) -> anyhow::Result<()> {
         let mut aborted_at: Option<Instant> = None;
         loop {
+            let alive = self.alive();
             let (bytes, count) = self.collect(ph, polling.regs);
             run.report_bytes += bytes;
             run.reports += count;
-            self.losses(
-                ph,
-                &mut run.live,
-                merger,
-                polling.abort_on_loss,
-                &mut run.aborted,
-            );
+            if let Some(alive) = alive {
+                self.losses(
+                    ph,
+                    alive,
+                    &mut run.live,
+                    merger,
+                    polling.abort_on_loss,
+                    &mut run.aborted,
+                );
+            }
             self.watch_aborts(&mut run.aborted, polling.interrupted);
             if run.aborted.is_some() && aborted_at.is_none() {
                 aborted_at = Some(Instant::now());

@@ -151,38 +151,47 @@ impl Session {
         (bytes, count)
     }
 
-    /// Agents whose lease expired without ending the phase are lost.
+    /// The agents whose lease is alive, listed at most once a second (`None` between).
+    /// Listed *before* the reports are collected: an agent ends its phase, has every report
+    /// read (channel) or put (etcd), and only then gives its lease up, so an agent missing
+    /// here whose end is not among the reports collected after is lost, never merely done.
+    pub(super) fn alive(&mut self) -> Option<BTreeSet<usize>> {
+        if self
+            .liveness_checked
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return None;
+        }
+        self.liveness_checked = Some(Instant::now());
+        let listed = self
+            .coord
+            .list("agent/")
+            .map_err(|e| eprintln!("warning: dist: etcd: {e}"))
+            .ok()?;
+        let _ = self.coord.take_rejected();
+        Some(
+            listed
+                .iter()
+                .filter_map(|(k, v)| {
+                    parse::<Registration>("registration", v)
+                        .filter(|r| *k == format!("agent/{:04}", r.index))
+                })
+                .map(|r| r.index)
+                .collect(),
+        )
+    }
+
+    /// Agents whose lease expired (not in `alive`, listed before this poll's reports were
+    /// collected) without ending the phase are lost.
     pub(super) fn losses(
         &mut self,
         ph: &mut PhasePoll,
+        alive: BTreeSet<usize>,
         live: &mut BTreeSet<usize>,
         merger: &mut Merger,
         abort_on_loss: bool,
         aborted: &mut Option<String>,
     ) {
-        if self
-            .liveness_checked
-            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
-        {
-            return;
-        }
-        self.liveness_checked = Some(Instant::now());
-        let Ok(alive) = self
-            .coord
-            .list("agent/")
-            .map_err(|e| eprintln!("warning: dist: etcd: {e}"))
-        else {
-            return;
-        };
-        let _ = self.coord.take_rejected();
-        let alive: BTreeSet<usize> = alive
-            .iter()
-            .filter_map(|(k, v)| {
-                parse::<Registration>("registration", v)
-                    .filter(|r| *k == format!("agent/{:04}", r.index))
-            })
-            .map(|r| r.index)
-            .collect();
         for a in live.clone() {
             if alive.contains(&a) || ph.dones.contains_key(&a) {
                 continue;
