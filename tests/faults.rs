@@ -106,8 +106,11 @@ fn etcd_leader_kill_shows_the_gap_and_the_run_recovers() {
 
     let f = &run["faults"][0];
     let unavailable = f["unavailable_s"].as_f64().unwrap();
-    // About the election timeout (1 s by default): 0.3–3 s on this machine.
-    assert!((0.3..3.0).contains(&unavailable), "{f}");
+    // About the election timeout (1 s by default, randomized up to 2 s). When the election
+    // outlasts the 2 s to the restart on a loaded host (see above), the gap runs until the
+    // restarted member has joined and voted: at most the restart plus two election timeouts
+    // (one CI run saw 3.15 s).
+    assert!((0.3..6.0).contains(&unavailable), "{f}");
     // The timeline shows the gap: 100 ms buckets with no success just after the kill, and
     // successes again before the phase ends.
     let rows = csv_rows(&out.join("timeline.csv"));
