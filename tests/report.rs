@@ -434,8 +434,10 @@ fn compare_verdicts(c: &Value, phase: &str) -> Vec<String> {
         .collect()
 }
 
-/// Five runs a side, interleaved so drift hits both; 2,000 operations each, so no phase's
-/// measured window is a few milliseconds of scheduler noise. An fsync per write (RocksDB sync=true)
+/// Five runs a side, interleaved so drift hits both; 5,000 records and 20,000 operations, so no
+/// phase's measured window is a few milliseconds of scheduler noise (with 2,000 each, the fast
+/// side's run phase lasted 16 ms, and one stall on a loaded CI host put a fast run below every
+/// slow one). An fsync per write (RocksDB sync=true)
 /// is worse, and the other way round better, in both phases asked about (two tests, each at
 /// 0.025); the same runs on both sides (copies, so the answer is certain) are no different;
 /// --fail-on-regression exits 1; the option that differs is named. tests/compare.rs has the rest.
@@ -459,9 +461,9 @@ fn compare_finds_a_real_change_and_no_change_where_there_is_none() {
             "--store",
             "rocksdb",
             "--records",
-            "2000",
+            "5000",
             "--ops",
-            "2000",
+            "20000",
             "--seed",
             &seed,
         ];
