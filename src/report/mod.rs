@@ -19,6 +19,7 @@ pub mod rundir;
 pub mod stats;
 pub mod table;
 pub mod tidy;
+pub mod trace_stats;
 pub mod ycsb;
 
 use crate::measure::{percentile, status_slot_name, Metric, OpStats, Stats, STATUS_SLOTS};
