@@ -88,6 +88,9 @@ struct BenchArgs {
     agents: usize,
     #[arg(long, default_value_t = 10)]
     rounds: usize,
+    /// Time only the coordinator's sum on one thread (for a profiler's view of it alone).
+    #[arg(long)]
+    only_sum: bool,
 }
 
 fn main() {
@@ -176,6 +179,11 @@ fn bench_merge(a: BenchArgs) -> anyhow::Result<()> {
         ms.sort_by(f64::total_cmp);
         Ok((ms[0], ms[ms.len() / 2]))
     };
+    if a.only_sum {
+        let (min, med) = time(&mut || sum::stats(&refs, 1).map(|_| ()))?;
+        println!("sum (decode + add), 1 thread: {min:.1} / {med:.1}");
+        return Ok(());
+    }
     let (min, med) = time(&mut || sum::sequential(&refs).map(|_| ()))?;
     println!("sum by Stats::from_wire + add (before issue 33), 1 thread: {min:.1} / {med:.1}");
     for threads in [1, 2, 4] {

@@ -26,7 +26,6 @@ use crate::measure::{hdr, new_histogram, Metric, Stats, HIGHEST_NS, SIGFIG, STAT
 use base64::Engine;
 use hdrhistogram::serialization::{Serializer, V2Serializer};
 use hdrhistogram::Histogram;
-use std::io::Read;
 
 /// Reports one thread takes at least before another is started.
 const PER_THREAD: usize = 32;
@@ -90,30 +89,89 @@ pub fn sequential(posts: &[&IntervalPost]) -> anyhow::Result<Stats> {
     Ok(acc)
 }
 
+/// A histogram of kvmeter's shape as its bare counts array: what each report's counts are added
+/// into, index by index (hdrhistogram's `record_n` finds each value's index again and keeps
+/// min, max and total per call). Made a `Histogram` once per interval (`histogram`).
+#[derive(Clone)]
+struct Counts(Vec<u64>);
+
+impl Counts {
+    fn new() -> Counts {
+        static LEN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        Counts(vec![
+            0;
+            *LEN.get_or_init(|| new_histogram().distinct_values())
+        ])
+    }
+
+    fn add_at(&mut self, index: usize, n: u64) -> anyhow::Result<()> {
+        let Some(c) = self.0.get_mut(index) else {
+            anyhow::bail!("histogram does not decode: a count past the histogram's range");
+        };
+        *c = c
+            .checked_add(n)
+            .ok_or_else(|| anyhow::anyhow!("histogram counts overflow"))?;
+        Ok(())
+    }
+
+    fn add(&mut self, o: &Counts) -> anyhow::Result<()> {
+        for (i, &n) in o.0.iter().enumerate() {
+            if n > 0 {
+                self.add_at(i, n)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every count of `h` (any bounds; the general decoder's path), as `Histogram::add` would
+    /// put it into a histogram of kvmeter's shape.
+    fn add_histogram(&mut self, h: &Histogram<u64>) -> anyhow::Result<()> {
+        let mut ours = new_histogram();
+        ours.add(h)
+            .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+        for v in ours.iter_recorded() {
+            let value = ours.lowest_equivalent(v.value_iterated_to());
+            self.add_at(index_of(value), v.count_at_value())?;
+        }
+        Ok(())
+    }
+
+    fn histogram(&self) -> anyhow::Result<Histogram<u64>> {
+        let mut h = new_histogram();
+        for (i, &n) in self.0.iter().enumerate() {
+            if n > 0 {
+                h.record_n(value_at(i), n)
+                    .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+            }
+        }
+        Ok(h)
+    }
+}
+
 /// One metric's sum.
 struct OpAcc {
     metric: String,
-    ok: Histogram<u64>,
-    failed: Option<Histogram<u64>>,
-    intended: Option<Histogram<u64>>,
+    ok: Counts,
+    failed: Option<Counts>,
+    intended: Option<Counts>,
     statuses: [u64; STATUS_SLOTS],
     bytes: u64,
 }
 
-/// A sum of reports, in plain histograms (what `Stats` holds, built where `Stats` lets no one).
+/// A sum of reports, as counts arrays (made the histograms `Stats` holds once, at the end).
 #[derive(Default)]
 struct Acc {
     /// The first report's (as `Stats::add` keeps its left side's).
     paced: Option<bool>,
-    lag: Option<Histogram<u64>>,
+    lag: Option<Counts>,
     ops: Vec<OpAcc>,
 }
 
-/// Adds `from` into the optional histogram `into`, made on first use.
-fn add_opt(into: &mut Option<Histogram<u64>>, from: Option<Histogram<u64>>) -> anyhow::Result<()> {
+/// Adds `from` into the optional counts `into`, made on first use.
+fn add_opt(into: &mut Option<Counts>, from: Option<Counts>) -> anyhow::Result<()> {
     if let Some(f) = from {
         match into {
-            Some(i) => i.add(&f).map_err(|e| anyhow::anyhow!("{e:?}"))?,
+            Some(i) => i.add(&f)?,
             None => *into = Some(f),
         }
     }
@@ -134,7 +192,7 @@ impl Acc {
     fn add_wire(&mut self, w: &WireStats, scratch: &mut Scratch) -> anyhow::Result<()> {
         self.paced.get_or_insert(w.paced);
         if let Some(l) = &w.lag {
-            decode_into(self.lag.get_or_insert_with(new_histogram), l, scratch)?;
+            decode_into(self.lag.get_or_insert_with(Counts::new), l, scratch)?;
         }
         for op in &w.ops {
             if !Metric::ALL.iter().any(|m| m.name() == op.metric) {
@@ -152,7 +210,7 @@ impl Acc {
                 None => {
                     self.ops.push(OpAcc {
                         metric: op.metric.clone(),
-                        ok: new_histogram(),
+                        ok: Counts::new(),
                         failed: None,
                         intended: None,
                         statuses: [0; STATUS_SLOTS],
@@ -163,13 +221,13 @@ impl Acc {
             };
             decode_into(&mut a.ok, &op.ok, scratch)?;
             if let Some(f) = &op.failed {
-                decode_into(a.failed.get_or_insert_with(new_histogram), f, scratch)?;
+                decode_into(a.failed.get_or_insert_with(Counts::new), f, scratch)?;
             }
             if let Some(i) = &op.intended {
-                decode_into(a.intended.get_or_insert_with(new_histogram), i, scratch)?;
+                decode_into(a.intended.get_or_insert_with(Counts::new), i, scratch)?;
             } else if w.paced {
                 // As `from_wire`: a paced report's metric always has intended latencies.
-                a.intended.get_or_insert_with(new_histogram);
+                a.intended.get_or_insert_with(Counts::new);
             }
             for (s, n) in a.statuses.iter_mut().zip(&op.statuses) {
                 *s += n;
@@ -188,7 +246,7 @@ impl Acc {
         for op in o.ops {
             match self.ops.iter_mut().find(|a| a.metric == op.metric) {
                 Some(a) => {
-                    a.ok.add(&op.ok).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+                    a.ok.add(&op.ok)?;
                     add_opt(&mut a.failed, op.failed)?;
                     add_opt(&mut a.intended, op.intended)?;
                     for (s, n) in a.statuses.iter_mut().zip(op.statuses) {
@@ -205,9 +263,9 @@ impl Acc {
     /// The sum as a `Stats`: through the wire form (uncompressed), as `Stats::from_wire` reads.
     fn into_stats(self) -> anyhow::Result<Stats> {
         let mut ser = V2Serializer::new();
-        let mut enc = |h: &Histogram<u64>| -> anyhow::Result<String> {
+        let mut enc = |c: &Counts| -> anyhow::Result<String> {
             let mut buf = Vec::new();
-            ser.serialize(h, &mut buf)
+            ser.serialize(&c.histogram()?, &mut buf)
                 .map_err(|e| anyhow::anyhow!("{e:?}"))?;
             Ok(base64::engine::general_purpose::STANDARD.encode(&buf))
         };
@@ -233,11 +291,52 @@ impl Acc {
     }
 }
 
-/// Buffers reused across one chunk's histograms.
-#[derive(Default)]
+/// Buffers and the inflater reused across one chunk's histograms: a fresh
+/// `flate2::read::ZlibDecoder` per histogram allocates and zero-fills its state and a 32 KiB
+/// read buffer, a cost of the same order as inflating a 2-KB histogram.
 struct Scratch {
     raw: Vec<u8>,
     inflated: Vec<u8>,
+    inflater: flate2::Decompress,
+}
+
+impl Default for Scratch {
+    fn default() -> Scratch {
+        Scratch {
+            raw: Vec::new(),
+            inflated: Vec::new(),
+            inflater: flate2::Decompress::new(true),
+        }
+    }
+}
+
+/// Inflates the zlib stream `body` into `out` with `inflater` (reset first), at most
+/// `hdr::MAX_INFLATED` bytes; `false` when it does not inflate whole within that bound.
+fn inflate(inflater: &mut flate2::Decompress, out: &mut Vec<u8>, body: &[u8]) -> bool {
+    use flate2::{FlushDecompress, Status};
+    inflater.reset(true);
+    out.clear();
+    let mut input = body;
+    loop {
+        if out.len() == out.capacity() {
+            if out.len() >= hdr::MAX_INFLATED {
+                return false;
+            }
+            let more = out.capacity().max(4096);
+            out.reserve(more.min(hdr::MAX_INFLATED - out.len()));
+        }
+        let (in0, out0) = (inflater.total_in(), out.len());
+        let status = inflater.decompress_vec(input, out, FlushDecompress::Finish);
+        let used = (inflater.total_in() - in0) as usize;
+        input = &input[used.min(input.len())..];
+        match status {
+            Ok(Status::StreamEnd) => return true,
+            Err(_) => return false,
+            // Nothing taken and nothing made with room to spare: the stream is cut short.
+            Ok(_) if used == 0 && out.len() == out0 && out.len() < out.capacity() => return false,
+            Ok(_) => {}
+        }
+    }
 }
 
 const V2_COOKIE: u32 = 0x1c84_9313;
@@ -249,12 +348,11 @@ const HALF_MAGNITUDE: u32 = 10;
 /// Adds the histogram in `text` (base64 of V2, compressed or not) to `into`, which has
 /// kvmeter's bounds: counts go straight into it when the header is kvmeter's own shape;
 /// anything else goes through the general bounded decoder (`measure::hdr`).
-fn decode_into(into: &mut Histogram<u64>, text: &str, sc: &mut Scratch) -> anyhow::Result<()> {
-    let general = |into: &mut Histogram<u64>| -> anyhow::Result<()> {
+fn decode_into(into: &mut Counts, text: &str, sc: &mut Scratch) -> anyhow::Result<()> {
+    let general = |into: &mut Counts| -> anyhow::Result<()> {
         let h = hdr::decode_base64(text)
             .map_err(|e| anyhow::anyhow!("histogram does not decode: {e}"))?;
-        into.add(&h)
-            .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))
+        into.add_histogram(&h)
     };
     sc.raw.clear();
     if base64::engine::general_purpose::STANDARD
@@ -269,11 +367,7 @@ fn decode_into(into: &mut Histogram<u64>, text: &str, sc: &mut Scratch) -> anyho
             let Some(body) = sc.raw.get(8..8 + len) else {
                 return general(into);
             };
-            sc.inflated.clear();
-            let read = flate2::read::ZlibDecoder::new(body)
-                .take(hdr::MAX_INFLATED as u64 + 1)
-                .read_to_end(&mut sc.inflated);
-            if read.is_err() || sc.inflated.len() > hdr::MAX_INFLATED {
+            if !inflate(&mut sc.inflater, &mut sc.inflated, body) {
                 return general(into);
             }
             &sc.inflated
@@ -317,25 +411,43 @@ fn value_at(i: usize) -> u64 {
     }
 }
 
+/// The counts index of value `v` in a histogram of kvmeter's shape (hdrhistogram's
+/// `index_for`: 64 − unit magnitude 0 − half magnitude − 1 leading zeros make bucket 0).
+fn index_of(v: u64) -> usize {
+    let half = 1usize << HALF_MAGNITUDE;
+    let bucket = (64 - HALF_MAGNITUDE - 1 - (v | (2 * half as u64 - 1)).leading_zeros()) as usize;
+    let sub = (v >> bucket) as usize;
+    ((bucket + 1) << HALF_MAGNITUDE) + sub - half
+}
+
 /// Adds a V2 payload's counts (zig-zag LEB128: a count, or a negative run of empty buckets)
 /// into `into`, every index checked against the histogram's length.
-fn add_counts(into: &mut Histogram<u64>, payload: &[u8]) -> anyhow::Result<()> {
-    let len = into.distinct_values();
+fn add_counts(into: &mut Counts, payload: &[u8]) -> anyhow::Result<()> {
+    let counts = &mut into.0[..];
     let (mut at, mut index) = (0usize, 0usize);
-    while at < payload.len() {
-        let (zz, n) = varint(&payload[at..])?;
-        at += n;
-        let v = ((zz >> 1) as i64) ^ -((zz & 1) as i64);
-        if v < 0 {
-            index = index.saturating_add(v.unsigned_abs() as usize);
+    while let Some(&first) = payload.get(at) {
+        // Most counts of an interval are below 64: one byte, no loop.
+        let zz = if first < 0x80 {
+            at += 1;
+            u64::from(first)
+        } else {
+            let (zz, n) = varint(&payload[at..])?;
+            at += n;
+            zz
+        };
+        // Zig-zag: odd is -(zz/2 + 1), a run of that many empty buckets.
+        if zz & 1 == 1 {
+            index = index.saturating_add((zz >> 1) as usize + 1);
             continue;
         }
-        if v > 0 {
-            if index >= len {
+        let n = zz >> 1;
+        if n > 0 {
+            let Some(c) = counts.get_mut(index) else {
                 anyhow::bail!("histogram does not decode: a count past the histogram's range");
-            }
-            into.record_n(value_at(index), v as u64)
-                .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+            };
+            *c = c
+                .checked_add(n)
+                .ok_or_else(|| anyhow::anyhow!("histogram counts overflow"))?;
         }
         index = index.saturating_add(1);
     }
@@ -480,6 +592,14 @@ mod tests {
                 "{i}"
             );
             assert_eq!(h.lowest_equivalent(value_at(i)), value_at(i), "{i}");
+            assert_eq!(index_of(value_at(i)), i, "{i}");
+        }
+        // index_of is hdrhistogram's own mapping too: every value of a bucket finds its index.
+        for v in
+            (0..64).flat_map(|b| [1u64 << b, (1u64 << b) + 1, (3u64 << b) / 2, (1u64 << b) - 1])
+        {
+            let v = v.min(HIGHEST_NS);
+            assert_eq!(value_at(index_of(v)), h.lowest_equivalent(v), "{v}");
         }
     }
 
@@ -496,9 +616,52 @@ mod tests {
         v2.extend(1f64.to_bits().to_be_bytes());
         v2.extend(payload);
         let text = base64::engine::general_purpose::STANDARD.encode(&v2);
-        let mut h = new_histogram();
-        let e = decode_into(&mut h, &text, &mut Scratch::default()).unwrap_err();
+        let e = decode_into(&mut Counts::new(), &text, &mut Scratch::default()).unwrap_err();
         assert!(e.to_string().contains("past the histogram's range"), "{e}");
+    }
+
+    #[test]
+    fn a_cut_or_oversized_compressed_histogram_is_refused_and_the_inflater_goes_on() {
+        use hdrhistogram::serialization::V2DeflateSerializer;
+        use std::io::Write;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let compressed = |body: &[u8]| {
+            let mut v = V2_COMPRESSED_COOKIE.to_be_bytes().to_vec();
+            v.extend((body.len() as u32).to_be_bytes());
+            v.extend(body);
+            b64(&v)
+        };
+        let mut good = new_histogram();
+        for v in [1_000u64, 20_000, 20_001, 3_000_000] {
+            good.record(v).unwrap();
+        }
+        let mut whole = Vec::new();
+        V2DeflateSerializer::new()
+            .serialize(&good, &mut whole)
+            .unwrap();
+        let body = &whole[8..];
+        // A zlib stream cut in half, its length field saying so.
+        let cut = compressed(&body[..body.len() / 2]);
+        // 16 MiB + 1 zero bytes: past the inflation bound.
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(&vec![0u8; hdr::MAX_INFLATED + 1]).unwrap();
+        let bomb = compressed(&z.finish().unwrap());
+        let mut sc = Scratch::default();
+        let mut into = Counts::new();
+        for bad in [&cut, &bomb] {
+            let e = decode_into(&mut into, bad, &mut sc).unwrap_err();
+            assert!(e.to_string().contains("does not decode"), "{e}");
+            assert_eq!(into.histogram().unwrap().len(), 0);
+        }
+        // The same scratch (its inflater reset) decodes the whole one exactly, twice.
+        for round in 1..=2u64 {
+            decode_into(&mut into, &b64(&whole), &mut sc).unwrap();
+            let h = into.histogram().unwrap();
+            assert_eq!(h.len(), 4 * round);
+            for v in [1_000u64, 20_000, 3_000_000] {
+                assert_eq!(h.count_at(v), round * good.count_at(v), "{v}");
+            }
+        }
     }
 
     #[test]
