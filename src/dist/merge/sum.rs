@@ -6,7 +6,7 @@
 //! compressed histograms are instead inflated (one inflater reused) and their counts added
 //! straight into one bare counts array per metric (`decode_into`, `Counts`): the work follows
 //! the bytes sent, not the histogram's range. What is left is the inflation itself (about
-//! 60 %, most of it building each stream's Huffman tables) and the varint walk, about 12 µs a
+//! 60 %, most of it building each stream's Huffman tables) and the varint walk, about 14 µs a
 //! histogram of 1 KB inflated (BENCHMARKS.md, "Distributed at scale"). Large intervals are
 //! also split into contiguous chunks summed on scoped threads, and the chunks' sums added in
 //! order.
