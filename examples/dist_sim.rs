@@ -186,7 +186,7 @@ fn bench_merge(a: BenchArgs) -> anyhow::Result<()> {
     }
     let (min, med) = time(&mut || sum::sequential(&refs).map(|_| ()))?;
     println!("sum by Stats::from_wire + add (before issue 33), 1 thread: {min:.1} / {med:.1}");
-    for threads in [1, 2, 4] {
+    for threads in [1, 2, 4, 8] {
         let (min, med) = time(&mut || sum::stats(&refs, threads).map(|_| ()))?;
         println!("sum (decode + add), {threads} thread(s): {min:.1} / {med:.1}");
     }
