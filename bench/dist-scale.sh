@@ -13,7 +13,9 @@
 # Time is compressed when EVERY < 1000: each report's content is a recorded 1-s interval,
 # posted every EVERY ms (a "simulated hour" is INTERVALS=3600). QUOTA is etcd's
 # --quota-backend-bytes (default 2 GiB, etcd's own default). KILL=I@K loses agent I at
-# interval K in every run. REC=DIR reuses a recorded agent run directory.
+# interval K in every run. REC=DIR reuses a recorded agent run directory. COORD_CPUS=LIST pins
+# the coordinator (taskset -c LIST): with one CPU its merge runs on one thread, the issue's
+# "one core" figure measured in the whole pipeline.
 # Results: bench/results/dist-scale/<UTC stamp>/ (runs, samples, summary.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,8 @@ EVERY=${EVERY:-1000}
 THREADS=${THREADS:-16}
 QUOTA=${QUOTA:-2147483648}
 KILL=${KILL:-}
+COORD_CPUS=${COORD_CPUS:-}
+PIN=(); [ -n "$COORD_CPUS" ] && PIN=(taskset -c "$COORD_CPUS")
 OUT=${OUT:-bench/results/dist-scale/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -63,7 +67,7 @@ if [ -z "${REC:-}" ]; then
 fi
 {
   echo "# bench/dist-scale.sh $(date -u +%FT%TZ) on $(hostname): $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "# NS='$NS' MODES='$MODES' INTERVALS=$INTERVALS EVERY=${EVERY}ms THREADS=$THREADS QUOTA=$QUOTA KILL=$KILL REC=$REC"
+  echo "# NS='$NS' MODES='$MODES' INTERVALS=$INTERVALS EVERY=${EVERY}ms THREADS=$THREADS QUOTA=$QUOTA KILL=$KILL REC=$REC COORD_CPUS=$COORD_CPUS"
 } | tee "$OUT/summary.txt"
 
 # sample FILE PID: etcd status and the coordinator's CPU ticks and RSS, every second.
@@ -87,7 +91,7 @@ for n in $NS; do
     job="scale-$mode-$n"
     reports=etcd; [ "$mode" = direct ] && reports="127.0.0.1:$(port)"
     # shellcheck disable=SC2046
-    $K dist run --coord "http://127.0.0.1:$EP" --job "$job" --agents "$n" --out "$d/merged" \
+    ${PIN[@]+"${PIN[@]}"} $K dist run --coord "http://127.0.0.1:$EP" --job "$job" --agents "$n" --out "$d/merged" \
       $(run_opts) --phase run --register-timeout 300s --reports "$reports" >"$d/coord.log" 2>&1 &
     c=$!
     sample "$d/samples.csv" "$c" & s=$!
