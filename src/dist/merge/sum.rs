@@ -5,11 +5,10 @@
 //! histogram, 270 ms for 1,000 reports of two metrics on this machine. Here each report's
 //! compressed histograms are instead inflated (libdeflate, buffers reused) and their counts added
 //! straight into one bare counts array per metric (`decode_into`, `Counts`): the work follows
-//! the bytes sent, not the histogram's range. What is left is the inflation itself (about
-//! 60 %, most of it building each stream's Huffman tables) and the varint walk, about 14 µs a
-//! histogram of 1 KB inflated (BENCHMARKS.md, "Distributed at scale"). Large intervals are
-//! also split into contiguous chunks summed on scoped threads, and the chunks' sums added in
-//! order.
+//! the bytes sent, not the histogram's range. What is left is inflation (about half, with its
+//! Huffman tables), the varint walk (a third) and base64: about 16 µs for a histogram that
+//! inflates to 2 KB (BENCHMARKS.md, "Distributed at scale"). Large intervals are also split into
+//! contiguous chunks summed on scoped threads, and the chunks' sums added in order.
 //!
 //! Exactness is kept by construction: the wire form carries every count of every bucket, and
 //! histogram counts are integers whose addition is associative and commutative, so any
