@@ -16,6 +16,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+mod decode;
 mod figures;
 pub mod sum;
 pub use figures::{MergeSummary, Spread};
