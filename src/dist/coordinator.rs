@@ -8,33 +8,21 @@
 
 use super::coord::Coord;
 use super::merge::{AgentInfo, DistInfo, Loss, Merger};
-use super::seal::{Seal, KEY_ENV};
 use super::{IntervalPost, PhaseDone, Published, Registration};
 use crate::error::{UsageError, EXIT_INTERRUPTED};
-use crate::plan::{self, Request};
+use crate::plan;
 use crate::report::RunStatus;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod checks;
 mod poll;
 mod reports;
+pub use checks::Settings;
+use checks::{checked, Checked};
 use poll::{clip, PhasePoll};
-
-pub struct Settings {
-    pub coord: super::coord::CoordSpec,
-    pub job: String,
-    pub agents: usize,
-    pub register_timeout: String,
-    pub lease_ttl: String,
-    pub start_delay: String,
-    pub abort_on_loss: bool,
-    pub plan_key_file: Option<std::path::PathBuf>,
-    /// `--reports`: auto, etcd or HOST:PORT (`reports`).
-    pub reports: String,
-    pub request: Request,
-}
 
 /// A published plan larger than this is refused (a plan is a few KB; workload texts are
 /// bounded by `trust`).
@@ -42,104 +30,6 @@ const MAX_PLAN: usize = 1 << 20;
 /// How long an interrupted or aborted coordinator waits for the agents' ends before it merges
 /// what it has.
 const ABORT_GRACE: Duration = Duration::from_secs(10);
-
-/// What `checked` resolves before etcd is touched.
-struct Checked {
-    plan: plan::Plan,
-    /// The request to publish (host-own fields out, workload files as text) and its hash.
-    published: Request,
-    hash: String,
-    seal: Seal,
-    register: Duration,
-    ttl: i64,
-    delay: Duration,
-    reports: reports::ReportsFlag,
-}
-
-/// The checks a coordinator makes before it touches etcd.
-fn checked(s: &Settings) -> Result<Checked, UsageError> {
-    if !(1..=1024).contains(&s.agents) {
-        return Err(UsageError::new(format!(
-            "--agents {}: expected 1 to 1024 agents",
-            s.agents
-        )));
-    }
-    let register = plan::parse_duration("--register-timeout", &s.register_timeout)?;
-    let ttl = plan::parse_duration("--lease-ttl", &s.lease_ttl)?;
-    if ttl < Duration::from_secs(2) {
-        return Err(UsageError::new(format!(
-            "--lease-ttl {}: expected at least 2s (etcd's shortest lease)",
-            s.lease_ttl
-        )));
-    }
-    let delay = plan::parse_duration("--start-delay", &s.start_delay)?;
-    if delay > Duration::from_secs(600) {
-        return Err(UsageError::new(format!(
-            "--start-delay {}: expected at most 10m",
-            s.start_delay
-        )));
-    }
-    let reports = reports::parse(&s.reports)?;
-    if reports != reports::ReportsFlag::Etcd {
-        // One connection per agent, plus etcd's, the run directory's files and headroom.
-        let needed = s.agents as u64 + 8 + 256;
-        let (_, hard) = plan::engine::fd_limits();
-        if hard < needed {
-            return Err(UsageError::new(format!(
-                "--agents {}: the coordinator holds one report connection per agent and needs {needed} file descriptors; the hard limit is {hard} (raise 'ulimit -Hn', or --reports etcd)",
-                s.agents
-            )));
-        }
-        plan::engine::raise_fd_limit(needed);
-    }
-    let seal = Seal::load(s.plan_key_file.as_deref(), std::env::var(KEY_ENV).ok())?;
-    let mut req = s.request.clone();
-    req.seed.get_or_insert_with(plan::fresh_seed);
-    if req.out.is_none() {
-        req.out = Some(plan::default_out("dist", &req.store));
-    }
-    let plan = plan::build(&req)?;
-    if !plan.faults.is_empty() {
-        return Err(UsageError::new(
-            "--fault: a distributed run faults no server (kvmeter starts none for its agents); use 'kvmeter run --fault' on one host",
-        ));
-    }
-    let adapter = crate::store::find(&plan.store).expect("validated store");
-    if adapter.server.is_some() && plan.store_options.str("addr").is_empty() {
-        return Err(UsageError::new(format!(
-            "--store {}: a distributed run needs --store-opt addr=HOST:PORT that every agent reaches (kvmeter starts no server for agents)",
-            adapter.name
-        )));
-    }
-    // The server the agents will use answers here too (where the coordinator can reach it).
-    crate::driver::check_user_server(adapter, &plan.store_options)?;
-    let out = &plan.out;
-    if out.exists()
-        && std::fs::read_dir(out)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(true)
-    {
-        return Err(UsageError::new(format!(
-            "--out {}: exists and is not empty; kvmeter never overwrites results: choose a new --out",
-            out.display()
-        )));
-    }
-    // What agents get, and the hash of what it resolves to with this host's own part (each
-    // agent resolves it with its own part: the hash leaves those fields out).
-    let (mut published, mine) = super::trust::split(&req)?;
-    published.seed = Some(plan.seed);
-    let hash = plan::plan_hash(&plan::build(&super::trust::join(&published, &mine))?);
-    Ok(Checked {
-        plan,
-        published,
-        hash,
-        seal,
-        register,
-        ttl: ttl.as_secs() as i64,
-        delay,
-        reports,
-    })
-}
 
 pub fn run(s: Settings) -> anyhow::Result<i32> {
     let Checked {
