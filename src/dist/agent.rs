@@ -4,12 +4,11 @@
 //! workload files refuse, in one line, before anything runs), registers its index under its own
 //! lease (a taken index is refused), then runs its share (`plan::apply_share`) as an ordinary
 //! run with its own run directory, starting each phase on the coordinator's T0 and posting each
-//! interval. Posting happens on a thread of its own: the interval is first written to the run
-//! directory (`dist/intervals.jsonl` too), so neither the workers nor the interval loop wait
-//! for etcd.
+//! interval. Posting happens on a thread of its own (`post`): the interval is first written to
+//! the run directory (`dist/intervals.jsonl` too), so neither the workers nor the interval loop
+//! wait for etcd or the coordinator.
 
 use super::coord::Coord;
-use super::relay::Sender;
 use super::seal::{Seal, KEY_ENV};
 use super::trust::{self, Local};
 use super::{AgentRecord, IntervalPost, PhaseDone, Published, Registration};
@@ -20,10 +19,13 @@ use crate::report::PhaseSummary;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod post;
+use post::{keepalive, open_relay, poster, Flags, Post};
 
 /// `kvmeter agent`'s settings (cli/dist.rs maps its flags here).
 pub struct Settings {
@@ -46,27 +48,6 @@ const LEASE_TTL_S: std::ops::RangeInclusive<i64> = 2..=3600;
 /// A start time further ahead than this is not a coordinator's (its --start-delay is bounded
 /// well below it).
 const MAX_START_AHEAD: Duration = Duration::from_secs(3600);
-
-enum Post {
-    Put(String, String),
-    /// Everything queued before is sent: reply.
-    Flush(mpsc::Sender<()>),
-}
-
-/// What the poster and keep-alive threads share with the run.
-#[derive(Default)]
-struct Flags {
-    abort: AtomicBool,
-    coordinator_gone: AtomicBool,
-    stop: AtomicBool,
-    bytes: AtomicU64,
-    /// Bytes pushed to the coordinator over `relay`.
-    bytes_direct: AtomicU64,
-    posts: AtomicU64,
-    failed_posts: AtomicU64,
-    /// Why the latest report could not be sent.
-    last_error: std::sync::Mutex<String>,
-}
 
 pub fn run(s: Settings) -> anyhow::Result<i32> {
     let placed = super::placement::resolve(s.index, s.count, |k| std::env::var(k).ok())?;
@@ -381,155 +362,6 @@ fn fetch_plan(
     Ok(Some(published))
 }
 
-/// Keeps the agent's lease alive and watches for `abort` and for the coordinator's plan going
-/// away (its lease expired: the coordinator died).
-fn keepalive(
-    s: &Settings,
-    seal: &Seal,
-    lease: i64,
-    ttl_s: i64,
-    flags: Arc<Flags>,
-) -> anyhow::Result<std::thread::JoinHandle<()>> {
-    let mut c = Coord::connect(&s.coord, &s.job)?;
-    c.set_seal(seal.clone());
-    let every = Duration::from_millis((ttl_s.max(1) as u64 * 1000 / 3).clamp(200, 2000));
-    Ok(std::thread::Builder::new()
-        .name("kvm-agent-lease".into())
-        .spawn(move || {
-            let mut next = Instant::now();
-            while !flags.stop.load(Ordering::Relaxed) {
-                if Instant::now() >= next {
-                    let _ = c.keepalive(lease);
-                    let _ = c.take_rejected();
-                    if let Ok(v) = c.get("abort") {
-                        if v.is_some() {
-                            flags.abort.store(true, Ordering::Relaxed);
-                        }
-                    }
-                    // Presence only: the plan is sealed without the run's nonce.
-                    if let Ok(None) = c.get_checked("plan") {
-                        flags.coordinator_gone.store(true, Ordering::Relaxed);
-                    }
-                    next = Instant::now() + every;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        })?)
-}
-
-/// Sends the agent's reports in order from a thread of its own (retrying briefly; a report
-/// that cannot be sent is still in the run directory).
-fn poster(
-    s: &Settings,
-    seal: &Seal,
-    lease: i64,
-    flags: Arc<Flags>,
-    mut relay: Option<Sender>,
-) -> anyhow::Result<(mpsc::Sender<Post>, std::thread::JoinHandle<()>)> {
-    let mut c = Coord::connect(&s.coord, &s.job)?;
-    c.set_seal(seal.clone());
-    let (tx, rx) = mpsc::channel::<Post>();
-    let h = std::thread::Builder::new()
-        .name("kvm-agent-post".into())
-        .spawn(move || {
-            for p in rx {
-                match p {
-                    Post::Put(k, v) => {
-                        if let Some(r) = relay.as_mut() {
-                            let before = r.bytes_sent;
-                            match r.send(&k, &v) {
-                                Ok(()) => {
-                                    flags.posts.fetch_add(1, Ordering::Relaxed);
-                                    flags
-                                        .bytes_direct
-                                        .fetch_add(r.bytes_sent - before, Ordering::Relaxed);
-                                    continue;
-                                }
-                                Err(e) => {
-                                    // This report and the rest go through etcd instead.
-                                    eprintln!(
-                                        "warning: the channel to the coordinator failed ({e}); this agent's reports go through etcd from {k} on"
-                                    );
-                                    relay = None;
-                                }
-                            }
-                        }
-                        let before = c.bytes_sent;
-                        let mut ok = false;
-                        // A few quick retries ride out an election; once the coordinator's
-                        // lease is gone nothing more is sent (the run directory has it all).
-                        for attempt in 0..4 {
-                            if flags.coordinator_gone.load(Ordering::Relaxed) {
-                                let mut e =
-                                    flags.last_error.lock().unwrap_or_else(|p| p.into_inner());
-                                if e.is_empty() {
-                                    *e = "the coordinator's plan is gone from etcd".into();
-                                }
-                                break;
-                            }
-                            match c.put(&k, &v, Some(lease)) {
-                                Ok(()) => {
-                                    ok = true;
-                                    break;
-                                }
-                                Err(e) => {
-                                    let gone = e.contains("lease not found");
-                                    *flags.last_error.lock().unwrap_or_else(|p| p.into_inner()) = e;
-                                    if gone {
-                                        flags.coordinator_gone.store(true, Ordering::Relaxed);
-                                    } else {
-                                        std::thread::sleep(Duration::from_millis(50 << attempt));
-                                    }
-                                }
-                            }
-                        }
-                        if ok {
-                            flags.posts.fetch_add(1, Ordering::Relaxed);
-                            flags
-                                .bytes
-                                .fetch_add(c.bytes_sent - before, Ordering::Relaxed);
-                        } else {
-                            flags.failed_posts.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    Post::Flush(ack) => {
-                        let _ = ack.send(());
-                    }
-                }
-            }
-            if let Some(r) = relay {
-                if let Err(e) = r.finish() {
-                    *flags.last_error.lock().unwrap_or_else(|p| p.into_inner()) =
-                        format!("the channel to the coordinator did not close cleanly: {e}");
-                    flags.failed_posts.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        })?;
-    Ok((tx, h))
-}
-
-/// The channel to the coordinator's published report address, if it names one and it can be
-/// reached (else reports go through etcd, and the registration says why).
-fn open_relay(
-    published: &Published,
-    seal: &Seal,
-    prefix: &str,
-    i: usize,
-) -> (Option<Sender>, String) {
-    let Some(addr) = &published.reports else {
-        return (None, "etcd".into());
-    };
-    match Sender::connect(addr, seal.clone(), prefix.to_string()) {
-        Ok(s) => (Some(s), "direct".into()),
-        Err(e) => {
-            eprintln!(
-                "warning: agent {i}: the coordinator's report address {addr} cannot be reached ({e}); this agent's reports go through etcd"
-            );
-            (None, format!("etcd: {addr} cannot be reached: {e}"))
-        }
-    }
-}
-
 struct AgentSync {
     coord: Coord,
     index: usize,
@@ -728,45 +560,5 @@ impl PhaseSync for AgentSync {
 
     fn stop_requested(&self) -> bool {
         self.flags.abort.load(Ordering::Relaxed)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn published(reports: Option<&str>) -> Published {
-        Published {
-            kvmeter_version: "0".into(),
-            agents: 1,
-            hash: "ab".repeat(32),
-            nonce: "00112233445566778899aabbccddeeff".into(),
-            request: Default::default(),
-            lease: 1,
-            lease_ttl_s: 10,
-            coordinator: super::super::Host::here(),
-            reports: reports.map(str::to_string),
-        }
-    }
-
-    #[test]
-    fn an_unreachable_report_address_falls_back_to_etcd_and_says_why() {
-        let seal = Seal::load(None, Some("0123456789abcdef0123".into())).unwrap();
-        // A port nothing listens on: bound, then closed.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let (relay, via) = open_relay(&published(Some(&addr)), &seal, "/kvmeter/j/", 0);
-        assert!(relay.is_none());
-        assert!(
-            via.starts_with(&format!("etcd: {addr} cannot be reached")),
-            "{via}"
-        );
-        let (relay, via) = open_relay(&published(None), &seal, "/kvmeter/j/", 0);
-        assert!(relay.is_none());
-        assert_eq!(via, "etcd");
     }
 }
