@@ -7,5 +7,17 @@ cd "$(dirname "$0")/.."
 KVMETER_SETUP_TESTS=1 bash scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --release --all-targets --features all-stores --quiet -- -D warnings
-# --no-fail-fast: one failing file does not hide the others' results.
-cargo test --release --features all-stores --no-fail-fast
+# --no-fail-fast: one failing file does not hide the others' results. The output is also kept
+# in target/test-output.txt and, when a test fails, each panic's message is printed again at
+# the very end: a CI page that shows only the head and tail of a long log still says why.
+log=target/test-output.txt
+mkdir -p target
+set +e
+cargo test --release --features all-stores --no-fail-fast 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+if [ "$rc" -ne 0 ]; then
+    echo "==== why the failing tests failed (from $log) ===="
+    grep -A 6 "panicked at" "$log" | cut -c1-300 | head -n 120
+fi
+exit "$rc"

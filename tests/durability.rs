@@ -77,6 +77,8 @@ fn redis_server(dir: &Path, port: u16, durable: bool) -> Proc {
 struct Check {
     code: i32,
     stdout: String,
+    /// What kvmeter printed (stdout and stderr), for the assertions' messages.
+    said: String,
     out: PathBuf,
     port: u16,
     /// The restarted server (kept alive for the test's own read-back).
@@ -103,16 +105,16 @@ fn durability(t: &Path, name: &str, durable: bool, restart: bool, extra: &[&str]
         .stderr(std::fs::File::create(t.join(format!("{name}.stderr"))).unwrap())
         .spawn()
         .unwrap();
-    // The kill comes once writer 0 has logged 20 writes, or any write after 1.5 s: a disk
-    // whose fsync takes tens of ms (CI's) makes `appendfsync always` that slow, and the 4 s
-    // of writes leave time after the restart either way.
+    // The kill comes once writer 0 has logged 20 writes, or any write after 1.5 s, one of
+    // them acknowledged: a disk whose fsync takes tens of ms (CI's) makes `appendfsync always`
+    // that slow, and the 4 s of writes leave time after the restart either way.
     let started = Instant::now();
     let log = out.join("writes-0.csv");
     loop {
-        let logged = std::fs::read_to_string(&log)
-            .map(|s| s.lines().count().saturating_sub(1))
-            .unwrap_or(0);
-        if logged >= 20 || (logged >= 1 && started.elapsed() > Duration::from_millis(1500)) {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let logged = text.lines().count().saturating_sub(1);
+        let acked = text.lines().any(|l| l.split(',').nth(1) == Some("ok"));
+        if acked && (logged >= 20 || started.elapsed() > Duration::from_millis(1500)) {
             break;
         }
         if let Some(st) = child.try_wait().unwrap() {
@@ -136,13 +138,22 @@ fn durability(t: &Path, name: &str, durable: bool, restart: bool, extra: &[&str]
     server.0.kill().unwrap(); // SIGKILL
     server.0.wait().unwrap();
     drop(server);
+    let killed_at = started.elapsed();
     let restarted = restart.then(|| redis_server(&data, port, durable));
-    let code = wait_exit(&mut child, Duration::from_secs(60));
+    // A loaded CI host has taken tens of seconds to write the run's files: the limit is wide.
+    let code = wait_exit(&mut child, Duration::from_secs(180));
     let stdout = std::fs::read_to_string(t.join(format!("{name}.stdout"))).unwrap();
-    eprintln!("{name}: exit {code}\n{}", printed(t, name));
+    let said = format!(
+        "{name}: server killed {:.2} s after the start; kvmeter exit {code} after {:.2} s, printed:\n{}",
+        killed_at.as_secs_f64(),
+        started.elapsed().as_secs_f64(),
+        printed(t, name)
+    );
+    eprintln!("{said}");
     Check {
         code,
         stdout,
+        said,
         out,
         port,
         _server: restarted,
@@ -182,10 +193,15 @@ fn independent(c: &Check) -> (u64, u64) {
 /// The files every run leaves: manifest.json (finished, with the flag) and report.html with
 /// the counts of durability.json.
 fn files(c: &Check, fail_on_loss: bool, status: &str) -> (Value, String) {
+    assert!(
+        c.out.join("durability.json").is_file(),
+        "no durability.json; {}",
+        c.said
+    );
     let d = json(&c.out.join("durability.json"));
     let m = json(&c.out.join("manifest.json"));
     assert_eq!(m["schema"], "kvmeter-durability-manifest/1", "{m}");
-    assert_eq!(m["status"], status, "{m}");
+    assert_eq!(m["status"], status, "{m}\n{}", c.said);
     assert!(m["finished_at"].is_string(), "{m}");
     assert_eq!(m["store"]["name"], "redis");
     assert_eq!(m["settings"]["fail_on_loss"], fail_on_loss);
@@ -207,7 +223,7 @@ fn redis_without_persistence_loses_what_it_acknowledged_before_the_kill() {
     let c = durability(t.path(), "lossy", false, true, &["--fail-on-loss"]);
     let (acked, lost) = independent(&c);
     assert!(lost > 0 && lost < acked, "acked {acked}, lost {lost}");
-    assert_eq!(c.code, 1, "--fail-on-loss with {lost} lost");
+    assert_eq!(c.code, 1, "--fail-on-loss with {lost} lost; {}", c.said);
     let (d, _) = files(&c, true, "completed");
     let v = &d["verdict"];
     assert_eq!(v["acknowledged"], acked, "{v}");
@@ -234,7 +250,7 @@ fn redis_without_persistence_loses_what_it_acknowledged_before_the_kill() {
     let c = durability(t.path(), "lossy-no-flag", false, true, &[]);
     let (acked, lost) = independent(&c);
     assert!(lost > 0);
-    assert_eq!(c.code, 0);
+    assert_eq!(c.code, 0, "{}", c.said);
     let (d, _) = files(&c, false, "completed");
     assert_eq!(d["verdict"]["acknowledged"], acked);
     assert_eq!(d["verdict"]["lost"], lost);
@@ -247,7 +263,7 @@ fn redis_with_appendfsync_always_loses_nothing_and_passes_fail_on_loss() {
     let (acked, lost) = independent(&c);
     assert!(acked >= 10, "acked {acked}");
     assert_eq!(lost, 0);
-    assert_eq!(c.code, 0);
+    assert_eq!(c.code, 0, "{}", c.said);
     let (d, _) = files(&c, true, "completed");
     assert_eq!(d["verdict"]["acknowledged"], acked);
     assert_eq!(d["verdict"]["lost"], 0);
@@ -259,10 +275,10 @@ fn a_server_that_does_not_come_back_is_unavailable_not_lost() {
     let t = scratch();
     let c = durability(t.path(), "gone", false, false, &[]);
     // Exit 1 without --fail-on-loss: the check could not be made.
-    assert_eq!(c.code, 1);
+    assert_eq!(c.code, 1, "{}", c.said);
     let (d, html) = files(&c, false, "failed");
     let v = &d["verdict"];
-    assert_eq!(d["result"], "unavailable", "{d}");
+    assert_eq!(d["result"], "unavailable", "{d}\n{}", c.said);
     assert_eq!(v["lost"], 0, "{v}");
     assert!(v["acknowledged"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(v["unreadable"], v["writes"], "{v}");

@@ -12,7 +12,7 @@ use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,13 +53,41 @@ impl Drop for Aligned {
     }
 }
 
-/// What an instance is told to do, changed while it runs.
+/// What an instance is told to do, changed while it runs. Whether it is active, its block
+/// size and its write ratio are one word (`Setting::pack`), so an instance reads them together:
+/// with three atomics, an instance that had just seen "active" could issue one operation with
+/// the block size or write ratio of the change that idled it.
 #[derive(Default)]
 struct Control {
-    active: AtomicBool,
-    write_ratio: AtomicU64,
-    block_size: AtomicUsize,
+    setting: AtomicU64,
     stop: AtomicBool,
+    /// Set while an operation is under way (for `wait_idle`).
+    busy: AtomicBool,
+}
+
+/// An instance's setting: active or idle, block size and write ratio.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Setting {
+    active: bool,
+    block_size: usize,
+    write_ratio: f32,
+}
+
+impl Setting {
+    /// Bit 63: active; bits 32..63: block size (≤ MAX_BLOCK, 23 bits); bits 0..32: the write
+    /// ratio as f32 (its precision is far finer than a ratio needs).
+    fn pack(self) -> u64 {
+        ((self.active as u64) << 63)
+            | ((self.block_size as u64 & 0x7FFF_FFFF) << 32)
+            | self.write_ratio.to_bits() as u64
+    }
+    fn unpack(w: u64) -> Setting {
+        Setting {
+            active: w >> 63 == 1,
+            block_size: ((w >> 32) & 0x7FFF_FFFF) as usize,
+            write_ratio: f32::from_bits(w as u32),
+        }
+    }
 }
 
 /// What an instance did.
@@ -230,19 +258,43 @@ impl IoAntagonists {
         self.instances.is_empty()
     }
 
-    /// Sets instance `i` running at `write_ratio` with `block_size`, or idle (None).
+    /// Sets instance `i` running at `write_ratio` with `block_size`, or idle (None). An
+    /// operation under way finishes with the setting it started with.
     pub fn set(&self, i: usize, write_ratio: Option<f64>, block_size: usize) {
-        let c = &self.instances[i].ctl;
-        c.block_size
-            .store(block_size.clamp(512, MAX_BLOCK), Ordering::Relaxed);
-        c.write_ratio
-            .store(write_ratio.unwrap_or(0.0).to_bits(), Ordering::Relaxed);
-        c.active.store(write_ratio.is_some(), Ordering::Release);
+        let setting = Setting {
+            active: write_ratio.is_some(),
+            block_size: block_size.clamp(512, MAX_BLOCK),
+            write_ratio: write_ratio.unwrap_or(0.0).clamp(0.0, 1.0) as f32,
+        };
+        self.instances[i]
+            .ctl
+            .setting
+            .store(setting.pack(), Ordering::SeqCst);
     }
 
     pub fn idle_all(&self) {
         for i in 0..self.instances.len() {
             self.set(i, None, 4096);
+        }
+    }
+
+    /// Waits until no instance has an operation under way (each then sleeps while idle), up
+    /// to `limit`; whether they all were. One O_DSYNC write can take a second on a disk busy
+    /// writing back.
+    pub fn wait_idle(&self, limit: Duration) -> bool {
+        let t = Instant::now();
+        loop {
+            let busy = self.instances.iter().any(|x| {
+                x.ctl.busy.load(Ordering::SeqCst)
+                    || Setting::unpack(x.ctl.setting.load(Ordering::SeqCst)).active
+            });
+            if !busy {
+                return true;
+            }
+            if t.elapsed() >= limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
@@ -309,12 +361,16 @@ fn run(f: File, size: u64, random_ratio: f64, ctl: &Control, k: &Counters, seed:
     let unit = |r: u64| (r >> 11) as f64 / (1u64 << 53) as f64;
     let mut seq = 0u64;
     while !ctl.stop.load(Ordering::Relaxed) {
-        if !ctl.active.load(Ordering::Acquire) {
+        // busy is raised before the setting is read, so that `wait_idle` (which reads the
+        // setting, then busy) never sees an idle setting and no operation while one starts.
+        ctl.busy.store(true, Ordering::SeqCst);
+        let setting = Setting::unpack(ctl.setting.load(Ordering::SeqCst));
+        if !setting.active {
+            ctl.busy.store(false, Ordering::SeqCst);
             std::thread::sleep(Duration::from_millis(2));
             continue;
         }
-        let bs = ctl.block_size.load(Ordering::Relaxed);
-        let wr = f64::from_bits(ctl.write_ratio.load(Ordering::Relaxed));
+        let (bs, wr) = (setting.block_size, setting.write_ratio as f64);
         let blocks = size / bs as u64;
         let off = if unit(rnd()) < random_ratio {
             (rnd() % blocks) * bs as u64
@@ -342,9 +398,20 @@ fn run(f: File, size: u64, random_ratio: f64, ctl: &Control, k: &Counters, seed:
             }
             Err(e) => {
                 *k.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
-                ctl.active.store(false, Ordering::Release);
+                // Idle from now on, unless the schedule has set it again meanwhile.
+                let idle = Setting {
+                    active: false,
+                    ..setting
+                };
+                let _ = ctl.setting.compare_exchange(
+                    setting.pack(),
+                    idle.pack(),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
             }
         }
+        ctl.busy.store(false, Ordering::SeqCst);
     }
 }
 
@@ -373,18 +440,32 @@ mod tests {
                 .len(),
             8 << 20
         );
+        // Conditions with deadlines, not fixed sleeps: on a disk busy writing back (CI's, after
+        // the build) one O_DSYNC write can take a second.
         let before = a.sample();
         a.set(0, Some(0.0), 16384);
         a.set(1, Some(1.0), 65536);
-        std::thread::sleep(Duration::from_millis(300));
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(60) {
+            let now = a.sample();
+            if now[0].reads - before[0].reads > 10 && now[1].writes - before[1].writes > 5 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         a.idle_all();
-        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            a.wait_idle(Duration::from_secs(60)),
+            "an operation under way did not end in 60 s"
+        );
         let mid = a.sample();
         std::thread::sleep(Duration::from_millis(100));
         let after = a.sample();
         assert_eq!(mid, after, "idle instances issue nothing");
         let r = mid[0].minus(&before[0]);
         let w = mid[1].minus(&before[1]);
+        // Every operation is of the setting it started with: reads of 16 KiB on instance 0,
+        // writes of 64 KiB on instance 1, also for one under way when they were idled.
         assert!(r.reads > 10 && r.writes == 0, "{r:?}");
         assert_eq!(r.bytes, r.reads * 16384);
         assert!(w.writes > 5 && w.reads == 0, "{w:?}");
@@ -392,6 +473,24 @@ mod tests {
         assert!(a.error().is_none());
         drop(a);
         assert!(!dir.exists(), "the antagonist directory is removed");
+    }
+
+    #[test]
+    fn a_setting_is_one_word_and_unpacks_to_itself() {
+        for (active, bs, wr) in [
+            (true, 512, 0.0f32),
+            (false, MAX_BLOCK, 1.0),
+            (true, 65536, 0.3),
+            (false, 4096, 0.0),
+        ] {
+            let s = Setting {
+                active,
+                block_size: bs,
+                write_ratio: wr,
+            };
+            assert_eq!(Setting::unpack(s.pack()), s);
+        }
+        assert!(!Setting::unpack(0).active, "a new instance is idle");
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub fn wait_port(port: u16) {
     let t = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
-            t.elapsed() < Duration::from_secs(20),
+            t.elapsed() < Duration::from_secs(60),
             "nothing on port {port}"
         );
         std::thread::sleep(Duration::from_millis(50));
