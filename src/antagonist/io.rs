@@ -361,8 +361,8 @@ fn run(f: File, size: u64, random_ratio: f64, ctl: &Control, k: &Counters, seed:
     let unit = |r: u64| (r >> 11) as f64 / (1u64 << 53) as f64;
     let mut seq = 0u64;
     while !ctl.stop.load(Ordering::Relaxed) {
-        // busy is raised before the setting is read, so that `wait_idle` (which reads the
-        // setting, then busy) never sees an idle setting and no operation while one starts.
+        // busy is raised before the setting is read: once `set` has idled the instance, either
+        // this read sees it idle, or busy was already up when `wait_idle` looked.
         ctl.busy.store(true, Ordering::SeqCst);
         let setting = Setting::unpack(ctl.setting.load(Ordering::SeqCst));
         if !setting.active {
