@@ -665,3 +665,51 @@ threads = 2
         assert!(!out.exists());
     }
 }
+
+/// Security review (minor): findings.md copied the experiment file's text verbatim, so HTML in
+/// a claim or title reached a Markdown viewer as markup; report.html escaped it. Now both do.
+#[test]
+fn findings_md_escapes_html_from_the_experiment_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = r#"
+[experiment]
+name = "html"
+title = "T <script>alert(1)</script>"
+paper = "none"
+
+[settings]
+store = "null"
+records = 100
+ops = 1000
+telemetry_interval = "0"
+
+[[step]]
+name = "only"
+command = "run"
+workload = "workloadc"
+threads = 1
+
+[[finding]]
+id = "f"
+claim = "reads <img src=x onerror=alert(1)> per second"
+paper = 1.0
+value = "{only:run.throughput_ops_per_s}"
+expect = "> 0"
+note = "see <a href=javascript:alert(1)>this</a>"
+"#;
+    let file = write(dir.path(), "html.toml", text);
+    let out = dir.path().join("exp");
+    let o = kvmeter()
+        .arg("experiment")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = std::fs::read_to_string(out.join("findings.md")).unwrap();
+    for tag in ["<script", "<img", "<a "] {
+        assert!(!md.contains(tag), "findings.md holds {tag}:\n{md}");
+    }
+    assert!(md.contains("&lt;img src=x onerror=alert(1)&gt;"), "{md}");
+}

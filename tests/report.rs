@@ -584,3 +584,77 @@ fn compare_finds_a_real_change_and_no_change_where_there_is_none() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a run directory"));
 }
+
+/// Issue 41 item 5 (review F5): a run directory whose phase is named `../../ESCAPED` made
+/// `kvmeter report` write figures outside the directory and read an `.hlog` from the traversed
+/// path. Such a directory is refused in one line (exit 2) and nothing is written anywhere.
+#[test]
+fn report_refuses_a_phase_name_that_leaves_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("a").join("b").join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let o = kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloadc",
+            "--store",
+            "null",
+            "--records",
+            "100",
+        ])
+        .args(["--ops", "2000", "--telemetry-interval", "0", "--out"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let evil = "../../ESCAPED";
+    for f in ["summary.json", "intervals.csv"] {
+        let t = std::fs::read_to_string(run.join(f)).unwrap();
+        let t = t
+            .replace("\"name\": \"run\"", &format!("\"name\": \"{evil}\""))
+            .replace("\nrun,", &format!("\n{evil},"));
+        assert!(t.contains(evil), "{f} holds no phase 'run' to rename");
+        std::fs::write(run.join(f), t).unwrap();
+    }
+    // The .hlog the traversed path would name, planted where it leads.
+    let hlog = std::fs::read_dir(run.join("latency"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("run.READ"))
+        .expect("a READ hlog");
+    std::fs::copy(&hlog, run.parent().unwrap().join("ESCAPED.READ.hlog")).unwrap();
+    let before = files_under(dir.path());
+    let o = kvmeter().arg("report").arg(&run).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("../../ESCAPED") && err.contains("not a plain file name"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert_eq!(files_under(dir.path()), before, "report wrote files");
+}
+
+/// Every file under `dir` with its length and modification time.
+fn files_under(dir: &Path) -> BTreeMap<std::path::PathBuf, (u64, std::time::SystemTime)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::metadata(&p).unwrap();
+            if m.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p, (m.len(), m.modified().unwrap()));
+            }
+        }
+    }
+    out
+}

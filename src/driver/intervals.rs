@@ -145,7 +145,12 @@ impl<'a> Intervals<'a> {
             } else {
                 10_000_000
             };
-            let wake = self.next_boundary().min(now + poll).min(deadline.max(now));
+            // Past the deadline only the poll remains: a worker still in its call (a silent
+            // server, up to its timeout) is waited for at the poll's pace, not by spinning.
+            let mut wake = self.next_boundary().min(now + poll);
+            if deadline > now {
+                wake = wake.min(deadline);
+            }
             std::thread::sleep(Duration::from_nanos(wake.saturating_sub(now)));
         }
     }

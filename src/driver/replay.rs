@@ -30,6 +30,12 @@ use std::time::Duration;
 
 /// Records queued ahead per worker.
 const QUEUE: usize = 1024;
+/// Key bytes queued ahead across all workers: the feeder waits past it, as for a full queue
+/// (security review F6: 64-KiB keys at 1,024 records a worker held 1.26 GB at 16 threads).
+const QUEUE_BYTES: u64 = 64 << 20;
+/// A spent key buffer larger than this is freed rather than kept for reuse, and a buffered
+/// slot's key buffer larger than this is freed once a smaller key takes the slot.
+const KEEP_CAPACITY: usize = 256;
 /// At most this many records of one whole second are held to spread them (and at most
 /// `SPREAD_MAX_BYTES` of their keys); a fuller second is replayed at this many per second.
 const SPREAD_MAX: usize = 100_000;
@@ -99,6 +105,8 @@ pub struct Feed {
     workers: Vec<Mutex<Option<WorkerEnds>>>,
     behind: AtomicU64,
     not_sent: AtomicU64,
+    /// Key bytes handed to the workers and not yet taken (bounded by `QUEUE_BYTES`).
+    queued_bytes: AtomicU64,
     counts: Mutex<ReplayCounts>,
 }
 
@@ -146,6 +154,7 @@ impl Feed {
             workers,
             behind: AtomicU64::new(0),
             not_sent: AtomicU64::new(0),
+            queued_bytes: AtomicU64::new(0),
             counts: Mutex::new(ReplayCounts::default()),
         })
     }
@@ -191,6 +200,7 @@ impl Feed {
             handed: 0,
             cont: None,
             whole: false,
+            large_end: 0,
         };
         let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.run()))
             .unwrap_or_else(|p| Err(crate::panics::message_of(p.as_ref())));
@@ -247,6 +257,8 @@ struct Feeder<'f, 's, 'a> {
     cont: Option<(u64, u64, u64)>,
     /// The buffered group is one whole second (spread within it), not one exact time.
     whole: bool,
+    /// One past the highest slot that may hold a key buffer over `KEEP_CAPACITY`.
+    large_end: usize,
 }
 
 impl Feeder<'_, '_, '_> {
@@ -258,6 +270,16 @@ impl Feeder<'_, '_, '_> {
             }
             if let Some(why) = self.hand_over(n, full)? {
                 return Ok(why);
+            }
+            // Slots past this group keep no large key buffer: their number is bounded by
+            // SPREAD_MAX, their bytes then by KEEP_CAPACITY each.
+            if self.large_end > n {
+                for s in &mut self.slots[n..self.large_end] {
+                    if s.key.capacity() > KEEP_CAPACITY {
+                        s.key = Vec::new();
+                    }
+                }
+                self.large_end = n;
             }
         }
     }
@@ -345,13 +367,21 @@ impl Feeder<'_, '_, '_> {
         }
         let op = self.name_index();
         let s = &mut self.slots[i];
+        if s.key.capacity() > KEEP_CAPACITY && self.rec.key.len() <= KEEP_CAPACITY {
+            // A large key's buffer does not outlive it: slots number up to SPREAD_MAX.
+            s.key = Vec::new();
+        }
         s.key.clear();
         s.key.extend_from_slice(&self.rec.key);
+        let large = s.key.capacity() > KEEP_CAPACITY;
         s.kind = self.rec.kind;
         s.value_size = self.rec.value_size;
         s.scan_len = self.rec.scan_len;
         s.time_us = self.rec.time_us;
         s.op = op;
+        if large {
+            self.large_end = self.large_end.max(i + 1);
+        }
     }
 
     /// The intended starts of the `n` buffered records (× `--amplify`), each handed to its
@@ -422,12 +452,29 @@ impl Feeder<'_, '_, '_> {
             intended,
         };
         let op = s.op;
+        let len = item.key.len() as u64;
+        let queued = &self.feed.queued_bytes;
+        // Within the byte bound (one key always goes, however long: it is bounded by the trace
+        // reader's own key limit).
+        while queued.load(Ordering::Acquire) > 0
+            && queued.load(Ordering::Acquire) + len > QUEUE_BYTES
+        {
+            if self.sh.stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        queued.fetch_add(len, Ordering::AcqRel);
         loop {
             match self.senders[w].try_send(item) {
                 Ok(()) => break,
-                Err(TrySendError::Disconnected(_)) => return false,
+                Err(TrySendError::Disconnected(_)) => {
+                    queued.fetch_sub(len, Ordering::AcqRel);
+                    return false;
+                }
                 Err(TrySendError::Full(back)) => {
                     if self.sh.stop.load(Ordering::Relaxed) {
+                        queued.fetch_sub(len, Ordering::AcqRel);
                         return false;
                     }
                     item = back;
@@ -470,6 +517,8 @@ impl Worker<'_, '_> {
                     None => continue,
                 },
             };
+            feed.queued_bytes
+                .fetch_sub(item.key.len() as u64, Ordering::AcqRel);
             let mut now = self.clock.now();
             if item.intended > now {
                 now = self.wait_until(item.intended);
@@ -483,10 +532,15 @@ impl Worker<'_, '_> {
             self.rec.at(now);
             self.rec.record_lag(now.saturating_sub(item.intended));
             self.replay_one(&item);
-            // Full only if the feeder stopped taking buffers back: then it is freed.
-            let _ = ends.back.try_send(item.key);
+            // Full only if the feeder stopped taking buffers back: then it is freed. A large
+            // buffer is freed at once, so spare buffers stay small.
+            if item.key.capacity() <= KEEP_CAPACITY {
+                let _ = ends.back.try_send(item.key);
+            }
         }
-        while ends.rx.try_recv().is_ok() {
+        while let Ok(item) = ends.rx.try_recv() {
+            feed.queued_bytes
+                .fetch_sub(item.key.len() as u64, Ordering::AcqRel);
             not_sent += 1;
         }
         feed.behind.fetch_add(behind, Ordering::Relaxed);

@@ -90,11 +90,32 @@ impl RunData {
             (Some(_), "running") => Some("the manifest still says 'running': kvmeter was killed; completed phases and intervals are shown".to_string()),
             _ => None,
         };
+        let intervals = intervals.map(|t| intervals_of(&t)).unwrap_or_default();
+        // Phase and metric names become file names (figures/<phase>-….svg, latency/<phase>.
+        // <metric>.hlog): a name that is not one plain component could reach outside the
+        // directory (review F5), so such a directory is refused whole.
+        let named = summary
+            .iter()
+            .flat_map(|s| s.phases.iter().map(|p| p.name.as_str()))
+            .chain(
+                intervals
+                    .iter()
+                    .flat_map(|r| [r.phase.as_str(), r.metric.as_str()]),
+            );
+        for name in named {
+            if !is_plain_name(name) {
+                return Err(UsageError::new(format!(
+                    "{}: phase or operation name {:?} is not a plain file name (no '/', '\\' or control characters, not starting with '.'); a run directory holds kvmeter's own files",
+                    dir.display(),
+                    name.chars().take(80).collect::<String>()
+                )));
+            }
+        }
         Ok(RunData {
             dir: dir.to_path_buf(),
             manifest,
             summary,
-            intervals: intervals.map(|t| intervals_of(&t)).unwrap_or_default(),
+            intervals,
             telemetry: Table::read(&dir.join("telemetry.csv"))?.unwrap_or_default(),
             threads: Table::read(&dir.join("threads.csv"))?.unwrap_or_default(),
             timeline: Table::read(&dir.join("timeline.csv"))?.unwrap_or_default(),
@@ -146,6 +167,9 @@ impl RunData {
     /// The merged histogram of `latency/<phase>.<name>.hlog` over the intervals that start at
     /// or after `from_s` (the end of warm-up); `None` without such a log.
     pub fn histogram(&self, phase: &str, name: &str, from_s: f64) -> Option<Histogram<u64>> {
+        if !is_plain_name(phase) || !is_plain_name(name) {
+            return None;
+        }
         let path = self
             .dir
             .join("latency")
@@ -153,6 +177,17 @@ impl RunData {
         let text = std::fs::read_to_string(path).ok()?;
         read_hlog(&text, from_s)
     }
+}
+
+/// A phase or operation name usable as one component of a file name: 1-128 bytes, no path
+/// separator or control character, not starting with '.' (so neither `.` nor `..`).
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && !name.starts_with('.')
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == '\\' || c.is_control())
 }
 
 /// intervals.csv's rows, by column name (a merged run's file has an `agents` column more).

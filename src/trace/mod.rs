@@ -125,6 +125,29 @@ impl std::fmt::Display for TraceError {
 
 impl std::error::Error for TraceError {}
 
+/// A `.zst` trace may decompress to at most this many times its size (plus 64 MiB): real
+/// traces compress 5-20 times; a small file that inflates to gigabytes (10,000 times) would
+/// cost minutes of CPU in the pre-scan alone (security review, minor findings).
+pub const MAX_ZSTD_RATIO: u64 = 1000;
+
+/// A reader that fails once more than `left` bytes came out of it.
+struct Bounded<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.left = self.left.checked_sub(n as u64).ok_or_else(|| {
+            std::io::Error::other(format!(
+                "it decompresses to more than {MAX_ZSTD_RATIO} times its size (a zstd bomb?); decompress it yourself and replay the plain file"
+            ))
+        })?;
+        Ok(n)
+    }
+}
+
 /// A trace file opened for reading, record by record.
 pub struct TraceReader {
     path: PathBuf,
@@ -149,9 +172,17 @@ impl TraceReader {
             |why: String| crate::error::UsageError::new(format!("trace {}: {why}", path.display()));
         let f = std::fs::File::open(path).map_err(|e| bad(format!("cannot open it: {e}")))?;
         let input: Box<dyn BufRead + Send> = if path.extension().is_some_and(|e| e == "zst") {
+            let size = f.metadata().map(|m| m.len()).unwrap_or(0);
             let d = zstd::stream::read::Decoder::new(f)
                 .map_err(|e| bad(format!("not a zstd stream: {e}")))?;
-            Box::new(std::io::BufReader::with_capacity(1 << 16, d))
+            let bound = size.saturating_mul(MAX_ZSTD_RATIO).saturating_add(64 << 20);
+            Box::new(std::io::BufReader::with_capacity(
+                1 << 16,
+                Bounded {
+                    inner: d,
+                    left: bound,
+                },
+            ))
         } else {
             Box::new(std::io::BufReader::with_capacity(1 << 16, f))
         };
@@ -322,6 +353,43 @@ fn discard_line(input: &mut dyn BufRead) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A zstd file that inflates more than `MAX_ZSTD_RATIO` times is refused by line, after
+    /// reading no more than its bound; one that stays within reads to the end.
+    #[test]
+    fn a_zstd_bomb_is_refused_not_read_to_its_end() {
+        let d = tempfile::tempdir().unwrap();
+        let write = |name: &str, mb: usize| {
+            let p = d.path().join(name);
+            let mut e =
+                zstd::stream::write::Encoder::new(std::fs::File::create(&p).unwrap(), 3).unwrap();
+            let line = b"1,key1,4,10,1,get,0\n".repeat(1 << 20 >> 5);
+            for _ in 0..mb {
+                std::io::Write::write_all(&mut e, &line).unwrap();
+            }
+            e.finish().unwrap();
+            p
+        };
+        let bomb = write("bomb.csv.zst", 200);
+        let mut r = TraceReader::open(&bomb, Format::Twitter).unwrap();
+        let mut rec = TraceRecord::default();
+        let err = loop {
+            match r.next_into(&mut rec) {
+                Ok(true) => {}
+                Ok(false) => panic!("a bomb of 200 MB read to its end"),
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert!(err.contains("more than 1000 times its size"), "{err}");
+        assert!(r.bytes < 100 << 20, "read {} bytes", r.bytes);
+        let fine = write("fine.csv.zst", 1);
+        let mut r = TraceReader::open(&fine, Format::Twitter).unwrap();
+        let mut n = 0;
+        while r.next_into(&mut rec).unwrap() {
+            n += 1;
+        }
+        assert_eq!(n, 32_768);
+    }
 
     #[test]
     fn a_line_longer_than_the_bound_is_an_error_not_memory() {

@@ -11,6 +11,7 @@
 
 mod engine;
 mod files;
+mod inputs;
 mod replies;
 mod targets;
 

@@ -56,6 +56,7 @@ pub fn all() -> Vec<Target> {
     ];
     v.extend(super::files::all());
     v.extend(super::replies::all());
+    v.extend(super::inputs::all());
     v
 }
 

@@ -170,3 +170,18 @@ fn agent_etcd_drip() {
         Duration::from_secs(20),
     );
 }
+
+/// Security review (minor): a 200 answer to a range whose body is not etcd's range response
+/// (an HTML page, or JSON nested 100,000 deep) is a `protocol` error, never a miss.
+#[test]
+fn etcd_200_that_is_not_a_range_response() {
+    let port = etcd!(say(&http("<html>not etcd</html>")));
+    let o = run("etcd", port, &[]);
+    reads_failed(&o, "protocol");
+    let port = etcd!(say(&http(&format!(
+        "{}{}",
+        "{\"a\":".repeat(100_000),
+        "}".repeat(100_000)
+    ))));
+    reads_failed(&run("etcd", port, &[]), "protocol");
+}

@@ -92,6 +92,8 @@ struct Outcome {
     code: i32,
     stderr: String,
     took: Duration,
+    /// User and system CPU the process used, from the kernel's accounting at its exit.
+    cpu: Duration,
     /// Peak resident set (VmHWM), KiB, as last seen while it ran.
     peak_kib: u64,
     out: std::path::PathBuf,
@@ -114,6 +116,13 @@ const RSS_KIB: u64 = 200 << 10;
 
 /// `kvmeter run` of workload C's reads against the server at `port`.
 fn run(store: &str, port: u16, extra: &[&str]) -> Outcome {
+    run_with_timeout(store, port, TIMEOUT_MS, extra)
+}
+
+/// `run` with the store's deadline `timeout_ms`.
+// The child is reaped by `reap` (wait4, for its CPU time), which clippy cannot see.
+#[allow(clippy::zombie_processes)]
+fn run_with_timeout(store: &str, port: u16, timeout_ms: u64, extra: &[&str]) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let log = dir.path().join("stderr.txt");
@@ -124,7 +133,7 @@ fn run(store: &str, port: u16, extra: &[&str]) -> Outcome {
         "--store-opt",
         &format!("addr=127.0.0.1:{port}"),
         "--store-opt",
-        &format!("timeout_ms={TIMEOUT_MS}"),
+        &format!("timeout_ms={timeout_ms}"),
         "-P",
         "workloadc",
         "--phase",
@@ -155,12 +164,12 @@ fn run(store: &str, port: u16, extra: &[&str]) -> Outcome {
         .spawn()
         .unwrap();
     let mut peak_kib = 0;
-    let code = loop {
+    let (code, cpu) = loop {
         if let Some(kib) = vm_hwm_kib(child.id()) {
             peak_kib = peak_kib.max(kib);
         }
-        if let Some(st) = child.try_wait().unwrap() {
-            break st.code().unwrap_or(-1);
+        if let Some(ended) = reap(child.id()) {
+            break ended;
         }
         if t.elapsed() > BOUND {
             let _ = child.kill();
@@ -174,12 +183,32 @@ fn run(store: &str, port: u16, extra: &[&str]) -> Outcome {
     };
     Outcome {
         code,
+        cpu,
         stderr: std::fs::read_to_string(&log).unwrap(),
         took: t.elapsed(),
         peak_kib,
         out,
         _dir: dir,
     }
+}
+
+/// The exit code and CPU time (user + system) of child `pid` once it has ended, reaped here
+/// with `wait4` for its resource usage; `None` while it runs.
+fn reap(pid: u32) -> Option<(i32, Duration)> {
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid out-parameter; pid is our own child.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid as i32, &mut status, libc::WNOHANG, &mut ru) };
+    if r != pid as i32 {
+        return None;
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    Some((code, tv(ru.ru_utime) + tv(ru.ru_stime)))
 }
 
 /// The common checks: no panic, in time, RSS bounded.

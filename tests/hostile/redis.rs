@@ -259,3 +259,59 @@ fn redis_hget_answered_with_other_fields() {
     );
     assert_eq!(read["ok"].as_u64().unwrap_or(0), 0, "{read}");
 }
+
+/// Security review F6: a replay's queues are bounded in bytes, not only in records. 20 trace
+/// records of 60-KiB keys, each replayed 1,000 times (`--amplify`), against a Redis that never
+/// answers a read: 16 workers' queues of 1,024 records held about 1 GB before; now the feeder
+/// waits at 64 MiB of queued keys. The run ends by its duration with its summary written.
+#[test]
+// The child is reaped by `reap` (wait4), which clippy cannot see.
+#[allow(clippy::zombie_processes)]
+fn replay_of_huge_keys_against_a_stalled_server_stays_bounded_in_bytes() {
+    let port = redis!(say(b""));
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("big.csv");
+    let mut text = String::new();
+    for i in 0..20 {
+        let key = format!("{i:02}{}", "k".repeat(60 * 1024));
+        text.push_str(&format!("1,{key},{},10,1,get,0\n", key.len()));
+    }
+    std::fs::write(&trace, text).unwrap();
+    let out = dir.path().join("run");
+    let t = Instant::now();
+    let child = Command::new(bin())
+        .arg("replay")
+        .arg(&trace)
+        .args(["--store", "redis", "--store-opt"])
+        .arg(format!("addr=127.0.0.1:{port}"))
+        .args(["--store-opt", "timeout_ms=1000", "--amplify", "1000"])
+        .args([
+            "--threads",
+            "16",
+            "--duration",
+            "3s",
+            "--telemetry-interval",
+            "0",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut peak_kib = 0;
+    let code = loop {
+        if let Some(kib) = vm_hwm_kib(child.id()) {
+            peak_kib = peak_kib.max(kib);
+        }
+        if let Some((code, _)) = reap(child.id()) {
+            break code;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "replay did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(code == 0 || code == 1, "exit {code}");
+    assert!(peak_kib < 300 << 10, "peak RSS {peak_kib} KiB");
+    let s = json(&out.join("summary.json"));
+    assert!(phase(&s, "replay").is_object());
+}

@@ -106,12 +106,21 @@ pub(super) struct Conn {
     pub(super) dirty: bool,
     /// Clock ns before which a broken connection is not tried again.
     pub(super) retry_at: u64,
+    /// The last read stopped at a full buffer it was not allowed to grow.
+    pub(super) held: bool,
 }
 
 /// Initial buffer sizes: a 1 KiB value's reply and request fit; larger ones grow the buffer
 /// once (10,000 connections at these sizes are 60 MB).
 const RBUF: usize = 4096;
 const WBUF: usize = 2048;
+/// Receive-buffer bytes above `RBUF` that one event loop's connections may hold together
+/// (security review F8: a server's large or unfinished replies made every connection hold up
+/// to 4 MiB, ~40 GB at 10,000 connections). Past it, only one connection at a time may grow
+/// its buffer further (up to 2 × (`max_reply` + 64 KiB)), so one reply always completes; the
+/// others wait with their bytes in the kernel (`recv.rs`). A buffer returns to `RBUF` once it
+/// holds nothing unparsed while the loop holds more than half the budget.
+pub(super) const GROWTH_BUDGET: usize = 64 << 20;
 
 impl Conn {
     pub(super) fn new(sock: Link, depth: usize, rng: Rng) -> Conn {
@@ -138,6 +147,7 @@ impl Conn {
             blocked: false,
             dirty: false,
             retry_at: 0,
+            held: false,
         }
     }
 
@@ -229,7 +239,9 @@ impl Conn {
     /// Reads what the socket has. `Ok(false)`: the server closed the connection. `limit`
     /// bounds the unparsed bytes held (a reply larger than `max_reply` never fits). The buffer
     /// is initialised once, when it grows: a read never clears memory it is about to fill.
-    pub(super) fn read(&mut self, limit: usize) -> std::io::Result<bool> {
+    /// Without `may_grow`, a full buffer ends the read with `held` set (the rest stays in
+    /// the kernel's socket buffer).
+    pub(super) fn read(&mut self, limit: usize, may_grow: bool) -> std::io::Result<bool> {
         let Some(s) = self.sock.as_mut() else {
             return Ok(true);
         };
@@ -246,6 +258,10 @@ impl Conn {
             if self.rend == self.rbuf.len() {
                 if self.rend - self.rstart > limit {
                     return Err(std::io::Error::other("a reply larger than max_reply"));
+                }
+                if !may_grow {
+                    self.held = true;
+                    return Ok(true);
                 }
                 let grown = self.rbuf.len() * 2;
                 self.rbuf.resize(grown, 0);
@@ -270,12 +286,33 @@ impl Conn {
         }
     }
 
+    /// The bytes its receive buffer holds above its initial size.
+    #[inline]
+    pub(super) fn grown(&self) -> usize {
+        self.rbuf.len().saturating_sub(RBUF)
+    }
+
+    /// Returns the receive buffer to its initial size if nothing unparsed is in it; the bytes
+    /// of growth given back.
+    #[cold]
+    pub(super) fn shrink(&mut self) -> usize {
+        let grown = self.grown();
+        if grown == 0 || self.rstart != self.rend {
+            return 0;
+        }
+        self.rbuf = vec![0; RBUF];
+        self.rstart = 0;
+        self.rend = 0;
+        grown
+    }
+
     /// Forgets the socket and everything buffered (the requests in flight are the caller's to
     /// count first).
     pub(super) fn reset(&mut self) {
         self.sock = None;
         self.rstart = 0;
         self.rend = 0;
+        self.held = false;
         self.wbuf.clear();
         self.wstart = 0;
         self.blocked = false;

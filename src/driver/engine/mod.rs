@@ -47,6 +47,7 @@ mod issue;
 mod link;
 mod open_loop;
 mod opened;
+mod recv;
 mod repair;
 mod sends;
 mod timer;
@@ -230,6 +231,11 @@ struct Loop<'s, 'a> {
     drawn: OpBuffers,
     /// The recovery timeline's class of the request being completed (`cluster::class_of`).
     class: usize,
+    /// Receive-buffer growth its connections hold (`conn::GROWTH_BUDGET`), the connections
+    /// waiting for room to read on, and the one allowed past the budget (`recv.rs`).
+    kept: usize,
+    paused: VecDeque<usize>,
+    priority: Option<usize>,
 }
 
 impl<'s, 'a> Loop<'s, 'a> {
@@ -315,6 +321,9 @@ impl<'s, 'a> Loop<'s, 'a> {
                 .map(|m| cluster::Routes::new(m.clone(), n / m.nodes.len().max(1))),
             drawn: OpBuffers::default(),
             class: timeline::AFFECTED,
+            kept: 0,
+            paused: VecDeque::new(),
+            priority: None,
         })
     }
 
@@ -426,32 +435,13 @@ impl<'s, 'a> Loop<'s, 'a> {
             }
         }
         self.ready = ready;
+        self.resume_paused();
         let now = self.clock.now();
         if now >= self.next_check {
             self.next_check = now + CHECK_NS;
             self.check(now);
         }
         self.flush_writes();
-    }
-
-    fn on_readable(&mut self, ci: usize) {
-        let limit = self.max_reply.saturating_add(1 << 16);
-        match self.conns[ci].read(limit) {
-            Ok(open) => {
-                self.parse(ci);
-                if !open && self.conns[ci].sock.is_some() {
-                    self.broken(ci, ErrorKind::Io, "the server closed the connection");
-                }
-            }
-            Err(e) => {
-                let kind = if e.kind() == std::io::ErrorKind::Other {
-                    ErrorKind::Protocol
-                } else {
-                    ErrorKind::Io
-                };
-                self.broken_owned(ci, kind, format!("read: {e}"));
-            }
-        }
     }
 
     /// Completes every whole reply at the front of connection `ci`'s buffer.

@@ -370,6 +370,20 @@ pub fn from_spec(s: &FindingSpec) -> Result<Finding, String> {
     })
 }
 
+/// Text from the experiment file as Markdown shows it: HTML in it is escaped (a Markdown
+/// viewer passes raw HTML through; report.html escapes it too), line breaks become spaces.
+fn md(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('\n', " ")
+}
+
+/// Text inside a Markdown code span: a backtick would end the span early, so it becomes '.
+fn code(s: &str) -> String {
+    s.replace('`', "'").replace('\n', " ")
+}
+
 /// findings.md: one line per finding, then how each was computed.
 pub fn markdown(st: &State, checked: &[Checked], res: &Results, when: &str) -> String {
     let mut out = String::new();
@@ -380,19 +394,19 @@ pub fn markdown(st: &State, checked: &[Checked], res: &Results, when: &str) -> S
         .filter_map(|s| res.steps.get(&s.name))
         .find_map(|s| s.facts.machine.clone())
         .unwrap_or_else(|| "not recorded (no step wrote a manifest)".into());
-    let _ = writeln!(out, "# Findings: {}\n", st.title);
-    let _ = writeln!(out, "Paper: {}  ", st.paper);
+    let _ = writeln!(out, "# Findings: {}\n", md(&st.title));
+    let _ = writeln!(out, "Paper: {}  ", md(&st.paper));
     let _ = writeln!(
         out,
         "Scale: {}{}  ",
-        st.scale,
+        md(&st.scale),
         if st.scale_about.is_empty() {
             String::new()
         } else {
-            format!(" ({})", st.scale_about)
+            format!(" ({})", md(&st.scale_about))
         }
     );
-    let _ = writeln!(out, "Machine: {machine}, {when}  ");
+    let _ = writeln!(out, "Machine: {}, {when}  ", md(&machine));
     let _ = writeln!(out, "{}\n", counts(checked));
     if !res.identical.is_empty() {
         let _ = writeln!(
@@ -400,13 +414,13 @@ pub fn markdown(st: &State, checked: &[Checked], res: &Results, when: &str) -> S
             "Identical steps (the same command, run more than once: their disagreement is noise, and comparisons on them must exceed it):\n"
         );
         for d in &res.identical {
-            let _ = writeln!(out, "- {}", disagreement_text(d));
+            let _ = writeln!(out, "- {}", md(&disagreement_text(d)));
         }
         let _ = writeln!(out);
     }
     let _ = writeln!(out, "| # | finding | source | paper | this run | verdict |");
     let _ = writeln!(out, "|---|---|---|---:|---:|---|");
-    let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let cell = |s: &str| md(s).replace('|', "\\|");
     for (i, c) in checked.iter().enumerate() {
         let _ = writeln!(
             out,
@@ -426,13 +440,13 @@ pub fn markdown(st: &State, checked: &[Checked], res: &Results, when: &str) -> S
             out,
             "{}. `{}` — this run's value is `{}` (results.json names every figure); reproduced when it is {}.{}",
             i + 1,
-            c.id,
-            c.expression,
-            c.expect,
+            code(&c.id),
+            code(&c.expression),
+            md(&c.expect),
             if c.note.is_empty() {
                 String::new()
             } else {
-                format!(" {}", c.note)
+                format!(" {}", md(&c.note))
             }
         );
     }

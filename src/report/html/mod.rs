@@ -266,6 +266,11 @@ pub fn write_with_cost(dir: &Path, cost: Option<&Path>) -> anyhow::Result<Writte
     let figs = dir.join("figures");
     std::fs::create_dir_all(&figs)?;
     for (id, svg) in &page.figures {
+        // Ids are made of phase and metric names, checked plain when the directory was read;
+        // checked again here, where a path is made of them.
+        if !super::rundata::is_plain_name(id) {
+            anyhow::bail!("figure {id:?}: not a plain file name; nothing written for it");
+        }
         super::rundir::write_atomic(&figs.join(format!("{id}.svg")), svg.as_bytes())?;
     }
     let html = page.html(data.as_ref());

@@ -253,6 +253,11 @@ impl EtcdCodec {
         spans: &mut Vec<Span>,
     ) -> Parsed {
         let Some(at) = super::find(body, b"\"kvs\":[") else {
+            if !super::is_range_reply(body) {
+                self.last_error =
+                    Some("etcd range: a 200 reply that is not a range response".into());
+                return reply(Status::error(ErrorKind::Protocol), used, 0);
+            }
             return reply(Status::NotFound, used, 0);
         };
         let kvs = &body[at..];

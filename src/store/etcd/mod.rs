@@ -168,6 +168,26 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
+/// Whether a 200 body without `"kvs":[` is etcd's empty range response (a JSON object with
+/// its `"header"`), as opposed to garbage or another server's page: only the former is a
+/// miss; the rest is a protocol error (security review, minor findings).
+fn is_range_reply(body: &[u8]) -> bool {
+    let t = body.trim_ascii();
+    t.first() == Some(&b'{') && t.last() == Some(&b'}') && find(t, b"\"header\":{").is_some()
+}
+
+/// The error for a 200 range reply that is not a range response.
+fn not_a_range(body: &[u8]) -> RawError {
+    RawError::new(
+        ErrorKind::Protocol,
+        false,
+        format!(
+            "etcd range: a 200 reply that is not a range response ({} bytes)",
+            body.len()
+        ),
+    )
+}
+
 /// Keep-alive HTTP/1.1 over `Conn`; the body of the latest reply is in `body`.
 struct Http {
     conn: Conn,
@@ -526,6 +546,9 @@ impl RawKv for EtcdRaw {
         let i = self.post(b"/v3/kv/range", |j| b64_field(j, b"key", key))?;
         let body = &self.conns[i].body;
         if find(body, b"\"kvs\":[").is_none() {
+            if !is_range_reply(body) {
+                return Err(not_a_range(body));
+            }
             return Ok(None);
         }
         match json_str(body, b"\"value\":\"") {
@@ -562,6 +585,9 @@ impl RawKv for EtcdRaw {
         })?;
         let body = &self.conns[i].body;
         let Some(mut at) = find(body, b"\"kvs\":[") else {
+            if !is_range_reply(body) {
+                return Err(not_a_range(body).into());
+            }
             return Ok(());
         };
         while let Some(k) = json_str(&body[at..], b"\"key\":\"") {
