@@ -106,6 +106,15 @@ fn etcd_leader_kill_shows_the_gap_and_the_run_recovers() {
 
     let f = &run["faults"][0];
     let unavailable = f["unavailable_s"].as_f64().unwrap();
+    // The terminal says it too: one line per fault (issue 40 item 11).
+    let table = String::from_utf8_lossy(&o.stdout);
+    let line = format!("unavailable {unavailable:.3} s");
+    assert_eq!(
+        table.lines().filter(|l| l.starts_with("  fault ")).count(),
+        1,
+        "{table}"
+    );
+    assert!(table.contains(&line), "{line}: {table}");
     // About the election timeout (1 s by default, randomized up to 2 s). When the election
     // outlasts the 2 s to the restart on a loaded host (see above), the gap runs until the
     // restarted member has joined and voted: at most the restart plus two election timeouts

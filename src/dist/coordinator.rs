@@ -109,8 +109,17 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
     let stop_keeper = Arc::new(AtomicBool::new(false));
     let keeper = keep_lease(&s, lease, ttl, stop_keeper.clone())?;
     let interrupted = crate::driver::install_signals();
+    // The agents need the key too: the hint names it as this process got it.
+    let key = match &s.plan_key_file {
+        Some(f) => format!(" --plan-key-file {}", f.display()),
+        None => String::new(),
+    };
+    let key_env = match &s.plan_key_file {
+        Some(_) => String::new(),
+        None => format!(", with {} set to this run's key", super::seal::KEY_ENV),
+    };
     eprintln!(
-        "dist: plan {hash} published under {prefix} for {n} agents: start them with 'kvmeter agent --coord {} --job {}' (index 0..{} from --index or the placing engine)",
+        "dist: plan {hash} published under {prefix} for {n} agents: start them with 'kvmeter agent --coord {} --job {}{key}'{key_env} (index 0..{} from --index or the placing engine)",
         s.coord,
         s.job,
         n - 1

@@ -612,7 +612,7 @@ fn offline_info(agents: &Agents, first: &super::AgentRecord) -> DistInfo {
 /// The run's status when a phase's outcome ends it (as a single-host run stops).
 pub fn stopped_by(outcome: Outcome) -> Option<RunStatus> {
     match outcome {
-        Outcome::Completed => None,
+        Outcome::Completed | Outcome::Truncated => None,
         Outcome::Interrupted => Some(RunStatus::Interrupted),
         Outcome::Failed => Some(RunStatus::Failed),
     }

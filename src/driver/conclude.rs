@@ -59,6 +59,7 @@ pub(super) fn conclude(
     }
     energy(ps, ctx.idle);
     settle(ps, fatal, close_result, iv.interrupted);
+    truncated(phase, ps);
     ps.window_note = window_note(phase, ps, iv.interrupted, late);
     report::ycsb::report(
         &iv.measured,
@@ -119,6 +120,35 @@ fn settle(
     } else if interrupted {
         ps.outcome = Outcome::Interrupted;
     }
+}
+
+/// A load that ended as planned yet inserted fewer records than planned is `truncated`
+/// (issue 40 item 1): stopped by the bound the user gave it (`--duration` with `--phase load`,
+/// YCSB's `maxexecutiontime`) or short of the inserts that failed. Interrupted and failed
+/// loads keep their outcome, which already says they stopped early.
+fn truncated(phase: &PhasePlan, ps: &mut PhaseSummary) {
+    if phase.kind != crate::plan::PhaseKind::Load || ps.outcome != Outcome::Completed {
+        return;
+    }
+    let insert = ps.ops.get(crate::measure::Metric::Insert.name());
+    let inserted = insert.map(|o| o.ok).unwrap_or(0);
+    if inserted >= phase.operations {
+        return;
+    }
+    let failed = insert.map(|o| o.count - o.ok).unwrap_or(0);
+    let why = match phase.duration {
+        _ if failed > 0 => format!("{failed} inserts failed"),
+        Some(d) => format!(
+            "stopped at the load's bound of {}",
+            humantime::format_duration(d)
+        ),
+        None => "the workers stopped early".into(),
+    };
+    ps.outcome = Outcome::Truncated;
+    ps.truncated = Some(format!(
+        "{inserted} of {} records inserted: {why}",
+        phase.operations
+    ));
 }
 
 /// Energy of the measured window, where telemetry had a power source.

@@ -302,7 +302,7 @@ impl<'a> Intervals<'a> {
             };
             l.interval(&row, ctx.telemetry);
         }
-        self.total_done += stats.total_ops();
+        self.total_done += super::progress::store_calls(&stats);
         ctx.progress.interval(
             ctx.index,
             ctx.phases,

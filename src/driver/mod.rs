@@ -22,6 +22,7 @@ mod pressure;
 mod progress;
 mod replay;
 mod setup;
+mod signals;
 mod test_panic;
 mod worker;
 
@@ -32,7 +33,7 @@ use crate::antagonist::io::IoAntagonists;
 use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::measure::clock::Clock;
 use crate::measure::Metric;
-use crate::plan::Plan;
+use crate::plan::{PhaseKind, Plan};
 use crate::report::manifest::Manifest;
 use crate::report::rundir::RunDir;
 use crate::report::{Outcome, PhaseSummary, RunStatus, Summary};
@@ -46,23 +47,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-/// Set by SIGINT/SIGTERM; a second SIGINT exits at once (130). Installed once per process:
-/// `kvmeter sweep` and `capacity` run many plans, and a Ctrl-C ends them all.
+/// Set by SIGINT/SIGTERM (`signals.rs`): signals together are one interruption; a later one
+/// exits at once (130) with the run directory marked `interrupted`.
 pub fn install_signals() -> Arc<AtomicBool> {
-    static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
-    FLAG.get_or_init(|| {
-        let flag = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            let _ = signal_hook::flag::register_conditional_shutdown(
-                sig,
-                EXIT_INTERRUPTED,
-                flag.clone(),
-            );
-            let _ = signal_hook::flag::register(sig, flag.clone());
-        }
-        flag
-    })
-    .clone()
+    signals::install()
 }
 
 fn now_rfc3339() -> String {
@@ -210,9 +198,22 @@ impl Run<'_> {
     /// or interrupted phase. Returns the exit code so far.
     fn phases(&mut self, mut sync: Option<&mut (dyn PhaseSync + 'static)>) -> anyhow::Result<i32> {
         let n = self.plan.phases.len();
+        // A truncated load's line: the run phases after it read a partly loaded table.
+        let mut partly_loaded: Option<String> = None;
         for (i, phase) in self.plan.phases.iter().enumerate() {
             if self.interrupted.load(Ordering::Relaxed) {
                 break;
+            }
+            match phase.kind {
+                PhaseKind::Run => {
+                    if let Some(t) = &partly_loaded {
+                        self.warn(format!(
+                            "phase {}: reads a partly loaded table ({t}); reads of the keys not inserted answer not_found",
+                            phase.name
+                        ));
+                    }
+                }
+                PhaseKind::Load | PhaseKind::Clear => partly_loaded = None,
             }
             if crate::panics::count() != self.panics0 {
                 // A thread panicked between phases: `finish` fails the run with its message.
@@ -256,6 +257,11 @@ impl Run<'_> {
                 self.explain_server(&mut ps);
             }
             let outcome = ps.outcome;
+            if let Some(t) = &ps.truncated {
+                let line = format!("load {}: {t}", ps.name);
+                self.warn(format!("phase {}: truncated: {t}", ps.name));
+                partly_loaded = Some(line);
+            }
             self.record_phase(ps);
             if let Some(t) = ycsb {
                 let file = format!("ycsb/{}.txt", phase.name);
@@ -266,7 +272,7 @@ impl Run<'_> {
             match outcome {
                 Outcome::Failed => return Ok(EXIT_FAILED),
                 Outcome::Interrupted => return Ok(EXIT_INTERRUPTED),
-                Outcome::Completed => {}
+                Outcome::Completed | Outcome::Truncated => {}
             }
         }
         Ok(EXIT_OK)
@@ -292,6 +298,12 @@ impl Run<'_> {
         if let Some(e) = ps.error.as_mut() {
             e.push_str(&format!("; {why}"));
         }
+    }
+
+    /// A warning: on stderr and in the summary's warnings.
+    fn warn(&mut self, line: String) {
+        eprintln!("WARNING: {line}");
+        self.summary.warnings.push(line);
     }
 
     /// Adds a phase to the summary, its warning and error repeated on stderr.

@@ -76,6 +76,7 @@ pub fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
         warmup_seconds: phase.warmup.as_secs_f64(),
         measured_seconds: 0.0,
         window_note: None,
+        truncated: None,
         target_ops_per_s: phase.target,
         operations: 0,
         errors: 0,

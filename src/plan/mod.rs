@@ -74,6 +74,9 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
     let faults = faults(req, adapter, &store_options, &phases)?;
     let timeline = timeline(req, &faults, flags.interval)?;
     let metrics = MetricsPlan::from_request(req)?;
+    // Each phase resolves the same files and -p items: a warning about them is said once.
+    let mut seen = std::collections::HashSet::new();
+    warnings.retain(|w| seen.insert(w.clone()));
     Ok(Plan {
         metrics,
         command: req.command.clone(),
@@ -471,5 +474,46 @@ mod tests {
             .iter()
             .any(|w| w.contains("'measurementtype' is ignored")));
         assert!(plan.warnings.iter().any(|w| w.contains("read as false")));
+        // Each phase resolves the same -p items: each warning is said once (issue 40 item 11).
+        let n = |k: &str| plan.warnings.iter().filter(|w| w.contains(k)).count();
+        assert_eq!(n("read as false"), 1, "{:?}", plan.warnings);
+        assert_eq!(n("'measurementtype' is ignored"), 1, "{:?}", plan.warnings);
+    }
+
+    /// `--duration` is the run phases' length: a load inserts every record unless the user
+    /// bounds the load itself (issue 40 item 1).
+    #[test]
+    fn duration_bounds_a_load_only_when_the_user_bounds_the_load() {
+        let second = Some(Duration::from_secs(1));
+        let mut r = req("run");
+        r.duration = Some("1s".into());
+        let plan = build(&r).unwrap();
+        assert_eq!(plan.phases[0].kind, PhaseKind::Load);
+        assert_eq!(plan.phases[0].duration, None);
+        assert_eq!(plan.phases[1].duration, second);
+        r.phase = Some("load".into());
+        assert_eq!(build(&r).unwrap().phases[0].duration, second);
+        r.phase = None;
+        r.duration = None;
+        r.props = vec!["maxexecutiontime=1".into()];
+        let plan = build(&r).unwrap();
+        assert_eq!(
+            plan.phases[0].duration, second,
+            "YCSB's bound on every phase"
+        );
+        let mut r = req("suite");
+        r.duration = Some("5s".into());
+        let plan = build(&r).unwrap();
+        for p in &plan.phases {
+            match p.kind {
+                PhaseKind::Load | PhaseKind::Clear => assert_eq!(p.duration, None, "{}", p.name),
+                PhaseKind::Run => assert_eq!(p.duration, Some(Duration::from_secs(5))),
+            }
+        }
+        // The suite's default warm-up is named as a default, not as a flag never typed.
+        r.duration = Some("1s".into());
+        let e = err(r);
+        assert!(e.contains("the suite's default warm-up (2s"), "{e}");
+        assert!(!e.contains("--warmup 2s"), "{e}");
     }
 }

@@ -52,9 +52,10 @@ impl Resolver<'_> {
             let w = flags.warmup.unwrap_or(Duration::ZERO);
             phase_duration = Some(w + pp.step * crate::antagonist::schedule::STEPS as u32);
         }
-        let duration = match phase_duration.or(flags.duration) {
-            Some(d) => Some(d),
-            None => self.max_execution_time(&p, slot.kind, user_gave_ops)?,
+        let duration = match (slot.kind, phase_duration.or(flags.duration)) {
+            (PhaseKind::Load, _) => self.load_bound(&p)?,
+            (_, Some(d)) => Some(d),
+            (_, None) => self.max_execution_time(&p, slot.kind, user_gave_ops)?,
         };
         // `--duration` alone means "run this long": the files' operationcount (1000 in
         // YCSB's) would otherwise end the phase first. YCSB's own maxexecutiontime keeps the
@@ -90,18 +91,20 @@ impl Resolver<'_> {
         };
         if let Some(d) = duration {
             if warmup >= d {
+                // Name the warm-up as the user gave it: a suite's default was never typed.
+                let given = match flags.warmup {
+                    Some(_) => format!("--warmup {warmup:?}"),
+                    None => {
+                        format!("the suite's default warm-up ({warmup:?}; set it with --warmup)")
+                    }
+                };
                 return Err(UsageError::new(format!(
-                    "--warmup {:?} is not shorter than the phase duration {:?}: nothing would be measured",
-                    warmup, d
+                    "{given} is not shorter than the phase duration {d:?}: nothing would be measured"
                 )));
             }
         }
         Ok(PhasePlan {
-            duration: if slot.kind == PhaseKind::Load {
-                flags.duration
-            } else {
-                duration
-            },
+            duration,
             name: slot.name,
             kind: slot.kind,
             workload_files: slot.files,
@@ -174,6 +177,20 @@ impl Resolver<'_> {
             }
         }
         Ok(p)
+    }
+
+    /// What may stop a load before it has inserted every record (issue 40 item 1): only a
+    /// bound the user gave the load itself — `--duration` when the load is the only phase
+    /// (`--phase load`), or YCSB's `maxexecutiontime`, which bounds every phase as YCSB's
+    /// client does. `--duration` with a run phase after the load is the run phase's length: a
+    /// load it cut short would leave the run reading keys that were never inserted.
+    fn load_bound(&self, p: &Props) -> Result<Option<Duration>, UsageError> {
+        if self.req.phase.as_deref() == Some("load") && !self.suite() {
+            if let Some(d) = self.flags.duration {
+                return Ok(Some(d));
+            }
+        }
+        self.max_execution_time(p, PhaseKind::Load, false)
     }
 
     /// YCSB's `maxexecutiontime`, else the suite's default run length.

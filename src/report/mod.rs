@@ -7,6 +7,7 @@ pub mod compare;
 mod compare_page;
 pub mod cost;
 pub mod csv;
+pub mod current;
 pub mod experiment;
 pub mod fault_files;
 pub mod html;
@@ -128,6 +129,10 @@ pub struct PhaseSummary {
     /// early, workers abandoned, or a call in flight at the deadline returned late.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_note: Option<String>,
+    /// A truncated load (outcome `truncated`): how many records it inserted of how many, and
+    /// what stopped it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<String>,
     pub target_ops_per_s: Option<f64>,
     /// Store operations issued (READ, UPDATE, INSERT, SCAN, DELETE; an RMW counts as its
     /// read and its update), measured window only.
@@ -222,6 +227,10 @@ pub struct ProbeSummary {
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
     Completed,
+    /// A load that inserted fewer records than planned without being interrupted or failing:
+    /// stopped by the bound the user gave it, or inserts that failed. The run goes on (its
+    /// run phases read a partly loaded table, and say so); `PhaseSummary::truncated` says why.
+    Truncated,
     Interrupted,
     Failed,
 }
@@ -230,6 +239,7 @@ impl Outcome {
     pub fn name(self) -> &'static str {
         match self {
             Outcome::Completed => "completed",
+            Outcome::Truncated => "truncated",
             Outcome::Interrupted => "interrupted",
             Outcome::Failed => "failed",
         }

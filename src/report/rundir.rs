@@ -248,6 +248,7 @@ impl RunDir {
         writeln!(intervals, "{INTERVALS_HEADER}{extra}")
             .and_then(|_| intervals.flush())
             .map_err(|e| bad(format!("cannot write intervals.csv: {e}")))?;
+        super::current::set(root);
         Ok(RunDir {
             root: root.to_path_buf(),
             intervals,
@@ -269,6 +270,8 @@ impl RunDir {
     }
 
     pub fn write_file(&self, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
+        // manifest.json and summary.json are written under the lock an exit at once takes.
+        let _status = super::current::is_status_file(name).then(super::current::lock);
         let path = self.root.join(name);
         if let Some(dir) = path.parent() {
             // A subdirectory of ours (ycsb/): made new, or already a real directory.

@@ -41,6 +41,9 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
         if let Some(w) = &p.window_note {
             let _ = writeln!(out, "  measured window: {w}");
         }
+        if let Some(t) = &p.truncated {
+            let _ = writeln!(out, "  truncated: {t}");
+        }
         open_loop_line(&mut out, p, b, r);
         engine_lines(&mut out, p);
         ops_table(&mut out, p);
@@ -55,6 +58,7 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
             }
         }
         pressure_lines(&mut out, p);
+        fault_lines(&mut out, p);
         for a in &p.antagonists {
             let _ = writeln!(out, "  antagonist {a}");
         }
@@ -251,6 +255,22 @@ fn energy_line(out: &mut String, p: &PhaseSummary, t: &crate::telemetry::PhaseTe
                 .unwrap_or("unavailable");
             let _ = writeln!(out, "  power    {why}");
         }
+    }
+}
+
+/// One line per `--fault`: how long clients were without a successful operation, and when
+/// they recovered (summary.json's `faults`, also on report.html).
+fn fault_lines(out: &mut String, p: &PhaseSummary) {
+    for f in &p.faults {
+        let recovered = match f.recovered_after_s {
+            Some(r) => format!("recovered {r:.3} s after it"),
+            None => "not recovered before the phase ended".into(),
+        };
+        let _ = writeln!(
+            out,
+            "  fault {} ({}) at {:.3} s on {}: unavailable {:.3} s; {recovered}",
+            f.fault, f.spec, f.at_s, f.member, f.unavailable_s
+        );
     }
 }
 

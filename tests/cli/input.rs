@@ -124,3 +124,18 @@ fn stores_lists_each_store_and_options() {
         assert!(text.contains("--store-opt block_cache_mb=64"));
     }
 }
+
+/// The suite's own warm-up is named as its default, not as a `--warmup 2s` the user never
+/// typed (issue 40 item 11).
+#[test]
+fn the_suites_default_warmup_is_not_called_a_flag() {
+    let (code, err) = stderr_of(&["suite", "--store", "null", "--duration", "1s"]);
+    assert_eq!(code, 2, "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("the suite's default warm-up (2s; set it with --warmup)"),
+        "{err}"
+    );
+    assert!(!err.contains("--warmup 2s"), "{err}");
+}

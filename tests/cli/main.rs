@@ -8,8 +8,10 @@ mod common;
 
 mod endings;
 mod input;
+mod load;
 mod pressure;
 mod runs;
+mod signals;
 mod telemetry;
 
 pub(crate) use common::*;

@@ -319,3 +319,54 @@ fn rocksdb_scan_workload_and_databases() {
     assert!(count(run, "SCAN") > 1700);
     assert!(count(run, "INSERT") > 30);
 }
+
+/// The progress line counts store calls as the table does (it used to add each worker's
+/// CLEANUP call), and a property warning is said once, not once per phase (issue 40 item 11).
+#[test]
+fn progress_counts_what_the_table_counts_and_warnings_are_said_once() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    let o = kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloadc",
+            "--store",
+            "null",
+            "--records",
+            "100",
+        ])
+        .args(["--ops", "1000", "--threads", "2", "--status-interval", "0"])
+        .args([
+            "-p",
+            "readallfields=yes",
+            "-p",
+            "measurementtype=histogram",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // The last progress line of each phase: every operation done, as planned.
+    let last = |tag: &str| {
+        err.lines()
+            .rfind(|l| l.starts_with(tag))
+            .unwrap_or_else(|| panic!("no {tag} line: {err}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    let load = last("[1/2] load");
+    assert_eq!(&load[3..5], ["100", "ops"], "{err}");
+    let run = last("[2/2] run");
+    assert_eq!(&run[3..5], ["1000", "ops"], "{err}");
+    let s = json(&out.join("summary.json"));
+    assert_eq!(phase(&s, "run")["operations"], 1000);
+    for w in [
+        "'readallfields'='yes' is read as false",
+        "'measurementtype' is ignored",
+    ] {
+        assert_eq!(err.matches(w).count(), 1, "{w}: {err}");
+    }
+}
