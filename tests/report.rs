@@ -102,7 +102,9 @@ fn summary_value(s: &Value, key: &str) -> f64 {
         2 => ph[parts[1]].clone(),
         3 if parts[2] == "errors" => {
             let o = &ph["ops"][parts[1]];
-            Value::from(o["count"].as_u64().unwrap() - o["ok"].as_u64().unwrap())
+            // Misses are answers: the table's errors leave them out.
+            let misses = o["misses"].as_u64().unwrap();
+            Value::from(o["count"].as_u64().unwrap() - o["ok"].as_u64().unwrap() - misses)
         }
         3 => ph["ops"][parts[1]][parts[2]].clone(),
         4 => ph["ops"][parts[1]][parts[2]][parts[3]].clone(),

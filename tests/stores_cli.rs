@@ -390,3 +390,105 @@ fn memcached_pipelined_run_counts_every_operation() {
     assert_eq!(run["errors"], 0, "every key was loaded: no read misses");
     assert!(count(run, "UPDATE") > 0);
 }
+
+/// A cache's misses are answers (issue 40 item 3): hits, misses and the hit ratio per
+/// operation against memcached's own `get_hits`/`get_misses`; the misses' latency on its own;
+/// a latency with no samples null in summary.json and "—" on the terminal, never 0.
+#[test]
+fn memcached_misses_are_answers_counted_against_the_servers_stats() {
+    let t = tempfile::tempdir().unwrap();
+    let (_mc, port) = servers::memcached(t.path(), "mc", false);
+    let addr = format!("addr=127.0.0.1:{port}");
+    let run = |name: &str, phase: &str, records: &str, ops: &str| {
+        let out = t.path().join(name);
+        let o = kvmeter()
+            .args([
+                "run",
+                "-P",
+                "workloadc",
+                "--store",
+                "memcached",
+                "--store-opt",
+            ])
+            .args([addr.as_str(), "--phase", phase, "--records", records])
+            .args(["--ops", ops, "--threads", "1", "--out"])
+            .arg(&out)
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (
+            json(&out.join("summary.json")),
+            String::from_utf8(o.stdout).unwrap(),
+            out,
+        )
+    };
+    // An empty server: every read misses.
+    let before = servers::mc_stats(port);
+    let (s, stdout, empty) = run("empty", "run", "200", "1000");
+    let after = servers::mc_stats(port);
+    let d = |k: &str| after[k] - before[k];
+    assert_eq!((d("get_hits"), d("get_misses")), (0, 1000));
+    validate("summary.schema.json", &s);
+    let read = &phase(&s, "run")["ops"]["READ"];
+    assert_eq!(read["hits"], 0);
+    assert_eq!(read["misses"], d("get_misses"));
+    assert_eq!(read["hit_ratio"], 0.0);
+    assert_eq!(read["latency_us"]["count"], 0);
+    for f in ["min", "avg", "p50", "p90", "p99", "p99_9", "p99_99", "max"] {
+        assert!(
+            read["latency_us"][f].is_null(),
+            "{f}: {}",
+            read["latency_us"][f]
+        );
+        assert!(read["missed_latency_us"][f].as_f64().unwrap() > 0.0, "{f}");
+    }
+    assert_eq!(read["missed_latency_us"]["count"], 1000);
+    assert!(
+        read.get("failed_latency_us").is_none(),
+        "a miss is no failure"
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("READ "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(row.contains("—") && !row.contains("0.00"), "{row}");
+    assert!(row.contains("misses 1,000, hit ratio 0.0 %"), "{row}");
+    assert!(!row.contains("not_found"), "{row}");
+    assert!(stdout.contains("missed read"), "{stdout}");
+    // report.html: the hit ratio and misses as cells; a latency of no samples is "—".
+    let html = std::fs::read_to_string(empty.join("report.html")).unwrap();
+    for cell in [
+        "data-key=\"run.READ.misses\" data-value=\"1000\">1000<",
+        "data-key=\"run.READ.hit_ratio\" data-value=\"0\">0.0 %<",
+        "data-key=\"run.READ.latency_us.p99\">—<",
+        "data-key=\"run.READ.errors\" data-value=\"0\">0<",
+    ] {
+        assert!(html.contains(cell), "{cell}");
+    }
+    // 200 records loaded, reads over 400: some hit, some miss, as memcached counts them.
+    run("load", "load", "200", "0");
+    let before = servers::mc_stats(port);
+    let (s, _, out) = run("half", "run", "400", "2000");
+    let after = servers::mc_stats(port);
+    let d = |k: &str| after[k] - before[k];
+    let read = &phase(&s, "run")["ops"]["READ"];
+    let (hits, misses) = (d("get_hits"), d("get_misses"));
+    assert!(hits > 0 && misses > 0, "{hits} {misses}");
+    assert_eq!(read["hits"], hits);
+    assert_eq!(read["misses"], misses);
+    let ratio = read["hit_ratio"].as_f64().unwrap();
+    assert!((ratio - hits as f64 / (hits + misses) as f64).abs() < 1e-12);
+    assert_eq!(read["latency_us"]["count"], hits);
+    assert_eq!(read["missed_latency_us"]["count"], misses);
+    // YCSB's own text keeps YCSB's semantics: a miss is READ-FAILED, Return=NOT_FOUND.
+    let ycsb = std::fs::read_to_string(out.join("ycsb/run.txt")).unwrap();
+    assert!(
+        ycsb.contains(&format!("[READ-FAILED], Operations, {misses}")),
+        "{ycsb}"
+    );
+    assert!(
+        ycsb.contains(&format!("[READ], Return=NOT_FOUND, {misses}")),
+        "{ycsb}"
+    );
+}

@@ -329,9 +329,10 @@ fn json_lines_and_parquet_round_trip() {
             match field {
                 Field::Null => assert!(want.is_null(), "{name}"),
                 Field::Str(s) => assert_eq!(want.as_str(), Some(s.as_str()), "{name}"),
-                Field::Long(x) => assert_eq!(want.as_i64(), Some(*x), "{name}"),
-                Field::ULong(x) => assert_eq!(want.as_u64(), Some(*x), "{name}"),
-                Field::Double(x) => assert_eq!(want.as_f64(), Some(*x), "{name}"),
+                // A number is a number whether the JSON has it as one or as text ("64").
+                Field::Long(x) => assert_eq!(as_num::<i64>(want), Some(*x), "{name}"),
+                Field::ULong(x) => assert_eq!(as_num::<u64>(want), Some(*x), "{name}"),
+                Field::Double(x) => assert_eq!(as_num::<f64>(want), Some(*x), "{name}"),
                 Field::Bool(x) => assert_eq!(want.as_bool(), Some(*x), "{name}"),
                 other => panic!("{name}: unexpected {other:?}"),
             }
@@ -352,6 +353,140 @@ fn json_lines_and_parquet_round_trip() {
     assert_eq!(get("store"), Field::Str("rocksdb".into()));
     assert_eq!(get("threads"), Field::Long(1));
     assert!(matches!(get("latency_p99_us"), Field::Double(_)));
+}
+
+/// A JSON number, or text that is one, as `T`.
+fn as_num<T: serde::de::DeserializeOwned>(v: &Value) -> Option<T> {
+    match v {
+        Value::String(s) => serde_json::from_str(s).ok(),
+        v => serde_json::from_value(v.clone()).ok(),
+    }
+}
+
+/// A Parquet file's rows as (column, field) lists.
+fn parquet_rows(file: &Path) -> Vec<Vec<(String, parquet::record::Field)>> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let reader = SerializedFileReader::new(std::fs::File::open(file).unwrap()).unwrap();
+    reader
+        .get_row_iter(None)
+        .unwrap()
+        .map(|r| {
+            r.unwrap()
+                .get_column_iter()
+                .map(|(n, f)| (n.clone(), f.clone()))
+                .collect()
+        })
+        .collect()
+}
+
+/// Issue 40 item 10 on a real memcached the test starts: a store option that is a number is a
+/// number in Parquet as in the CSV (8 sorts before 64), a sweep's point and repetition are
+/// columns, and an operation with no successes (every read a miss) has null latency cells
+/// (empty in CSV), with its hits, misses, hit ratio and the misses' own latency beside them.
+#[test]
+fn a_memcached_sweeps_table_is_typed_with_repetitions_and_null_latency() {
+    use parquet::record::Field;
+    let t = tempfile::tempdir().unwrap();
+    let (_mc, port) = servers::memcached(t.path(), "mc", false);
+    let out = t.path().join("sw");
+    // --phase run on an empty server: every read misses.
+    let o = kvmeter()
+        .args([
+            "sweep",
+            "--store",
+            "memcached",
+            "-P",
+            "workloadc",
+            "--phase",
+            "run",
+        ])
+        .args(["--store-opt", &format!("addr=127.0.0.1:{port}")])
+        .args(["--records", "100", "--ops", "300", "--threads", "1"])
+        .args([
+            "--param",
+            "store-opt.pipeline=8,64",
+            "--repeat",
+            "2",
+            "--out",
+        ])
+        .arg(&out)
+        .timeout(LIMIT * 4)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let misses = servers::mc_stats(port)["get_misses"];
+    assert_eq!(misses, 4 * 300, "memcached's own count of misses");
+    let file = t.path().join("t.parquet");
+    let o = kvmeter()
+        .args([
+            "table",
+            out.to_str().unwrap(),
+            "--format",
+            "parquet",
+            "--output",
+        ])
+        .arg(&file)
+        .timeout(LIMIT)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = parquet_rows(&file);
+    let reads: Vec<_> = rows
+        .iter()
+        .filter(|r| r.contains(&("operation".into(), Field::Str("READ".into()))))
+        .collect();
+    assert_eq!(reads.len(), 4);
+    let mut seen = vec![];
+    let mut read_misses = 0;
+    for r in reads {
+        let get = |k: &str| {
+            r.iter()
+                .find(|(n, _)| n == k)
+                .unwrap_or_else(|| panic!("no column {k}"))
+                .1
+                .clone()
+        };
+        let Field::Str(dir) = get("run_dir") else {
+            panic!("run_dir")
+        };
+        let Field::Long(pipeline) = get("store-opt.pipeline") else {
+            panic!("store-opt.pipeline: {:?}", get("store-opt.pipeline"))
+        };
+        let (Field::Long(point), Field::Long(rep)) = (get("point"), get("repetition")) else {
+            panic!(
+                "point {:?}, repetition {:?}",
+                get("point"),
+                get("repetition")
+            )
+        };
+        // The point and repetition are where the sweep put the run (index.csv says the same).
+        assert!(dir.ends_with(&format!("r{rep}")), "{dir} {rep}");
+        assert!(
+            dir.contains(&format!("/0{point}-store-opt.pipeline={pipeline}/")),
+            "{dir}"
+        );
+        seen.push((point, rep, pipeline));
+        for f in ["min", "avg", "p50", "p99", "max"] {
+            assert_eq!(get(&format!("latency_{f}_us")), Field::Null, "{f}");
+            assert!(matches!(get(&format!("missed_{f}_us")), Field::Double(x) if x > 0.0));
+        }
+        assert_eq!(get("hits"), Field::Long(0));
+        assert_eq!(get("hit_ratio"), Field::Double(0.0));
+        let Field::Long(m) = get("misses") else {
+            panic!("misses")
+        };
+        read_misses += m as u64;
+    }
+    assert_eq!(read_misses, misses);
+    seen.sort();
+    assert_eq!(seen, [(1, 1, 8), (1, 2, 8), (2, 1, 64), (2, 2, 64)]);
+    // The CSV: the same rows, the latency cells empty, the option's digits as they are.
+    let (_, csv) = csv_rows(&table(&[out.to_str().unwrap()]));
+    for r in csv.iter().filter(|r| r["operation"] == "READ") {
+        assert_eq!(r["latency_p99_us"], "");
+        assert!(r["store-opt.pipeline"] == "8" || r["store-opt.pipeline"] == "64");
+        assert_eq!(r["misses"], "300");
+    }
 }
 
 /// One line on stderr, exit 2, and nothing created.

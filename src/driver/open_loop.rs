@@ -85,10 +85,10 @@ pub(super) fn summary(
             )
         };
         format!(
-            "{head}; the schedule fell up to {:.1} ms behind and sends were up to {:.1} ms late (p99 {:.3} ms); all {workers} workers were busy{cpu}. Latency from intended start includes this queueing. {}",
+            "{head}; the schedule fell up to {:.1} ms behind and sends were up to {} ms late (p99 {} ms); all {workers} workers were busy{cpu}. Latency from intended start includes this queueing. {}",
             max_behind_ms,
-            lag.max / 1000.0,
-            lag.p99 / 1000.0,
+            lag.max.map_or("—".into(), |x| format!("{:.1}", x / 1000.0)),
+            lag.p99.map_or("—".into(), |x| format!("{:.3}", x / 1000.0)),
             advice(short, cpu_pct, workers, cpus),
         )
     });

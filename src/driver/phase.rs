@@ -193,9 +193,6 @@ pub(super) fn run(
         threads,
     )?;
     let cpu_end = CpuTime::now();
-    if let Some(f) = &feed {
-        ctx.rundir.write_json("replay.json", &f.counts())?;
-    }
     if let Some(e) = &engine {
         ps.engine = Some(e.summary(threads, ctx.plan.seed, shared.stream_base));
     }
@@ -217,6 +214,10 @@ pub(super) fn run(
     };
     // Telemetry ends before the store closes (a close may flush): as the phase's own window.
     record(ctx, &mut ps, &iv, ended, window);
+    if let Some(f) = &feed {
+        ctx.rundir
+            .write_json("replay.json", &f.counts_with(&ps.ops))?;
+    }
     let close_result = store.close();
     ps.wall_seconds = wall0.elapsed().as_secs_f64();
     let fatal = shared

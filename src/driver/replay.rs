@@ -84,6 +84,18 @@ pub struct ReplayCounts {
     pub overfull_seconds: u64,
     /// Why feeding ended: "end of trace", "--ops", "--duration", "stopped".
     pub ended_by: String,
+    /// Per operation of the measured window (summary.json's names): hits, misses and the hit
+    /// ratio — a cache trace replayed is judged on them.
+    pub answers: BTreeMap<String, Answers>,
+}
+
+/// How the store answered one operation's calls: with the value (hit) or "no such key" (miss).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Answers {
+    pub hits: u64,
+    pub misses: u64,
+    /// hits / (hits + misses); null when there was neither.
+    pub hit_ratio: Option<f64>,
 }
 
 /// The feeder's ends: the trace, each worker's queue, the spent key buffers coming back.
@@ -157,6 +169,27 @@ impl Feed {
             queued_bytes: AtomicU64::new(0),
             counts: Mutex::new(ReplayCounts::default()),
         })
+    }
+
+    /// replay.json: the feeder's counts, with each operation's hits, misses and hit ratio
+    /// from the phase's summary.
+    pub(super) fn counts_with(
+        &self,
+        ops: &BTreeMap<String, crate::report::OpSummary>,
+    ) -> ReplayCounts {
+        let mut c = self.counts();
+        c.answers = ops
+            .iter()
+            .map(|(name, o)| {
+                let a = Answers {
+                    hits: o.hits,
+                    misses: o.misses,
+                    hit_ratio: o.hit_ratio,
+                };
+                (name.clone(), a)
+            })
+            .collect();
+        c
     }
 
     /// The counts once the phase is over.

@@ -136,19 +136,21 @@ pub fn metrics_of(p: &PhaseSummary) -> Vec<(String, f64)> {
         ("throughput_mb_per_s".to_string(), p.throughput_mb_per_s),
     ];
     if let Some(a) = &p.all_ops {
+        // A latency with no samples is no figure (null), not a 0 to average.
+        let mut put = |name: &str, v: Option<f64>| {
+            if let Some(v) = v {
+                m.push((name.to_string(), v));
+            }
+        };
         let l = &a.latency_us;
-        m.extend([
-            ("latency_avg_us".to_string(), l.avg),
-            ("latency_p50_us".to_string(), l.p50),
-            ("latency_p99_us".to_string(), l.p99),
-            ("latency_p99_9_us".to_string(), l.p99_9),
-        ]);
+        put("latency_avg_us", l.avg);
+        put("latency_p50_us", l.p50);
+        put("latency_p99_us", l.p99);
+        put("latency_p99_9_us", l.p99_9);
         if let Some(i) = &a.intended_latency_us {
-            m.extend([
-                ("intended_avg_us".to_string(), i.avg),
-                ("intended_p99_us".to_string(), i.p99),
-                ("intended_p99_9_us".to_string(), i.p99_9),
-            ]);
+            put("intended_avg_us", i.avg);
+            put("intended_p99_us", i.p99);
+            put("intended_p99_9_us", i.p99_9);
         }
     }
     if let Some(o) = &p.open_loop {

@@ -94,7 +94,11 @@ pub fn status_slot_name(i: usize) -> &'static str {
 #[derive(Clone)]
 pub struct OpStats {
     pub ok: Histogram<u64>,
+    /// Every call that did not succeed (misses included: YCSB's `NAME-FAILED`).
     pub failed: Option<Histogram<u64>>,
+    /// Misses (`not_found`) alone, also in `failed`: for a cache a miss is an answer, and its
+    /// latency is shown on its own.
+    pub missed: Option<Histogram<u64>>,
     pub intended: Option<Histogram<u64>>,
     pub statuses: [u64; STATUS_SLOTS],
     /// User data bytes moved (values written or returned, with field names).
@@ -106,6 +110,7 @@ impl OpStats {
         OpStats {
             ok: new_histogram(),
             failed: None,
+            missed: None,
             intended: paced.then(new_histogram),
             statuses: [0; STATUS_SLOTS],
             bytes: 0,
@@ -128,6 +133,12 @@ impl OpStats {
                 .add(f)
                 .expect("same bounds");
         }
+        if let Some(m) = &o.missed {
+            self.missed
+                .get_or_insert_with(new_histogram)
+                .add(m)
+                .expect("same bounds");
+        }
         if let Some(i) = &o.intended {
             self.intended
                 .get_or_insert_with(new_histogram)
@@ -144,6 +155,9 @@ impl OpStats {
         self.ok.reset();
         if let Some(f) = &mut self.failed {
             f.reset();
+        }
+        if let Some(m) = &mut self.missed {
+            m.reset();
         }
         if let Some(i) = &mut self.intended {
             i.reset();
@@ -202,9 +216,16 @@ impl Stats {
         if status.is_ok() {
             op.ok.saturating_record(service_ns);
         } else {
+            // Made on a worker's first failure or miss only: `emptied` keeps the shape, so a
+            // later interval's handoff brings them made up front.
             op.failed
                 .get_or_insert_with(new_histogram)
                 .saturating_record(service_ns);
+            if status == Status::NotFound {
+                op.missed
+                    .get_or_insert_with(new_histogram)
+                    .saturating_record(service_ns);
+            }
         }
         if let Some(h) = &mut op.intended {
             h.saturating_record(intended_ns);
@@ -255,7 +276,9 @@ impl Stats {
             && self.lag.as_ref().is_none_or(|h| h.is_empty())
     }
 
-    /// A set with the same metrics made up front, all empty (not a clone: nothing copied).
+    /// A set with the same metrics made up front, all empty (not a clone: nothing copied);
+    /// a metric that had failures or misses gets those histograms made too, so the worker
+    /// that records into it next allocates nothing.
     pub fn emptied(&self) -> Stats {
         let mut s = Stats {
             ops: Default::default(),
@@ -263,8 +286,11 @@ impl Stats {
             lag: self.paced.then(|| Box::new(new_histogram())),
         };
         for (i, o) in self.ops.iter().enumerate() {
-            if o.is_some() {
-                s.ops[i] = Some(Box::new(OpStats::new(self.paced)));
+            if let Some(o) = o {
+                let mut e = OpStats::new(self.paced);
+                e.failed = o.failed.as_ref().map(|_| new_histogram());
+                e.missed = o.missed.as_ref().map(|_| new_histogram());
+                s.ops[i] = Some(Box::new(e));
             }
         }
         s
@@ -323,6 +349,8 @@ mod tests {
         assert_eq!(u.statuses[2 + ErrorKind::Io as usize], 1);
         assert_eq!(u.ok.len(), 1);
         assert_eq!(u.failed.as_ref().unwrap().len(), 2);
+        assert_eq!(u.missed.as_ref().unwrap().len(), 1);
+        assert!(s.emptied().get(Metric::Update).unwrap().missed.is_some());
         assert_eq!(u.intended.as_ref().unwrap().len(), 3);
         assert_eq!(s.get(Metric::Read).unwrap().count(), 1);
     }

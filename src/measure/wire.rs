@@ -24,6 +24,9 @@ pub struct WireOp {
     pub ok: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
+    /// Misses alone (also in `failed`); absent from an older agent's report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intended: Option<String>,
     /// Counts by status slot: ok, not found, then each error kind.
@@ -73,6 +76,11 @@ impl Stats {
                         .as_ref()
                         .filter(nonempty)
                         .map(|h| encode(h, &mut ser, &mut buf)),
+                    missed: o
+                        .missed
+                        .as_ref()
+                        .filter(nonempty)
+                        .map(|h| encode(h, &mut ser, &mut buf)),
                     intended: o
                         .intended
                         .as_ref()
@@ -108,6 +116,7 @@ impl Stats {
             s.ops[m as usize] = Some(Box::new(OpStats {
                 ok: decode(&op.ok)?,
                 failed: op.failed.as_deref().map(decode).transpose()?,
+                missed: op.missed.as_deref().map(decode).transpose()?,
                 intended: match &op.intended {
                     Some(i) => Some(decode(i)?),
                     None if w.paced => Some(new_histogram()),

@@ -285,6 +285,13 @@ mod tests {
         );
         assert!(body.contains(&format!("kvmeter_errors_total{l},kind=\"not_found\"}} 2\n")));
         assert!(body.contains(&format!("kvmeter_latency_seconds_count{l}}} 14\n")));
+        assert!(
+            body.contains(&format!("kvmeter_hits_total{l}}} 14\n")),
+            "{body}"
+        );
+        assert!(body.contains(&format!("kvmeter_misses_total{l}}} 2\n")));
+        assert!(body.contains(&format!("kvmeter_hit_ratio{l}}} 0.875\n")));
+        assert!(body.contains(&format!("kvmeter_missed_latency_seconds_count{l}}} 2\n")));
         assert!(get(e.addr(), "GET /other HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
         // The final values: the scrape above read generation 4; finish publishes a 5th.
         let (stop, e2) = (Arc::new(AtomicBool::new(false)), e.clone());

@@ -91,6 +91,26 @@ pub fn families<'a>(
         "Operations that did not succeed, by kind (not_found included).",
         Kind::Counter,
     );
+    let mut hits = fam(
+        "kvmeter_hits",
+        "Operations answered with the key's value (ok).",
+        Kind::Counter,
+    );
+    let mut misses = fam(
+        "kvmeter_misses",
+        "Operations answered that the key is not there (not_found): for a cache, an answer.",
+        Kind::Counter,
+    );
+    let mut hit_ratio = fam(
+        "kvmeter_hit_ratio",
+        "hits / (hits + misses) after warm-up; absent while there is neither.",
+        Kind::Gauge,
+    );
+    let mut missed = fam(
+        "kvmeter_missed_latency_seconds",
+        "Misses' latency from send (service time), apart from the hits'.",
+        Kind::Histogram,
+    );
     let mut bytes = fam(
         "kvmeter_bytes",
         "User data bytes moved (values written or returned).",
@@ -133,6 +153,19 @@ pub fn families<'a>(
         for (op, s) in &p.ops {
             ops.samples.push(scalar(op_labels(k, op), s.count() as f64));
             bytes.samples.push(scalar(op_labels(k, op), s.bytes as f64));
+            hits.samples.push(scalar(op_labels(k, op), s.hits() as f64));
+            misses
+                .samples
+                .push(scalar(op_labels(k, op), s.misses() as f64));
+            if let Some(r) = s.hit_ratio() {
+                hit_ratio.samples.push(scalar(op_labels(k, op), r));
+            }
+            if let Some(h) = &s.missed {
+                missed.samples.push(Sample {
+                    labels: op_labels(k, op),
+                    value: Value::Hist(h),
+                });
+            }
             for (kind, n) in s.errors() {
                 let mut l = op_labels(k, op);
                 l.push(("kind", kind.to_string()));
@@ -175,7 +208,9 @@ pub fn families<'a>(
             }
         }
     }
-    let mut all = vec![ops, errors, bytes, send, intended, lag, faults, intervals];
+    let mut all = vec![
+        ops, errors, hits, misses, hit_ratio, bytes, send, missed, intended, lag, faults, intervals,
+    ];
     all.append(&mut gauges);
     all
 }

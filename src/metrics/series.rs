@@ -114,11 +114,27 @@ pub struct OpSeries {
     pub send: Hist,
     /// Successful operations, from the intended start (paced and open-loop runs).
     pub intended: Option<Hist>,
+    /// Misses (`not_found`), from send: for a cache a miss is an answer with its own latency.
+    pub missed: Option<Hist>,
 }
 
 impl OpSeries {
     pub fn count(&self) -> u64 {
         self.statuses.iter().sum()
+    }
+
+    /// Calls answered with a value (ok) and calls answered "no such key" (not_found).
+    pub fn hits(&self) -> u64 {
+        self.statuses[0]
+    }
+    pub fn misses(&self) -> u64 {
+        self.statuses[1]
+    }
+
+    /// hits / (hits + misses); `None` when there was neither.
+    pub fn hit_ratio(&self) -> Option<f64> {
+        let answered = self.hits() + self.misses();
+        (answered > 0).then(|| self.hits() as f64 / answered as f64)
     }
 
     /// (kind, count) for every status but ok with at least one operation.
@@ -172,6 +188,7 @@ impl PhaseSeries {
                 bytes: 0,
                 send: Hist::new(),
                 intended: None,
+                missed: None,
             });
             for (a, b) in s.statuses.iter_mut().zip(o.statuses) {
                 *a += b;
@@ -180,6 +197,9 @@ impl PhaseSeries {
             s.send.add_hdr(&o.ok);
             if let Some(i) = &o.intended {
                 s.intended.get_or_insert_with(Hist::new).add_hdr(i);
+            }
+            if let Some(m) = o.missed.as_ref().filter(|m| !m.is_empty()) {
+                s.missed.get_or_insert_with(Hist::new).add_hdr(m);
             }
         }
         if let Some(l) = &stats.lag {

@@ -136,9 +136,9 @@ fn metric(p: &super::PhaseSummary, name: &str) -> Option<f64> {
     let all = p.all_ops.as_ref();
     match name {
         "ops_per_s" => Some(p.throughput_ops_per_s),
-        "p50_us" => all.map(|a| a.latency_us.p50),
-        "p99_us" => all.map(|a| a.latency_us.p99),
-        "p99_9_us" => all.map(|a| a.latency_us.p99_9),
+        "p50_us" => all.and_then(|a| a.latency_us.p50),
+        "p99_us" => all.and_then(|a| a.latency_us.p99),
+        "p99_9_us" => all.and_then(|a| a.latency_us.p99_9),
         "error_rate" => (p.operations > 0).then(|| p.errors as f64 / p.operations as f64),
         "ops_per_joule" => p.energy.as_ref().map(|e| e.ops_per_joule),
         "cpu_s_per_op" => {

@@ -32,27 +32,29 @@ pub const SUMMARY_SCHEMA: &str = "kvmeter-summary/1";
 pub const MANIFEST_SCHEMA: &str = "kvmeter-manifest/1";
 
 /// Latency figures in microseconds (from nanosecond histograms, so sub-µs values keep their
-/// fraction).
+/// fraction). With no samples (`count` 0) every figure is `None` (null in summary.json, "—"
+/// on the terminal): a latency nothing was measured for has no value, never 0.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Latency {
     pub count: u64,
-    pub min: f64,
-    pub avg: f64,
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub p99_9: f64,
-    pub p99_99: f64,
-    pub max: f64,
+    pub min: Option<f64>,
+    pub avg: Option<f64>,
+    pub p50: Option<f64>,
+    pub p90: Option<f64>,
+    pub p99: Option<f64>,
+    pub p99_9: Option<f64>,
+    pub p99_99: Option<f64>,
+    pub max: Option<f64>,
 }
 
 impl Latency {
     pub fn from_ns(h: &Histogram<u64>) -> Self {
-        let us = |ns: u64| ns as f64 / 1000.0;
+        let some = !h.is_empty();
+        let us = |ns: u64| some.then_some(ns as f64 / 1000.0);
         Latency {
             count: h.len(),
             min: us(percentile::min(h)),
-            avg: percentile::mean(h) / 1000.0,
+            avg: some.then(|| percentile::mean(h) / 1000.0),
             p50: us(percentile::value_at(h, 50.0)),
             p90: us(percentile::value_at(h, 90.0)),
             p99: us(percentile::value_at(h, 99.0)),
@@ -69,17 +71,34 @@ pub struct OpSummary {
     pub count: u64,
     pub ok: u64,
     /// Failed operations by kind (not_found, io, timeout, ...); only kinds that occurred.
+    /// A miss (`not_found`) is listed here too, and counted apart in `misses`.
     pub errors: BTreeMap<String, u64>,
+    /// Calls answered with the key's value (`ok`) and calls answered "no such key"
+    /// (`not_found`): for a cache both are answers. Absent from an older kvmeter's summary.
+    #[serde(default)]
+    pub hits: u64,
+    #[serde(default)]
+    pub misses: u64,
+    /// hits / (hits + misses); null when there was neither.
+    #[serde(default)]
+    pub hit_ratio: Option<f64>,
     pub ops_per_s: f64,
     pub mb_per_s: f64,
-    /// Service time of successful operations.
+    /// Service time of successful operations (hits).
     pub latency_us: Latency,
+    /// Service time of misses, on their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed_latency_us: Option<Latency>,
+    /// Service time of the calls that failed for any reason but a miss.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_latency_us: Option<Latency>,
     /// From the intended start time (coordinated omission corrected); paced runs only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub intended_latency_us: Option<Latency>,
 }
+
+/// Slot of `not_found` in `OpStats::statuses`.
+const MISS_SLOT: usize = 1;
 
 impl OpSummary {
     pub fn from_stats(o: &OpStats, seconds: f64) -> Self {
@@ -88,18 +107,28 @@ impl OpSummary {
             .map(|i| (status_slot_name(i).to_string(), o.statuses[i]))
             .collect();
         let per_s = |x: f64| if seconds > 0.0 { x / seconds } else { 0.0 };
+        let (hits, misses) = (o.statuses[0], o.statuses[MISS_SLOT]);
+        let missed = o.missed.as_ref().filter(|h| !h.is_empty());
+        // The failures other than misses: `failed` holds both (YCSB's NAME-FAILED).
+        let failed = o.failed.as_ref().filter(|h| !h.is_empty()).and_then(|f| {
+            let mut f = f.clone();
+            if let Some(m) = missed {
+                f.subtract(m).expect("misses are among the failures");
+            }
+            (!f.is_empty()).then_some(f)
+        });
         OpSummary {
             count: o.count(),
             ok: o.statuses[0],
             errors,
+            hits,
+            misses,
+            hit_ratio: (hits + misses > 0).then(|| hits as f64 / (hits + misses) as f64),
             ops_per_s: per_s(o.count() as f64),
             mb_per_s: per_s(o.bytes as f64) / 1e6,
             latency_us: Latency::from_ns(&o.ok),
-            failed_latency_us: o
-                .failed
-                .as_ref()
-                .filter(|h| !h.is_empty())
-                .map(Latency::from_ns),
+            missed_latency_us: missed.map(Latency::from_ns),
+            failed_latency_us: failed.as_ref().map(Latency::from_ns),
             intended_latency_us: o.intended.as_ref().map(Latency::from_ns),
         }
     }

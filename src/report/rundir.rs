@@ -323,7 +323,7 @@ impl RunDir {
         // Every interval has its rows: the phase's operations even when none completed.
         for (m, o) in stats.row_metrics() {
             let h = &o.ok;
-            let (ip50, ip99, imax) = match &o.intended {
+            let (ip50, ip99, imax) = match o.intended.as_ref().filter(|i| !i.is_empty()) {
                 Some(i) => (
                     format!("{:.3}", us(percentile::value_at(i, 50.0))),
                     format!("{:.3}", us(percentile::value_at(i, 99.0))),
@@ -331,21 +331,29 @@ impl RunDir {
                 ),
                 None => (String::new(), String::new(), String::new()),
             };
+            // No success in the interval: its latency cells are empty, never 0.
+            let lat = if h.is_empty() {
+                ",,,,,".to_string()
+            } else {
+                format!(
+                    "{:.3},{:.3},{:.3},{:.3},{:.3},{:.3}",
+                    percentile::mean(h) / 1000.0,
+                    us(percentile::value_at(h, 50.0)),
+                    us(percentile::value_at(h, 90.0)),
+                    us(percentile::value_at(h, 99.0)),
+                    us(percentile::value_at(h, 99.9)),
+                    us(percentile::max(h)),
+                )
+            };
             writeln!(
                 self.intervals,
-                "{phase},{index},{start_s:.3},{end_s:.3},{},{},{},{},{:.1},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{ip50},{ip99},{imax},{sched}",
+                "{phase},{index},{start_s:.3},{end_s:.3},{},{},{},{},{:.1},{:.3},{lat},{ip50},{ip99},{imax},{sched}",
                 warmup as u8,
                 m.name(),
                 o.count(),
                 o.errors(),
                 o.count() as f64 / secs,
                 o.bytes as f64 / secs / 1e6,
-                percentile::mean(h) / 1000.0,
-                us(percentile::value_at(h, 50.0)),
-                us(percentile::value_at(h, 90.0)),
-                us(percentile::value_at(h, 99.0)),
-                us(percentile::value_at(h, 99.9)),
-                us(percentile::max(h)),
             )?;
         }
         // Open loop: one SCHEDULE row per interval, written even when nothing completed (a

@@ -13,6 +13,11 @@ fn num(x: f64) -> String {
     }
 }
 
+/// A latency figure, or "—" where nothing was measured (never 0).
+fn lat(x: Option<f64>) -> String {
+    x.map_or_else(|| "—".to_string(), num)
+}
+
 fn group(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
@@ -112,8 +117,8 @@ fn open_loop_line(out: &mut String, p: &PhaseSummary, b: &str, r: &str) {
             group(o.offered_ops_per_s.round() as u64),
             group(o.achieved_ops_per_s.round() as u64),
             o.achieved_ratio * 100.0,
-            num(o.send_lag_us.p99),
-            num(o.send_lag_us.max),
+            lat(o.send_lag_us.p99),
+            lat(o.send_lag_us.max),
             if o.kept_up {
                 "schedule kept".to_string()
             } else {
@@ -162,15 +167,16 @@ fn engine_lines(out: &mut String, p: &PhaseSummary) {
                 pr.connections,
                 group(s.count),
                 op,
-                num(s.latency_us.p50),
-                num(s.latency_us.p99),
-                num(s.intended_latency_us.as_ref().map_or(0.0, |l| l.p99)),
+                lat(s.latency_us.p50),
+                lat(s.latency_us.p99),
+                lat(s.intended_latency_us.as_ref().and_then(|l| l.p99)),
             );
         }
     }
 }
 
-/// Latency per operation (service time, and from intended start when paced).
+/// Latency per operation (service time, and from intended start when paced); misses are
+/// answers, not errors: counted apart with the hit ratio, their latency on a row of its own.
 fn ops_table(out: &mut String, p: &PhaseSummary) {
     let _ = writeln!(
         out,
@@ -178,53 +184,70 @@ fn ops_table(out: &mut String, p: &PhaseSummary) {
         "op (latency µs)", "count", "ops/s", "avg", "p50", "p90", "p99", "p99.9", "p99.99", "max"
     );
     for (name, o) in &p.ops {
-        let l = &o.latency_us;
         let errs: Vec<String> = o
             .errors
             .iter()
+            .filter(|(k, _)| k.as_str() != "not_found")
             .map(|(k, v)| format!("{k}={}", group(*v)))
             .collect();
-        let _ = writeln!(
-            out,
-            "  {:<18} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
-            name,
-            group(o.count),
-            // One close per worker: a rate would mean nothing.
-            if name == "CLEANUP" {
-                "-".to_string()
-            } else {
-                group(o.ops_per_s.round() as u64)
-            },
-            num(l.avg),
-            num(l.p50),
-            num(l.p90),
-            num(l.p99),
-            num(l.p99_9),
-            num(l.p99_99),
-            num(l.max),
-            if errs.is_empty() {
-                "0".into()
-            } else {
-                errs.join(" ")
-            }
-        );
-        if let Some(i) = o.intended_latency_us.as_ref().filter(|_| name != "CLEANUP") {
-            let _ = writeln!(
-                out,
-                "  {:<18} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-                format!("  intended {}", name.to_lowercase()),
-                "",
-                "",
-                num(i.avg),
-                num(i.p50),
-                num(i.p90),
-                num(i.p99),
-                num(i.p99_9),
-                num(i.p99_99),
-                num(i.max)
+        let mut last = if errs.is_empty() {
+            "0".to_string()
+        } else {
+            errs.join(" ")
+        };
+        if o.misses > 0 {
+            let _ = write!(
+                last,
+                "; hits {}, misses {}, hit ratio {}",
+                group(o.hits),
+                group(o.misses),
+                o.hit_ratio
+                    .map_or("—".to_string(), |r| format!("{:.1} %", r * 100.0))
             );
         }
+        // One close per worker: a rate would mean nothing.
+        let rate = if name == "CLEANUP" {
+            "-".to_string()
+        } else {
+            group(o.ops_per_s.round() as u64)
+        };
+        latency_row(out, name, &group(o.count), &rate, &o.latency_us, &last);
+        if let Some(m) = &o.missed_latency_us {
+            let label = format!("  missed {}", name.to_lowercase());
+            latency_row(out, &label, &group(m.count), "", m, "");
+        }
+        if let Some(i) = o.intended_latency_us.as_ref().filter(|_| name != "CLEANUP") {
+            let label = format!("  intended {}", name.to_lowercase());
+            latency_row(out, &label, "", "", i, "");
+        }
     }
+}
+
+/// One row of the ops table: a label, count and rate, the latency figures ("—" without
+/// samples), and the last column.
+fn latency_row(
+    out: &mut String,
+    label: &str,
+    count: &str,
+    rate: &str,
+    l: &super::Latency,
+    last: &str,
+) {
+    let row = format!(
+        "  {:<18} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
+        label,
+        count,
+        rate,
+        lat(l.avg),
+        lat(l.p50),
+        lat(l.p90),
+        lat(l.p99),
+        lat(l.p99_9),
+        lat(l.p99_99),
+        lat(l.max),
+        last
+    );
+    let _ = writeln!(out, "{}", row.trim_end());
 }
 
 /// Power and energy per operation, labelled when estimated.

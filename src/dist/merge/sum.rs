@@ -92,6 +92,7 @@ struct OpAcc {
     metric: String,
     ok: Counts,
     failed: Option<Counts>,
+    missed: Option<Counts>,
     intended: Option<Counts>,
     statuses: [u64; STATUS_SLOTS],
     bytes: u64,
@@ -151,6 +152,7 @@ impl Acc {
                         metric: op.metric.clone(),
                         ok: Counts::new(),
                         failed: None,
+                        missed: None,
                         intended: None,
                         statuses: [0; STATUS_SLOTS],
                         bytes: 0,
@@ -161,6 +163,9 @@ impl Acc {
             decode_into(&mut a.ok, &op.ok, scratch)?;
             if let Some(f) = &op.failed {
                 decode_into(a.failed.get_or_insert_with(Counts::new), f, scratch)?;
+            }
+            if let Some(m) = &op.missed {
+                decode_into(a.missed.get_or_insert_with(Counts::new), m, scratch)?;
             }
             if let Some(i) = &op.intended {
                 decode_into(a.intended.get_or_insert_with(Counts::new), i, scratch)?;
@@ -187,6 +192,7 @@ impl Acc {
                 Some(a) => {
                     a.ok.add(&op.ok)?;
                     add_opt(&mut a.failed, op.failed)?;
+                    add_opt(&mut a.missed, op.missed)?;
                     add_opt(&mut a.intended, op.intended)?;
                     for (s, n) in a.statuses.iter_mut().zip(op.statuses) {
                         *s += n;
@@ -219,6 +225,7 @@ impl Acc {
                         metric: o.metric.clone(),
                         ok: enc(&o.ok)?,
                         failed: o.failed.as_ref().map(&mut enc).transpose()?,
+                        missed: o.missed.as_ref().map(&mut enc).transpose()?,
                         intended: o.intended.as_ref().map(&mut enc).transpose()?,
                         statuses: o.statuses.to_vec(),
                         bytes: o.bytes,

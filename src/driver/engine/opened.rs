@@ -171,10 +171,10 @@ impl Opened {
                 ol.arrival, c.dispersion, c.windows, c.window_ms, c.expected, c.tolerance
             ));
         }
-        if ol.send_lag_us.p99 > 100_000.0 {
+        if let Some(lag) = ol.send_lag_us.p99.filter(|l| *l > 100_000.0) {
             why.push(format!(
                 "sends were late by {:.1} ms at p99 (the loops' backlog reached {} arrivals)",
-                ol.send_lag_us.p99 / 1000.0,
+                lag / 1000.0,
                 self.stats.max_backlog.load(Ordering::Relaxed)
             ));
         }

@@ -229,26 +229,39 @@ fn phase_section(p: &mut Page, d: &RunData, name: &str) {
     }
 }
 
+/// One row per operation: its latency ("—" where nothing was measured, never 0), errors
+/// (misses left out: for a cache a miss is an answer), hits, misses and the hit ratio, and the
+/// misses' own latency.
 fn ops_table(p: &mut Page, ph: &PhaseSummary) {
     let mut rows = vec![];
     for (op, o) in &ph.ops {
         let k = |f: &str| format!("{}.{op}.{f}", ph.name);
         let l = &o.latency_us;
-        let lat = |f: &str, v: f64| Cell::num(&k(&format!("latency_us.{f}")), v, short(v));
+        let lat = |f: &str, v: Option<f64>| {
+            Cell::num(&k(f), v.unwrap_or(f64::NAN), v.map_or("—".into(), short))
+        };
+        let errors = o.count - o.ok - o.misses;
+        let missed = o.missed_latency_us.as_ref();
         rows.push(vec![
             Cell::text(op.clone()),
             Cell::num(&k("count"), o.count as f64, o.count.to_string()),
             Cell::num(&k("ops_per_s"), o.ops_per_s, format!("{:.0}", o.ops_per_s)),
-            lat("avg", l.avg),
-            lat("p50", l.p50),
-            lat("p99", l.p99),
-            lat("p99_9", l.p99_9),
-            lat("max", l.max),
+            lat("latency_us.avg", l.avg),
+            lat("latency_us.p50", l.p50),
+            lat("latency_us.p99", l.p99),
+            lat("latency_us.p99_9", l.p99_9),
+            lat("latency_us.max", l.max),
+            Cell::num(&k("errors"), errors as f64, errors.to_string()),
+            Cell::num(&k("hits"), o.hits as f64, o.hits.to_string()),
+            Cell::num(&k("misses"), o.misses as f64, o.misses.to_string()),
             Cell::num(
-                &k("errors"),
-                (o.count - o.ok) as f64,
-                (o.count - o.ok).to_string(),
+                &k("hit_ratio"),
+                o.hit_ratio.unwrap_or(f64::NAN),
+                o.hit_ratio
+                    .map_or("—".into(), |r| format!("{:.1} %", r * 100.0)),
             ),
+            lat("missed_latency_us.p50", missed.and_then(|m| m.p50)),
+            lat("missed_latency_us.p99", missed.and_then(|m| m.p99)),
         ]);
     }
     p.table(
@@ -263,6 +276,11 @@ fn ops_table(p: &mut Page, ph: &PhaseSummary) {
             "p99.9 µs",
             "max µs",
             "errors",
+            "hits",
+            "misses",
+            "hit ratio",
+            "miss p50 µs",
+            "miss p99 µs",
         ],
         &rows,
     );

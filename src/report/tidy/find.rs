@@ -179,9 +179,52 @@ fn walk(root: &Path, found: &mut Found, entries: &mut usize) -> Result<(), Usage
     Ok(())
 }
 
+/// A sweep's or a capacity search's run: its point's number and its repetition (from 1), read
+/// from where those commands put each run — a sweep `ROOT/points/NN-LABEL/rK` beside
+/// `ROOT/index.csv`, a capacity search `ROOT/points/NN-RATEops-rK` beside `ROOT/capacity.csv`
+/// (experiment/sweep.rs, experiment/capacity). `None` for any other run.
+pub fn position(dir: &Path) -> Option<(u64, u64)> {
+    let name = |p: &Path| p.file_name()?.to_str().map(str::to_string);
+    let number = |s: &str| s.parse::<u64>().ok().filter(|n| *n > 0);
+    let leading = |s: &str| number(s.split('-').next()?);
+    let leaf = name(dir)?;
+    let parent = dir.parent()?;
+    // A sweep: rK in NN-LABEL in points.
+    if let Some(k) = leaf.strip_prefix('r').and_then(number) {
+        let points = parent.parent()?;
+        if name(points)? == "points" && points.parent()?.join("index.csv").is_file() {
+            return Some((leading(&name(parent)?)?, k));
+        }
+    }
+    // A capacity search: NN-RATEops-rK in points.
+    let (head, k) = leaf.rsplit_once("ops-r")?;
+    if name(parent)? == "points" && parent.parent()?.join("capacity.csv").is_file() {
+        return Some((leading(head)?, number(k)?));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sweeps_and_a_capacity_searchs_runs_have_their_point_and_repetition() {
+        let t = tempfile::tempdir().unwrap();
+        let sw = t.path().join("sw");
+        let run = sw.join("points/02-threads=4/r3");
+        std::fs::create_dir_all(&run).unwrap();
+        assert_eq!(position(&run), None, "no index.csv: not a sweep");
+        std::fs::write(sw.join("index.csv"), "").unwrap();
+        assert_eq!(position(&run), Some((2, 3)));
+        let cap = t.path().join("cap");
+        let run = cap.join("points/05-2000ops-r2");
+        std::fs::create_dir_all(&run).unwrap();
+        assert_eq!(position(&run), None);
+        std::fs::write(cap.join("capacity.csv"), "").unwrap();
+        assert_eq!(position(&run), Some((5, 2)));
+        assert_eq!(position(&t.path().join("r1")), None);
+    }
 
     fn run(dir: &Path) {
         std::fs::create_dir_all(dir).unwrap();

@@ -175,6 +175,12 @@ pub fn read(dirs: &[PathBuf]) -> Result<TidyTable, UsageError> {
             summary_name: &sname,
             manifest_name: &mname,
         })?;
+        if let Some((point, repetition)) = find::position(dir) {
+            for r in &mut run_rows {
+                r.insert("point".into(), point.into());
+                r.insert("repetition".into(), repetition.into());
+            }
+        }
         if let Some(s) = &found_run.side {
             for r in &mut run_rows {
                 r.insert("compare.side".into(), s.side.into());

@@ -19,10 +19,12 @@ pub const ALL: &str = "ALL";
 /// Latency fields of summary.json, in column order (each column `<prefix>_<field>_us`).
 pub const LATENCY_FIELDS: [&str; 8] = ["min", "avg", "p50", "p90", "p99", "p99_9", "p99_99", "max"];
 /// The latency objects of an operation and the column prefix of each: service time from the
-/// send (`latency_us`), from the intended start (paced and open-loop runs), failed calls.
-pub const LATENCIES: [(&str, &str); 3] = [
+/// send (`latency_us`), from the intended start (paced and open-loop runs), misses, failed
+/// calls.
+pub const LATENCIES: [(&str, &str); 4] = [
     ("latency_us", "latency"),
     ("intended_latency_us", "intended"),
+    ("missed_latency_us", "missed"),
     ("failed_latency_us", "failed"),
 ];
 
@@ -34,6 +36,8 @@ pub fn fixed_columns() -> Vec<String> {
     let mut c: Vec<String> = [
         "run_dir",
         "run_status",
+        "point",
+        "repetition",
         "phase",
         "phase_kind",
         "phase_outcome",
@@ -60,6 +64,9 @@ pub fn fixed_columns() -> Vec<String> {
         "count",
         "ok",
         "errors",
+        "hits",
+        "misses",
+        "hit_ratio",
         "ops_per_s",
         "mb_per_s",
     ]
@@ -272,7 +279,15 @@ fn phase_columns(f: &RunFiles, p: &Map<String, Value>, at: &str) -> Result<Row, 
 /// One operation's columns from its entry in the phase's `ops`.
 fn op_columns(op: &Map<String, Value>, file: &str, at: &str) -> Result<Row, UsageError> {
     let mut row = Row::new();
-    for k in ["count", "ok", "ops_per_s", "mb_per_s"] {
+    for k in [
+        "count",
+        "ok",
+        "hits",
+        "misses",
+        "hit_ratio",
+        "ops_per_s",
+        "mb_per_s",
+    ] {
         row.insert(k.into(), scalar(op, k, file, at)?);
     }
     if let Some(errors) = op.get("errors") {
@@ -290,7 +305,8 @@ fn op_columns(op: &Map<String, Value>, file: &str, at: &str) -> Result<Row, Usag
     Ok(row)
 }
 
-/// `latency_p99_us`, `intended_p99_us`, ... from the latency objects present.
+/// `latency_p99_us`, `intended_p99_us`, ... from the latency objects present; a latency of no
+/// samples (`count` 0: null figures, or the zeros an older kvmeter wrote) leaves its cells empty.
 fn latency_columns(
     obj: &Map<String, Value>,
     file: &str,
@@ -302,6 +318,9 @@ fn latency_columns(
             continue;
         };
         let l = object(l, file, &format!("{at}{key}"))?;
+        if l.get("count").and_then(Value::as_u64) == Some(0) {
+            continue;
+        }
         for f in LATENCY_FIELDS {
             row.insert(
                 format!("{prefix}_{f}_us"),
@@ -440,6 +459,29 @@ mod tests {
         assert_eq!(rows[2]["ops_per_s"], 123.456);
         assert_eq!(rows[2]["count"], 4);
         assert_eq!(rows[2]["errors"], 1);
+    }
+
+    #[test]
+    fn a_latency_of_no_samples_is_empty_whether_written_null_or_zero() {
+        let zeros = json!({"count": 0, "min": 0.0, "avg": 0.0, "p50": 0.0, "p90": 0.0,
+            "p99": 0.0, "p99_9": 0.0, "p99_99": 0.0, "max": 0.0});
+        let nulls = json!({"count": 0, "min": null, "avg": null, "p50": null, "p90": null,
+            "p99": null, "p99_9": null, "p99_99": null, "max": null});
+        let missed = json!({"count": 5, "min": 1.0, "avg": 2.0, "p50": 2.0, "p90": 3.0,
+            "p99": 3.0, "p99_9": 3.0, "p99_99": 3.0, "max": 3.0});
+        for lat in [zeros, nulls] {
+            let s = json!({"phases": [{"name": "run", "kind": "run", "ops": {"READ": {
+                "count": 5, "ok": 0, "errors": {"not_found": 5}, "hits": 0, "misses": 5,
+                "hit_ratio": 0.0, "latency_us": lat, "missed_latency_us": missed}}}]});
+            let rows = rows(&files(&json!({}), &s)).unwrap();
+            let read = &rows[0];
+            for f in LATENCY_FIELDS {
+                assert!(!read.contains_key(&format!("latency_{f}_us")), "{f}");
+            }
+            assert_eq!(read["missed_p99_us"], 3.0);
+            assert_eq!((&read["hits"], &read["misses"]), (&json!(0), &json!(5)));
+            assert_eq!(read["hit_ratio"], 0.0);
+        }
     }
 
     #[test]

@@ -9,9 +9,11 @@
 //! parallel with kvmeter's own crate: under the 90 s the project allows a dependency before it
 //! goes behind a cargo feature, so `--format parquet` works in every build.
 //!
-//! Each column's type is the one its values agree on: BOOLEAN, INT64 (signed, or unsigned for
-//! a u64 beyond i64, e.g. a seed), DOUBLE (numbers, integers among them converted), else UTF8
-//! with every value as the CSV shows it.
+//! Each column's type is the one its values agree on, read as a CSV reader reads the CSV: a
+//! number is a number whether the JSON has it as one or as text that is one (manifest.json
+//! keeps store options as text, `"64"`; as UTF8 it would sort before `"8"`). BOOLEAN, INT64
+//! (signed, or unsigned for a u64 beyond i64, e.g. a seed), DOUBLE (numbers, integers among
+//! them converted), else UTF8 with every value as the CSV shows it.
 
 use super::rows::Row;
 use parquet::basic::{LogicalType, Repetition, Type as Physical};
@@ -20,7 +22,7 @@ use parquet::data_type::ByteArray;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::Type;
-use serde_json::Value;
+use serde_json::{Number, Value};
 use std::io::Write;
 use std::sync::Arc;
 
@@ -34,15 +36,25 @@ pub enum Kind {
     Text,
 }
 
+/// A value as the number its CSV cell reads as: a JSON number, or text that is exactly one
+/// (JSON's number syntax: no spaces, no leading zeros, so "007" and "1.6.21" stay text).
+fn as_number(v: &Value) -> Option<Number> {
+    match v {
+        Value::Number(n) => Some(n.clone()),
+        Value::String(s) if !s.is_empty() && s.trim() == s => serde_json::from_str(s).ok(),
+        _ => None,
+    }
+}
+
 /// The type every value of the column fits.
 pub fn kind_of(rows: &[Row], col: &str) -> Kind {
     let (mut bool_, mut int, mut uint, mut float, mut text) = (false, false, false, false, false);
     for v in rows.iter().filter_map(|r| r.get(col)) {
-        match v {
-            Value::Bool(_) => bool_ = true,
-            Value::Number(n) if n.is_i64() => int = true,
-            Value::Number(n) if n.is_u64() => uint = true,
-            Value::Number(_) => float = true,
+        match (v, as_number(v)) {
+            (Value::Bool(_), _) => bool_ = true,
+            (_, Some(n)) if n.is_i64() => int = true,
+            (_, Some(n)) if n.is_u64() => uint = true,
+            (_, Some(_)) => float = true,
             _ => text = true,
         }
     }
@@ -125,13 +137,16 @@ pub fn write<W: Write + Send>(rows: &[Row], columns: &[String], out: W) -> anyho
             ColumnWriter::Int64ColumnWriter(w) => {
                 // An unsigned column keeps the u64's bits; its logical type says how to read them.
                 let c = column(rows, col, |v| {
-                    v.as_i64()
-                        .unwrap_or_else(|| v.as_u64().unwrap_or_default() as i64)
+                    let n = as_number(v).unwrap_or_else(|| 0.into());
+                    n.as_i64()
+                        .unwrap_or_else(|| n.as_u64().unwrap_or_default() as i64)
                 });
                 w.write_batch(&c.values, Some(&c.levels), None)?;
             }
             ColumnWriter::DoubleColumnWriter(w) => {
-                let c = column(rows, col, |v| v.as_f64().unwrap_or(f64::NAN));
+                let c = column(rows, col, |v| {
+                    as_number(v).and_then(|n| n.as_f64()).unwrap_or(f64::NAN)
+                });
                 w.write_batch(&c.values, Some(&c.levels), None)?;
             }
             ColumnWriter::ByteArrayColumnWriter(w) => {
@@ -178,5 +193,14 @@ mod tests {
             Kind::Text
         );
         assert_eq!(kind_of(&[row("s", json!(3))], "s"), Kind::Int);
+        // Text that is a number is one, as in the CSV; text that is not stays text.
+        assert_eq!(
+            kind_of(&[row("o", json!("64")), row("o", json!(8))], "o"),
+            Kind::Int
+        );
+        assert_eq!(kind_of(&[row("o", json!("0.5"))], "o"), Kind::Double);
+        for t in ["007", "1.6.21", " 8", "", "NaN", "auto"] {
+            assert_eq!(kind_of(&[row("o", json!(t))], "o"), Kind::Text, "{t:?}");
+        }
     }
 }
