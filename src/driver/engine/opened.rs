@@ -171,7 +171,7 @@ impl Opened {
                 ol.arrival, c.dispersion, c.windows, c.window_ms, c.expected, c.tolerance
             ));
         }
-        if ol.send_lag_us.p99 > 100_000.0 {
+        if ol.send_lag_us.p99 > crate::report::LATE_SENDS_P99_US {
             why.push(format!(
                 "sends were late by {:.1} ms at p99 (the loops' backlog reached {} arrivals)",
                 ol.send_lag_us.p99 / 1000.0,
