@@ -399,7 +399,7 @@ fn write_results(
     results: &[PointResult],
 ) -> anyhow::Result<()> {
     let r = SweepResult {
-        schema: "kvmeter-sweep/1",
+        schema: "kvmeter-sweep/2",
         status,
         store: &base.store,
         params,
