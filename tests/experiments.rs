@@ -105,8 +105,9 @@ fn capacity_checks_its_flags_before_creating_anything() {
     }
 }
 
-/// Two points × three runs on the null store: index, per-run directories, and mean, stddev and
-/// the 95 % CI recomputed from the runs' own summaries (t = 4.303 for 2 degrees of freedom).
+/// Two points × three runs on the null store: index, per-run directories, and mean, stddev,
+/// geometric mean and its 95 % CI on logarithms recomputed from the runs' own summaries
+/// (t = 4.303 for 2 degrees of freedom).
 #[test]
 fn sweep_repeats_points_and_reports_confidence_intervals() {
     let dir = tempfile::tempdir().unwrap();
@@ -155,16 +156,24 @@ fn sweep_repeats_points_and_reports_confidence_intervals() {
         assert_eq!(seeds, [9, 10, 11], "each repetition its own seed");
         let mean = tput.iter().sum::<f64>() / 3.0;
         let sd = (tput.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
-        let half = 4.303 * sd / 3f64.sqrt();
+        let logs: Vec<f64> = tput.iter().map(|x| x.ln()).collect();
+        let lmean = logs.iter().sum::<f64>() / 3.0;
+        let lsd = (logs.iter().map(|x| (x - lmean).powi(2)).sum::<f64>() / 2.0).sqrt();
+        let half = 4.303 * lsd / 3f64.sqrt();
         let got = &p["phases"]["run"]["throughput_ops_per_s"];
         assert_eq!(got["n"], 3);
         assert!((f(&got["mean"]) - mean).abs() <= 1e-6 * mean);
         assert!((f(&got["stddev"]) - sd).abs() <= 1e-6 * mean);
-        assert!((f(&got["ci95_low"]) - (mean - half)).abs() <= 1e-6 * mean);
-        assert!((f(&got["ci95_high"]) - (mean + half)).abs() <= 1e-6 * mean);
+        assert!((f(&got["geomean"]) - lmean.exp()).abs() <= 1e-6 * mean);
+        let (lo, hi) = ((lmean - half).exp(), (lmean + half).exp());
+        assert!((f(&got["geomean_ci95_low"]) - lo).abs() <= 1e-6 * mean);
+        assert!((f(&got["geomean_ci95_high"]) - hi).abs() <= 1e-6 * mean);
+        assert!(lo > 0.0);
     }
     let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
-    assert!(csv.starts_with("point,threads-per-cpu,phase,metric,n,mean,stddev,ci95_low,ci95_high"));
+    assert!(csv.starts_with(
+        "point,threads-per-cpu,phase,metric,n,mean,stddev,geomean,geomean_ci95_low,geomean_ci95_high"
+    ));
     assert!(csv
         .lines()
         .any(|l| l.starts_with("2,2,run,throughput_ops_per_s,3,")));

@@ -257,6 +257,116 @@ fn run_figures_have_log_latency_whole_text_and_no_lone_dots() {
     assert!(html.contains(r#"data-figure="run-throughput""#));
 }
 
+/// The x of every marker a figure draws, from its hover title ("p50: x 1.53 y 120 µs").
+fn marker_xs(svg: &str) -> Vec<f64> {
+    let doc = Document::parse(svg).unwrap();
+    doc.descendants()
+        .filter(|n| n.has_tag_name("circle"))
+        .filter_map(|c| c.children().find(|t| t.has_tag_name("title"))?.text())
+        .filter_map(|t| t.split(": x ").nth(1)?.split(' ').next()?.parse().ok())
+        .collect()
+}
+
+/// The x axis title of a figure (the axis title that is not turned), its lines joined.
+fn x_title(svg: &str) -> String {
+    let doc = Document::parse(svg).unwrap();
+    doc.descendants()
+        .find(|n| n.attribute("class") == Some("axis-title") && n.attribute("transform").is_none())
+        .map(|n| {
+            n.descendants()
+                .filter(|t| t.is_text())
+                .filter_map(|t| t.text())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+/// Issue 40 items 8 and 9 on a real open-loop run. Item 9: the run phase's latency figure is
+/// drawn on the run's clock, as telemetry is: the same x axis title, and its first interval at
+/// the phase's start on that clock (its `started_at` less the manifest's) plus the interval's
+/// middle from intervals.csv. Item 8: report.html's operation table has the latency from the
+/// intended start beside the service time, with the summary's figures.
+#[test]
+fn an_open_loop_report_has_one_time_axis_and_from_intended_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    run_default(&out);
+    let s = json(&out.join("summary.json"));
+    let m = json(&out.join("manifest.json"));
+    let at = |v: &serde_json::Value| humantime::parse_rfc3339_weak(v.as_str().unwrap()).unwrap();
+    let run = phase(&s, "run");
+    let offset = at(&run["started_at"])
+        .duration_since(at(&m["started_at"]))
+        .unwrap()
+        .as_secs_f64();
+    let csv = std::fs::read_to_string(out.join("intervals.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
+    let first_mid = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f[col("phase")] == "run" && f[col("metric")] == "READ")
+        .filter(|f| f[col("count")].parse::<u64>().unwrap() > 0)
+        .map(|f| {
+            let (a, b): (f64, f64) = (
+                f[col("start_s")].parse().unwrap(),
+                f[col("end_s")].parse().unwrap(),
+            );
+            (a + b) / 2.0
+        })
+        .fold(f64::INFINITY, f64::min);
+    let latency = figure(&out, "run-read-latency");
+    let telemetry = figure(&out, "telemetry-cpu");
+    assert_eq!(x_title(&latency), "time since the run started (s)");
+    assert_eq!(x_title(&latency), x_title(&telemetry));
+    assert_eq!(
+        x_title(&figure(&out, "run-throughput")),
+        x_title(&telemetry)
+    );
+    let xs = marker_xs(&latency);
+    let first = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    // The hover value is written with 2 decimals.
+    assert!(
+        (first - (offset + first_mid)).abs() <= 0.006,
+        "first interval drawn at {first}, expected {offset} + {first_mid}: {xs:?}"
+    );
+
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let table = html
+        .split(r#"<table data-table="ops-run">"#)
+        .nth(1)
+        .unwrap()
+        .split("</table>")
+        .next()
+        .unwrap();
+    for h in [
+        "p99 µs from send",
+        "p99 µs from intended",
+        "max µs from intended",
+    ] {
+        assert!(table.contains(&format!("<th>{h}</th>")), "{h}: {table}");
+    }
+    for f in ["p50", "p99", "p99_9", "max"] {
+        let key = format!(r#"data-key="run.READ.intended_latency_us.{f}" data-value=""#);
+        let v: f64 = table
+            .split(&key)
+            .nth(1)
+            .unwrap_or_else(|| panic!("{key} in {table}"))
+            .split('"')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let want = run["ops"]["READ"]["intended_latency_us"][f]
+            .as_f64()
+            .unwrap();
+        assert!((v - want).abs() <= 1e-9 * want.abs(), "{f}: {v} vs {want}");
+    }
+    assert!(html.contains("sends late by p99"), "the open-loop line");
+}
+
 /// A capacity search on a real memcached with two SLO bounds 10 % apart (their labels would
 /// sit on each other) and the capacity marker: no two labels of the figure overlap.
 #[test]

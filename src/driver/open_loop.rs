@@ -59,7 +59,11 @@ pub(super) fn summary(
         .map(Latency::from_ns)
         .unwrap_or_else(|| Latency::from_ns(&crate::measure::new_histogram()));
     let short = ratio < 0.99 - slack;
-    let behind = max_behind_ms > 100.0;
+    // Behind: sends late against their intended start (issue 40 item 8: one measure, the one
+    // the table and report.html print beside the verdict).
+    let behind = lag
+        .p99
+        .is_some_and(|l| l > crate::report::LATE_SENDS_P99_US);
     let warning = (short || behind).then(|| {
         // No CPU figure from a window too short for CPU shares (telemetry's 50-tick rule).
         let cpu_pct = telemetry
@@ -85,10 +89,9 @@ pub(super) fn summary(
             )
         };
         format!(
-            "{head}; the schedule fell up to {:.1} ms behind and sends were up to {} ms late (p99 {} ms); all {workers} workers were busy{cpu}. Latency from intended start includes this queueing. {}",
-            max_behind_ms,
+            "{head}; sends were late by p99 {} ms, max {} ms; all {workers} workers were busy{cpu}. Latency from intended start includes this queueing. {}",
+            lag.p99.map_or("—".into(), |x| format!("{:.1}", x / 1000.0)),
             lag.max.map_or("—".into(), |x| format!("{:.1}", x / 1000.0)),
-            lag.p99.map_or("—".into(), |x| format!("{:.3}", x / 1000.0)),
             advice(short, cpu_pct, workers, cpus),
         )
     });

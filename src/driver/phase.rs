@@ -146,6 +146,9 @@ pub(super) fn run(
     // count from here (one instant, one clock reading).
     let t0 = Instant::now();
     let origin = ctx.clock.now();
+    // The phase's start on the wall clock, with its interval grid's origin: report.html places
+    // the phase on the run's clock by it.
+    let wall_start = SystemTime::now();
     let grid = crate::measure::Grid { origin, ..grid };
     let timeline = timeline_for(ctx.plan, phase, origin, threads);
     let arrivals = phase
@@ -172,7 +175,6 @@ pub(super) fn run(
     // timeline count from t0 (`start_companions`).
     companions.extend(start_fault_companion(ctx, phase, timeline, origin, t0));
     test_panic::companion(test);
-    let wall_start = SystemTime::now();
     ps.started_at = humantime::format_rfc3339_millis(wall_start).to_string();
     let mut iv = Intervals::new(phase, &shared, &collector, wall_start, arrivals.as_ref());
     iv.panics0 = panics0;

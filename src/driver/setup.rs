@@ -3,7 +3,7 @@
 //! a user's server answering), then the data directory, antagonist files, the run directory,
 //! a managed server, the manifest and telemetry.
 
-use super::{note, now_rfc3339, DataDir, Run};
+use super::{note, DataDir, Run};
 use crate::calibrate::Calibration;
 use crate::error::UsageError;
 use crate::machine;
@@ -59,12 +59,15 @@ impl<'p> Run<'p> {
         warn_if_nothing_loaded(plan, adapter, &data);
         let (clock, clock_description) = Clock::auto(plan.clock == ClockChoice::Auto);
         let interrupted = super::install_signals();
+        // The run's clock: telemetry's time_s counts from here, and the manifest's started_at
+        // is this instant on the wall clock (report.html draws phases on it).
+        let (run_t0, run_wall) = (std::time::Instant::now(), std::time::SystemTime::now());
         let manifest = Manifest {
             schema: report::MANIFEST_SCHEMA,
             kvmeter_version: env!("CARGO_PKG_VERSION"),
             git_revision: env!("KVMETER_GIT_REV"),
             command_line: std::env::args().collect(),
-            started_at: now_rfc3339(),
+            started_at: humantime::format_rfc3339_millis(run_wall).to_string(),
             finished_at: None,
             status: RunStatus::Running,
             seed: plan.seed,
@@ -97,7 +100,7 @@ impl<'p> Run<'p> {
         let telemetry = match plan
             .telemetry_config(server.as_ref().map(|c| c.main().pid), calibration.as_ref())
         {
-            Some(cfg) => match Telemetry::start(cfg, Some(&device), rundir.root()) {
+            Some(cfg) => match Telemetry::start(cfg, Some(&device), rundir.root(), run_t0) {
                 Ok(t) => Some(t),
                 Err(e) => {
                     // The manifest exists: it must not stay at "running".

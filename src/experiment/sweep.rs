@@ -1,13 +1,14 @@
 //! `kvmeter sweep`: runs the same experiment over parameter values — threads, connections,
 //! rate, value size, records, any `--store-opt` or YCSB property, or threads per CPU (papers/000
 //! Fig. 7 grows application threads per hardware thread 1:1..8:1; Fig. 8 sweeps RocksDB's block
-//! cache) — each point repeated, with mean, standard deviation and a 95 % confidence interval
-//! per metric (design.md "Measurement rules": repetitions give mean, stddev and a CI).
+//! cache) — each point repeated, with mean, standard deviation, and the geometric mean with its
+//! 95 % confidence interval on logarithms per metric (design.md "Measurement rules":
+//! repetitions give mean, stddev and a CI; `stats::Spread` says why logarithms).
 
 use super::{run_point, write_atomic};
 use crate::error::{UsageError, EXIT_INTERRUPTED, EXIT_OK};
 use crate::plan::Request;
-use crate::report::stats::Spread;
+use crate::report::stats::{Spread, CONFIDENCE};
 use crate::report::{PhaseSummary, Summary};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -400,12 +401,12 @@ fn write_results(
     results: &[PointResult],
 ) -> anyhow::Result<()> {
     let r = SweepResult {
-        schema: "kvmeter-sweep/1",
+        schema: "kvmeter-sweep/2",
         status,
         store: &base.store,
         params,
         repeat,
-        confidence: "95 % interval of the mean, Student's t with n − 1 degrees of freedom",
+        confidence: CONFIDENCE,
         points: results,
     };
     write_atomic(
@@ -414,7 +415,7 @@ fn write_results(
     )?;
     let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
     let mut csv = format!(
-        "point,{},phase,metric,n,mean,stddev,ci95_low,ci95_high\n",
+        "point,{},phase,metric,n,mean,stddev,geomean,geomean_ci95_low,geomean_ci95_high\n",
         names.join(",")
     );
     let opt = |x: Option<f64>| x.map(|v| format!("{v:.6}")).unwrap_or_default();
@@ -427,14 +428,15 @@ fn write_results(
             for (k, s) in m {
                 let _ = writeln!(
                     csv,
-                    "{},{},{ph},{k},{},{:.6},{},{},{}",
+                    "{},{},{ph},{k},{},{:.6},{},{},{},{}",
                     pr.point,
                     vals.join(","),
                     s.n,
                     s.mean,
                     opt(s.stddev),
-                    opt(s.ci95_low),
-                    opt(s.ci95_high)
+                    opt(s.geomean),
+                    opt(s.geomean_ci95_low),
+                    opt(s.geomean_ci95_high)
                 );
             }
         }
@@ -453,24 +455,26 @@ fn sig(x: f64) -> String {
     }
 }
 
-/// Per point: each run phase's throughput and p99 (mean ± CI half-width).
+/// Per point: each run phase's throughput and p99: the geometric mean and its 95 % interval
+/// (on logarithms, so not symmetric), or the mean and why there is no interval.
 fn render(results: &[PointResult], names: &[&str]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "  {:<4} {:<28} {:<8} {:>4} {:>22} {:>22}",
+        "  {:<4} {:<28} {:<8} {:>4} {:>28} {:>28}",
         "pt",
         names.join(","),
         "phase",
         "n",
-        "ops/s (95 % CI ±)",
-        "p99 µs (95 % CI ±)"
+        "ops/s geomean (95 % CI)",
+        "p99 µs geomean (95 % CI)"
     );
     let pm = |s: Option<&Spread>| -> String {
         match s {
-            Some(s) => match (s.ci95_low, s.ci95_high) {
-                (Some(l), Some(h)) => format!("{} ± {}", sig(s.mean), sig((h - l) / 2.0)),
-                _ => sig(s.mean),
+            Some(s) => match (s.geomean, s.geomean_ci95_low, s.geomean_ci95_high) {
+                (Some(g), Some(l), Some(h)) => format!("{} ({}–{})", sig(g), sig(l), sig(h)),
+                (Some(g), _, _) if s.n < 2 => format!("{} (too few repeats)", sig(g)),
+                _ => format!("mean {} (no CI)", sig(s.mean)),
             },
             None => "-".into(),
         }
@@ -483,7 +487,7 @@ fn render(results: &[PointResult], names: &[&str]) -> String {
         for (ph, m) in r.phases.iter().filter(|(ph, _)| !ph.starts_with("load")) {
             let _ = writeln!(
                 out,
-                "  {:<4} {:<28} {:<8} {:>4} {:>22} {:>22}",
+                "  {:<4} {:<28} {:<8} {:>4} {:>28} {:>28}",
                 r.point,
                 vals.join(","),
                 ph,

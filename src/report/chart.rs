@@ -18,6 +18,7 @@
 
 mod bar;
 mod draw;
+mod style;
 pub mod text;
 pub mod ticks;
 
@@ -26,6 +27,7 @@ pub use ticks::Unit;
 
 use draw::{legend_entry, series};
 use std::fmt::Write as _;
+use style::{styles, PALETTE};
 use text::{Anchor, Placer};
 
 /// Text for inside an SVG or HTML element or attribute.
@@ -79,10 +81,6 @@ pub enum Scale {
     Percentile,
 }
 
-const PALETTE: [&str; 8] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-];
-
 /// One line of a chart.
 #[derive(Clone, Debug, Default)]
 pub struct Series {
@@ -90,6 +88,7 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// Per point: (low, high) of a confidence interval, drawn as whiskers.
     pub whiskers: Vec<Option<(f64, f64)>>,
+    /// Drawn with a broken line (from intended start); `styles` gives the pattern.
     pub dashed: bool,
     /// Draw a marker at each point (few points) rather than a bare line (a time series).
     pub markers: bool,
@@ -430,10 +429,9 @@ impl LineChart {
         axes(&mut out, &f, &x, &y, &self.x_label, &y_label);
         self.references(&mut out, &f, &x, &y, &mut placer);
         let mut ly = f.mt + 8.0;
-        for (i, s) in self.series.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            series(&mut out, s, color, &x, &y, self);
-            legend_entry(&mut out, f.right(), ly, &legend[i], color, s.dashed);
+        for (i, (s, (color, dash))) in self.series.iter().zip(styles(&self.series)).enumerate() {
+            series(&mut out, s, (color, dash), &x, &y, self);
+            legend_entry(&mut out, f.right(), ly, &legend[i], (color, dash));
             ly += FONT * text::LINE * legend[i].len() as f64 + 5.0;
         }
         out.push_str("</svg>\n");

@@ -145,6 +145,21 @@ impl RunData {
             .find(|p| p.name == name)
     }
 
+    /// Where a phase starts on the run's clock, in seconds: its `started_at` less the
+    /// manifest's (both written to the millisecond). telemetry.csv's `time_s` counts from the
+    /// manifest's `started_at` too, so interval rows (phase time) plus this offset share the
+    /// telemetry's axis (issue 40 item 9). None when either time is missing or unreadable.
+    pub fn phase_start_s(&self, name: &str) -> Option<f64> {
+        let run = self.manifest.as_ref()?["started_at"].as_str()?;
+        let run = humantime::parse_rfc3339_weak(run).ok()?;
+        let ph = humantime::parse_rfc3339_weak(&self.phase(name)?.started_at).ok()?;
+        let d = match ph.duration_since(run) {
+            Ok(d) => d.as_secs_f64(),
+            Err(e) => -e.duration().as_secs_f64(),
+        };
+        Some(d)
+    }
+
     /// The interval rows of one phase and metric, in order.
     pub fn series(&self, phase: &str, metric: &str) -> Vec<&IntervalRow> {
         self.intervals

@@ -15,7 +15,8 @@
 //! Written here because the crates that have these give only the normal approximation or pull
 //! in a linear-algebra stack for two functions.
 //!
-//! `Spread` (mean, standard deviation and Student's t interval of a sweep point's repeats) and
+//! `Spread` (mean, standard deviation, and the geometric mean with Student's t interval on the
+//! logarithms of a sweep point's repeats) and
 //! `median` live here too: report's statistics, which sweeps and experiments import.
 
 /// Largest side the exact distribution is computed for (n·m coefficients, n passes over them);
@@ -151,17 +152,33 @@ pub fn normal_cdf(z: f64) -> f64 {
     }
 }
 
-/// Mean, sample standard deviation and the 95 % confidence interval of the mean (Student's t
-/// with n − 1 degrees of freedom; none for a single value).
+/// A sweep point's repeats of one (positive) figure: the arithmetic mean and sample standard
+/// deviation of the values, and the geometric mean with its 95 % confidence interval computed on
+/// the logarithms (Student's t with n − 1 degrees of freedom on ln x, exponentiated). Throughput,
+/// latency and ops/J are positive, and an interval on the values themselves reaches below zero
+/// with few repeats (2 repeats: t = 12.7, issue 40 item 6); on logarithms it stays positive and
+/// is as wide as the repeats really leave the figure. No interval from fewer than 2 values
+/// ("too few repeats") or when a value is ≤ 0 (no logarithm): `ci95_unavailable` says which.
 #[derive(Clone, Debug, serde::Serialize, PartialEq)]
 pub struct Spread {
     pub n: usize,
+    /// Arithmetic mean of the values.
     pub mean: f64,
+    /// Sample standard deviation of the values.
     pub stddev: Option<f64>,
-    pub ci95_low: Option<f64>,
-    pub ci95_high: Option<f64>,
+    /// Geometric mean (exp of the mean of ln x); None when a value is ≤ 0.
+    pub geomean: Option<f64>,
+    /// 95 % interval of the geometric mean, on logarithms.
+    pub geomean_ci95_low: Option<f64>,
+    pub geomean_ci95_high: Option<f64>,
+    /// Why there is no interval, when there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci95_unavailable: Option<String>,
     pub values: Vec<f64>,
 }
+
+/// What a sweep's interval is, as sweep.json's `confidence` and the figures say it.
+pub const CONFIDENCE: &str = "95 % interval of the geometric mean: Student's t with n − 1 degrees of freedom on the logarithms of the repetitions' values, exponentiated (stays positive); none from fewer than 2 repetitions (too few repeats) or when a value is 0";
 
 /// Two-sided 95 % critical values of Student's t for 1..=30 degrees of freedom.
 const T95: [f64; 30] = [
@@ -180,28 +197,50 @@ pub fn t95(df: usize) -> f64 {
     }
 }
 
+/// Mean and sample standard deviation (None under 2 values).
+fn mean_sd(values: &[f64]) -> (f64, Option<f64>) {
+    let n = values.len();
+    if n == 0 {
+        return (f64::NAN, None);
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let sd = (n >= 2)
+        .then(|| (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt());
+    (mean, sd)
+}
+
 impl Spread {
     pub fn of(values: &[f64]) -> Self {
         let n = values.len();
-        let mean = if n > 0 {
-            values.iter().sum::<f64>() / n as f64
-        } else {
-            f64::NAN
-        };
-        let (stddev, lo, hi) = if n >= 2 {
-            let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-            let sd = var.sqrt();
-            let half = t95(n - 1) * sd / (n as f64).sqrt();
-            (Some(sd), Some(mean - half), Some(mean + half))
-        } else {
-            (None, None, None)
+        let (mean, stddev) = mean_sd(values);
+        let positive = n > 0 && values.iter().all(|v| *v > 0.0 && v.is_finite());
+        let logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
+        let (lmean, lsd) = mean_sd(&logs);
+        let geomean = positive.then(|| lmean.exp());
+        let (lo, hi, why) = match (positive, lsd) {
+            (true, Some(s)) => {
+                let half = t95(n - 1) * s / (n as f64).sqrt();
+                (Some((lmean - half).exp()), Some((lmean + half).exp()), None)
+            }
+            (false, _) if n > 0 => (
+                None,
+                None,
+                Some("a repetition's value is 0 or less: no interval on logarithms"),
+            ),
+            _ => (
+                None,
+                None,
+                Some("too few repeats: an interval needs at least 2"),
+            ),
         };
         Spread {
             n,
             mean,
             stddev,
-            ci95_low: lo,
-            ci95_high: hi,
+            geomean,
+            geomean_ci95_low: lo,
+            geomean_ci95_high: hi,
+            ci95_unavailable: why.map(str::to_string),
             values: values.to_vec(),
         }
     }
@@ -226,18 +265,48 @@ mod tests {
 
     #[test]
     fn spread_matches_hand_computation() {
-        // 10, 12, 14: mean 12, s = 2, t(2) = 4.303, half-width 4.303·2/√3 = 4.9687.
+        // 10, 12, 14: mean 12, s = 2. Logs: ln 10 = 2.302585, ln 12 = 2.484907, ln 14 =
+        // 2.639057; their mean 2.475516 (geomean 11.8878), sd 0.168433; t(2) = 4.303, half-width
+        // 4.303·0.168433/√3 = 0.418443: interval e^2.057073 = 7.8230 to e^2.893959 = 18.0647.
         let s = Spread::of(&[10.0, 12.0, 14.0]);
         assert_eq!(s.n, 3);
         assert_eq!(s.mean, 12.0);
         assert!((s.stddev.unwrap() - 2.0).abs() < 1e-12);
-        assert!((s.ci95_low.unwrap() - (12.0 - 4.968_68)).abs() < 1e-4);
-        assert!((s.ci95_high.unwrap() - (12.0 + 4.968_68)).abs() < 1e-4);
+        assert!((s.geomean.unwrap() - 11.8878).abs() < 1e-4, "{s:?}");
+        assert!((s.geomean_ci95_low.unwrap() - 7.8230).abs() < 1e-3, "{s:?}");
+        assert!(
+            (s.geomean_ci95_high.unwrap() - 18.0647).abs() < 1e-3,
+            "{s:?}"
+        );
+        assert_eq!(s.ci95_unavailable, None);
         let one = Spread::of(&[5.0]);
-        assert_eq!((one.mean, one.stddev, one.ci95_low), (5.0, None, None));
+        assert_eq!(
+            (one.mean, one.stddev, one.geomean_ci95_low),
+            (5.0, None, None)
+        );
+        assert!(one.ci95_unavailable.unwrap().contains("too few repeats"));
+        let zero = Spread::of(&[0.0, 3.0]);
+        assert_eq!((zero.geomean, zero.geomean_ci95_low), (None, None));
+        assert!(zero.ci95_unavailable.unwrap().contains("0 or less"));
         assert_eq!(t95(1000), 1.960);
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    /// Issue 40 item 6: two repeats of a positive figure (t = 12.706) that differ by 3×: an
+    /// interval on the values is 2M ± 12.7M, below zero; on logarithms it stays positive.
+    /// ln 1e6 = 13.815511, ln 3e6 = 14.914123: mean 14.364817 (geomean 1.732051e6), sd
+    /// 0.776836, half-width 12.706·0.776836/√2 = 6.979484: e^7.385333 = 1612.16 to
+    /// e^21.344301 = 1.86085e9.
+    #[test]
+    fn two_repeats_give_a_positive_interval() {
+        let s = Spread::of(&[1e6, 3e6]);
+        let (lo, hi) = (s.geomean_ci95_low.unwrap(), s.geomean_ci95_high.unwrap());
+        assert!(lo > 0.0, "{s:?}");
+        assert!((lo - 1612.16).abs() < 0.1, "{s:?}");
+        assert!((hi / 1.86085e9 - 1.0).abs() < 1e-4, "{s:?}");
+        assert!((s.geomean.unwrap() - 1.732051e6).abs() < 1.0);
+        assert!(lo < s.geomean.unwrap() && s.geomean.unwrap() < hi);
     }
 
     fn binom(n: u64, k: u64) -> f64 {

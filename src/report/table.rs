@@ -49,7 +49,9 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
         if let Some(t) = &p.truncated {
             let _ = writeln!(out, "  truncated: {t}");
         }
-        open_loop_line(&mut out, p, b, r);
+        if let Some(o) = &p.open_loop {
+            out.push_str(&open_loop_line(o, b, r));
+        }
         engine_lines(&mut out, p);
         ops_table(&mut out, p);
         if let Some(t) = &p.telemetry {
@@ -106,26 +108,27 @@ fn phase_line(out: &mut String, p: &PhaseSummary, b: &str, r: &str) {
     );
 }
 
-/// Open loop: offered against achieved, and whether the schedule was kept.
-fn open_loop_line(out: &mut String, p: &PhaseSummary, b: &str, r: &str) {
-    if let Some(o) = &p.open_loop {
-        let _ = writeln!(
-            out,
-            "  open loop ({}, {} workers): offered {} ops/s, achieved {} ({:.1} %); sends late by p99 {} µs, max {} µs; {}",
-            o.arrival,
-            o.workers,
-            group(o.offered_ops_per_s.round() as u64),
-            group(o.achieved_ops_per_s.round() as u64),
-            o.achieved_ratio * 100.0,
-            lat(o.send_lag_us.p99),
-            lat(o.send_lag_us.max),
-            if o.kept_up {
-                "schedule kept".to_string()
-            } else {
-                format!("{b}SCHEDULE NOT KEPT{r} (up to {:.1} ms behind; see the warning)", o.max_behind_ms)
-            }
-        );
-    }
+/// Open loop: offered against achieved, and whether the schedule was kept (with the figures
+/// the verdict used: the send lag printed before it, not a second measure of "behind").
+fn open_loop_line(o: &super::OpenLoopSummary, b: &str, r: &str) -> String {
+    format!(
+        "  open loop ({}, {} workers): offered {} ops/s, achieved {} ({:.1} %); sends late by p99 {} µs, max {} µs; {}\n",
+        o.arrival,
+        o.workers,
+        group(o.offered_ops_per_s.round() as u64),
+        group(o.achieved_ops_per_s.round() as u64),
+        o.achieved_ratio * 100.0,
+        lat(o.send_lag_us.p99),
+        lat(o.send_lag_us.max),
+        if o.kept_up {
+            "schedule kept".to_string()
+        } else {
+            format!(
+                "{b}SCHEDULE NOT KEPT{r} ({}; see the warning)",
+                o.not_kept_because(&num).join("; ")
+            )
+        }
+    )
 }
 
 /// The event-driven engine's shape, and its probe stream's latency, measured apart.
@@ -486,5 +489,62 @@ mod tests {
         // Parts larger than the whole describe something else: no split.
         assert!(super::adding_up(0.0, &[("kvmeter", 88.0)], 0).is_none());
         assert_eq!(super::group_text(&[], 0), "");
+    }
+
+    fn open_loop(p99_us: f64, max_behind_ms: f64, ratio: f64) -> crate::report::OpenLoopSummary {
+        let lag = crate::report::Latency {
+            count: 1000,
+            min: Some(0.0),
+            avg: Some(p99_us / 4.0),
+            p50: Some(p99_us / 8.0),
+            p90: Some(p99_us / 2.0),
+            p99: Some(p99_us),
+            p99_9: Some(p99_us * 1.1),
+            p99_99: Some(p99_us * 1.2),
+            max: Some(p99_us * 1.25),
+        };
+        crate::report::OpenLoopSummary {
+            arrival: "poisson".into(),
+            offered_ops_per_s: 10_000.0,
+            achieved_ops_per_s: 10_000.0 * ratio,
+            achieved_ratio: ratio,
+            workers: 4,
+            send_lag_us: lag,
+            max_behind_ms,
+            kept_up: false,
+            warning: Some("w".into()),
+            arrivals_check: None,
+        }
+    }
+
+    /// Issue 40 item 8: "SCHEDULE NOT KEPT (up to 0.4 ms behind)" beside "sends late by p99
+    /// 41 ms". The verdict's figures are the line's own: the interval-boundary backlog (0.4 ms)
+    /// is not a second "behind".
+    #[test]
+    fn the_verdict_prints_the_send_lag_it_used() {
+        // Short (80 % achieved), sends 41 ms late at p99: the reason is the short delivery.
+        let line = super::open_loop_line(&open_loop(41_000.0, 0.4, 0.8), "", "");
+        assert!(
+            line.contains("sends late by p99 41000 µs, max 51250 µs"),
+            "{line}"
+        );
+        let verdict = line.split("SCHEDULE NOT KEPT").nth(1).unwrap();
+        assert!(
+            !verdict.contains("0.4") && !verdict.contains("behind"),
+            "{line}"
+        );
+        assert!(verdict.contains("achieved 80.0 % of offered"), "{line}");
+        // Served but 150 ms late at p99: the same p99 figure on both sides of the verdict.
+        let line = super::open_loop_line(&open_loop(150_000.0, 0.4, 1.0), "", "");
+        assert!(line.contains("sends late by p99 150000 µs"), "{line}");
+        let verdict = line.split("SCHEDULE NOT KEPT").nth(1).unwrap();
+        assert!(
+            verdict.contains("sends late by p99 150000 µs, over 100000 µs"),
+            "{line}"
+        );
+        assert!(
+            !verdict.contains("0.4") && !verdict.contains("achieved"),
+            "{line}"
+        );
     }
 }

@@ -184,8 +184,15 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    /// Starts sampling into `dir/telemetry.csv` and `dir/threads.csv`.
-    pub fn start(cfg: Config, data_device: Option<&str>, dir: &Path) -> anyhow::Result<Self> {
+    /// Starts sampling into `dir/telemetry.csv` and `dir/threads.csv`; `time_s` counts from
+    /// `t0`, the run's start (the manifest's `started_at`), the clock report.html draws every
+    /// figure over time on.
+    pub fn start(
+        cfg: Config,
+        data_device: Option<&str>,
+        dir: &Path,
+        t0: std::time::Instant,
+    ) -> anyhow::Result<Self> {
         let sources = Arc::new(Sources::new(&cfg, data_device));
         let state = Arc::new(Mutex::new(PhaseWindow {
             phase: String::new(),
@@ -213,7 +220,7 @@ impl Telemetry {
                     threads_csv: &mut threads_csv,
                     latest: &last,
                 };
-                sampler::sampler(cfg.interval, &src, &st, &stp, files)
+                sampler::sampler(cfg.interval, t0, &src, &st, &stp, files)
             })?;
         Ok(Telemetry {
             sources,
@@ -470,7 +477,7 @@ mod tests {
             model: power::Model::default(),
             counters: true,
         };
-        let tel = Telemetry::start(cfg, None, t.path()).unwrap();
+        let tel = Telemetry::start(cfg, None, t.path(), std::time::Instant::now()).unwrap();
         tel.begin("p");
         // Over the 50 clock ticks (0.5 s at CLK_TCK 100) a window needs for CPU shares.
         std::thread::sleep(Duration::from_millis(600));

@@ -136,6 +136,7 @@ pub(super) struct Files<'a> {
 
 pub(super) fn sampler(
     interval: Duration,
+    t0: Instant,
     src: &Sources,
     state: &Mutex<PhaseWindow>,
     stop: &AtomicBool,
@@ -146,7 +147,6 @@ pub(super) fn sampler(
         threads_csv,
         latest,
     } = files;
-    let t0 = Instant::now();
     let mut prev = src.snapshot();
     let mut next = t0 + interval;
     while !stop.load(Ordering::Relaxed) {

@@ -171,7 +171,11 @@ impl Opened {
                 ol.arrival, c.dispersion, c.windows, c.window_ms, c.expected, c.tolerance
             ));
         }
-        if let Some(lag) = ol.send_lag_us.p99.filter(|l| *l > 100_000.0) {
+        if let Some(lag) = ol
+            .send_lag_us
+            .p99
+            .filter(|l| *l > crate::report::LATE_SENDS_P99_US)
+        {
             why.push(format!(
                 "sends were late by {:.1} ms at p99 (the loops' backlog reached {} arrivals)",
                 lag / 1000.0,

@@ -23,10 +23,28 @@ fn segments<'a>(points: &[&'a (f64, f64)], gap: Option<f64>) -> Vec<Vec<&'a (f64
     out
 }
 
-pub(super) fn series(out: &mut String, s: &Series, color: &str, x: &Axis, y: &Axis, c: &LineChart) {
+/// A stroke's dash attribute ("" for a solid line).
+fn dash_attr(dash: &str) -> String {
+    if dash.is_empty() {
+        String::new()
+    } else {
+        format!(r#" stroke-dasharray="{dash}""#)
+    }
+}
+
+/// Draws one series in its (colour, dash pattern); the group carries both as `data-color` and
+/// `data-dash` for a reader's tool and the test that no two series share them.
+pub(super) fn series(
+    out: &mut String,
+    s: &Series,
+    (color, dash): (&str, &str),
+    x: &Axis,
+    y: &Axis,
+    c: &LineChart,
+) {
     let _ = write!(
         out,
-        r#"<g class="series" data-series="{}" data-points="{}">"#,
+        r#"<g class="series" data-series="{}" data-points="{}" data-color="{color}" data-dash="{dash}">"#,
         escape(&s.name),
         s.points.len()
     );
@@ -46,11 +64,7 @@ pub(super) fn series(out: &mut String, s: &Series, color: &str, x: &Axis, y: &Ax
         let _ = write!(
             out,
             r#"<polyline fill="none" stroke="{color}" stroke-width="1.6"{} points="{}"><title>{}</title></polyline>"#,
-            if s.dashed {
-                r#" stroke-dasharray="5 3""#
-            } else {
-                ""
-            },
+            dash_attr(dash),
             path.join(" "),
             escape(&s.name)
         );
@@ -89,19 +103,14 @@ pub(super) fn legend_entry(
     right: f64,
     ly: f64,
     name: &[String],
-    color: &str,
-    dashed: bool,
+    (color, dash): (&str, &str),
 ) {
     let _ = write!(
         out,
-        r#"<line x1="{}" y1="{ly:.1}" x2="{}" y2="{ly:.1}" stroke="{color}" stroke-width="2"{}/>"#,
+        r#"<line class="legend-line" x1="{}" y1="{ly:.1}" x2="{}" y2="{ly:.1}" stroke="{color}" stroke-width="2"{}/>"#,
         right + 10.0,
         right + 28.0,
-        if dashed {
-            r#" stroke-dasharray="5 3""#
-        } else {
-            ""
-        },
+        dash_attr(dash),
     );
     text::lines(
         out,

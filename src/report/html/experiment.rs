@@ -222,7 +222,8 @@ fn figure(ctx: &Ctx, f: &Figure) -> Option<String> {
     }
 }
 
-/// Sweep steps: each `<phase>.<metric>` against the swept parameter, mean with 95 % whiskers.
+/// Sweep steps: each `<phase>.<metric>` against the swept parameter, the geometric mean of the
+/// repetitions with its 95 % whiskers (on logarithms).
 fn sweep(ctx: &Ctx, f: &Figure, metrics: &[String], log_x: bool, log_y: bool) -> Option<String> {
     let mut chart = LineChart::new(&f.id, &f.title, "", "");
     if log_x {
@@ -292,9 +293,10 @@ fn sweep_line(j: &Value, param: &str, phase: &str, metric: &str) -> Option<(Seri
             estimate = ph[format!("{metric}_estimate")].is_object() || estimate;
             &ph[format!("{metric}_estimate")]
         };
-        if let Some(y) = s["mean"].as_f64() {
+        // The geometric mean with its interval on logarithms (`stats::Spread`).
+        if let Some(y) = s["geomean"].as_f64().or(s["mean"].as_f64()) {
             pts.push((x, y));
-            whiskers.push(s["ci95_low"].as_f64().zip(s["ci95_high"].as_f64()));
+            whiskers.push(super::sweep::whisker(s));
         }
     }
     if pts.is_empty() {

@@ -204,16 +204,21 @@ fn phase_section(p: &mut Page, d: &RunData, name: &str) {
         ops_table(p, ph);
         if let Some(o) = &ph.open_loop {
             let line = format!(
-                "Open loop ({}): offered {:.0} ops/s, achieved {:.0} ({:.1} %), {} workers; {}",
+                "Open loop ({}): offered {:.0} ops/s, achieved {:.0} ({:.1} %), {} workers; sends late by p99 {} µs, max {} µs; {}",
                 o.arrival,
                 o.offered_ops_per_s,
                 o.achieved_ops_per_s,
                 o.achieved_ratio * 100.0,
                 o.workers,
+                o.send_lag_us.p99.map_or("—".into(), short),
+                o.send_lag_us.max.map_or("—".into(), short),
                 if o.kept_up {
-                    "schedule kept"
+                    "schedule kept".to_string()
                 } else {
-                    "SCHEDULE NOT KEPT"
+                    format!(
+                        "SCHEDULE NOT KEPT ({})",
+                        o.not_kept_because(&short).join("; ")
+                    )
                 }
             );
             p.note(if o.kept_up { "na" } else { "warn" }, &line);
@@ -229,10 +234,12 @@ fn phase_section(p: &mut Page, d: &RunData, name: &str) {
     }
 }
 
-/// One row per operation: its latency ("—" where nothing was measured, never 0), errors
-/// (misses left out: for a cache a miss is an answer), hits, misses and the hit ratio, and the
-/// misses' own latency.
+/// One row per operation: its latency ("—" where nothing was measured, never 0); a paced
+/// phase (open loop, --target) has its latency from each operation's intended start beside
+/// the service time from its send (issue 40 item 8); errors (misses left out: for a cache a
+/// miss is an answer), hits, misses and the hit ratio, and the misses' own latency.
 fn ops_table(p: &mut Page, ph: &PhaseSummary) {
+    let paced = ph.ops.values().any(|o| o.intended_latency_us.is_some());
     let mut rows = vec![];
     for (op, o) in &ph.ops {
         let k = |f: &str| format!("{}.{op}.{f}", ph.name);
@@ -240,9 +247,7 @@ fn ops_table(p: &mut Page, ph: &PhaseSummary) {
         let lat = |f: &str, v: Option<f64>| {
             Cell::num(&k(f), v.unwrap_or(f64::NAN), v.map_or("—".into(), short))
         };
-        let errors = o.count - o.ok - o.misses;
-        let missed = o.missed_latency_us.as_ref();
-        rows.push(vec![
+        let mut row = vec![
             Cell::text(op.clone()),
             Cell::num(&k("count"), o.count as f64, o.count.to_string()),
             Cell::num(&k("ops_per_s"), o.ops_per_s, format!("{:.0}", o.ops_per_s)),
@@ -251,6 +256,23 @@ fn ops_table(p: &mut Page, ph: &PhaseSummary) {
             lat("latency_us.p99", l.p99),
             lat("latency_us.p99_9", l.p99_9),
             lat("latency_us.max", l.max),
+        ];
+        if paced {
+            let i = o.intended_latency_us.as_ref().filter(|i| i.count > 0);
+            type Get = fn(&crate::report::Latency) -> Option<f64>;
+            let parts: [(&str, Get); 4] = [
+                ("p50", |l| l.p50),
+                ("p99", |l| l.p99),
+                ("p99_9", |l| l.p99_9),
+                ("max", |l| l.max),
+            ];
+            for (f, get) in parts {
+                row.push(lat(&format!("intended_latency_us.{f}"), i.and_then(get)));
+            }
+        }
+        let errors = o.count - o.ok - o.misses;
+        let missed = o.missed_latency_us.as_ref();
+        row.extend([
             Cell::num(&k("errors"), errors as f64, errors.to_string()),
             Cell::num(&k("hits"), o.hits as f64, o.hits.to_string()),
             Cell::num(&k("misses"), o.misses as f64, o.misses.to_string()),
@@ -263,27 +285,33 @@ fn ops_table(p: &mut Page, ph: &PhaseSummary) {
             lat("missed_latency_us.p50", missed.and_then(|m| m.p50)),
             lat("missed_latency_us.p99", missed.and_then(|m| m.p99)),
         ]);
+        rows.push(row);
     }
-    p.table(
-        &format!("ops-{}", ph.name),
-        &[
-            "operation",
-            "count",
-            "ops/s",
-            "avg µs",
-            "p50 µs",
-            "p99 µs",
-            "p99.9 µs",
-            "max µs",
-            "errors",
-            "hits",
-            "misses",
-            "hit ratio",
-            "miss p50 µs",
-            "miss p99 µs",
-        ],
-        &rows,
-    );
+    let mut head = vec!["operation", "count", "ops/s"];
+    if paced {
+        head.extend([
+            "avg µs from send",
+            "p50 µs from send",
+            "p99 µs from send",
+            "p99.9 µs from send",
+            "max µs from send",
+            "p50 µs from intended",
+            "p99 µs from intended",
+            "p99.9 µs from intended",
+            "max µs from intended",
+        ]);
+    } else {
+        head.extend(["avg µs", "p50 µs", "p99 µs", "p99.9 µs", "max µs"]);
+    }
+    head.extend([
+        "errors",
+        "hits",
+        "misses",
+        "hit ratio",
+        "miss p50 µs",
+        "miss p99 µs",
+    ]);
+    p.table(&format!("ops-{}", ph.name), &head, &rows);
 }
 
 fn mid(a: f64, b: f64) -> f64 {
@@ -331,14 +359,21 @@ fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: 
     if metrics.is_empty() || shorter_than_an_interval(p, d, name, metrics) {
         return;
     }
+    // On the run's clock, as the telemetry figures are (issue 40 item 9); a run directory
+    // without the phase's start time keeps phase time and says so.
+    let (t0, x_label) = match d.phase_start_s(name) {
+        Some(t0) => (t0, "time since the run started (s)"),
+        None => (0.0, "time since the phase started (s)"),
+    };
+    let mid = |a: f64, b: f64| t0 + mid(a, b);
     let mut t = LineChart::new(
         &format!("{name}-throughput"),
         &format!("{name}: throughput per interval"),
-        "time since the phase started (s)",
+        x_label,
         &names::name("ops_per_s"),
     );
     if warmup > 0.0 {
-        t.shaded.push((0.0, warmup, "warm-up".into()));
+        t.shaded.push((t0, t0 + warmup, "warm-up".into()));
     }
     for m in metrics {
         let pts = d
@@ -354,12 +389,12 @@ fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: 
         let mut l = LineChart::new(
             &format!("{name}-{}-latency", m.to_lowercase()),
             &format!("{name}: {m} latency per interval"),
-            "time since the phase started (s)",
+            x_label,
             "latency (log scale)",
         )
         .latency_y();
         if warmup > 0.0 {
-            l.shaded.push((0.0, warmup, "warm-up".into()));
+            l.shaded.push((t0, t0 + warmup, "warm-up".into()));
         }
         type Get = fn(&crate::report::rundata::IntervalRow) -> f64;
         let parts: [(&str, Get); 3] = [

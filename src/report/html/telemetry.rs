@@ -27,7 +27,7 @@ pub(super) fn section(p: &mut Page, d: &RunData) {
         );
         return;
     }
-    let starts = phase_starts(t, &time);
+    let starts = phase_starts(d, t, &time);
     let power = power_label(t);
     for g in groups(&power) {
         group_figure(p, t, &time, &starts, &g);
@@ -101,8 +101,17 @@ fn groups(power: &str) -> [Group<'_>; 6] {
     ]
 }
 
-/// Where each phase starts (its first sample's time).
-fn phase_starts(t: &Table, time: &[Option<f64>]) -> Vec<(f64, String)> {
+/// Where each phase starts on the run's clock: from the summary (the x the phase's own
+/// figures start at), else its first sample's time.
+fn phase_starts(d: &RunData, t: &Table, time: &[Option<f64>]) -> Vec<(f64, String)> {
+    let from_summary: Option<Vec<(f64, String)>> = d
+        .phase_names()
+        .into_iter()
+        .map(|n| Some((d.phase_start_s(&n)?, n)))
+        .collect();
+    if let Some(s) = from_summary.filter(|s| !s.is_empty()) {
+        return s;
+    }
     let phases = t.text("phase").unwrap_or_default();
     let mut starts = vec![];
     for (i, ph) in phases.iter().enumerate() {
