@@ -6,6 +6,9 @@
 //! exactly (the merged counts are the sum of the agents' own).
 
 mod common;
+// The report channel (issue 41): idle connections and replayed reports.
+#[path = "dist_security/channel.rs"]
+mod channel;
 
 use base64::Engine;
 use common::servers::*;

@@ -389,6 +389,14 @@ impl AgentSync {
         self.record.bytes_to_etcd = flags.bytes.load(Ordering::Relaxed);
         self.record.bytes_to_coordinator = flags.bytes_direct.load(Ordering::Relaxed);
         self.record.posts = flags.posts.load(Ordering::Relaxed);
+        if let Some(why) = flags
+            .fell_back
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            self.record.registration.reports = why;
+        }
         self.write_record();
         let failed = flags.failed_posts.load(Ordering::Relaxed);
         if failed > 0 {

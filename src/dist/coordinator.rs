@@ -365,8 +365,25 @@ impl Session {
                 via_etcd: BTreeSet::new(),
                 held_bytes: BTreeMap::new(),
                 forced_said: false,
+                duplicates: 0,
+                etcd_agents: BTreeSet::new(),
             };
             self.poll_phase(&mut ph, &mut run, &mut merger, &polling)?;
+            if ph.duplicates > 0 {
+                let w = format!(
+                    "phase {name}: {} second copies of reports arrived and were dropped (each report counts once)",
+                    ph.duplicates
+                );
+                eprintln!("warning: dist: {w}");
+                merger.info.warnings.push(w);
+            }
+            // An agent whose channel failed mid-run posted the rest through etcd.
+            if self.inbox.is_some() {
+                let via = &mut merger.info.reports_via_etcd;
+                via.extend(ph.etcd_agents.iter().copied());
+                via.sort_unstable();
+                via.dedup();
+            }
             let outcome = merger.end_phase(&ph.dones.into_values().collect::<Vec<_>>())?;
             if let Some(stop) = super::merge::stopped_by(outcome) {
                 status = stop;

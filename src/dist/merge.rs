@@ -44,7 +44,8 @@ pub struct DistInfo {
     /// "etcd".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reports: Option<String>,
-    /// Agents that could not reach the coordinator's address and posted through etcd.
+    /// Agents that could not reach the coordinator's address, or whose channel to it failed,
+    /// and posted (the rest) through etcd.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reports_via_etcd: Vec<usize>,
     /// What merging cost (the live coordinator only): rows of dist/merge.csv, summarised.

@@ -25,6 +25,9 @@ const MIN_KEY: usize = 16;
 /// A key file larger than this is not a key.
 const MAX_KEY_FILE: u64 = 4096;
 const TAG: &[u8] = b"kvmeter-dist/1";
+/// The report channel's frames (src/dist/relay.rs): a tag of their own, so a value sealed for
+/// etcd never verifies as a frame, nor a frame as an etcd value.
+const FRAME_TAG: &[u8] = b"kvmeter-relay/2";
 
 /// The shared key and, once a plan is known, its run's nonce.
 #[derive(Clone)]
@@ -103,6 +106,57 @@ impl Seal {
         }
         c.update(body.as_bytes());
         c.sign()
+    }
+
+    /// The MAC of a report channel frame: the frame's full key, the run's nonce, the
+    /// connection's challenge (fresh from the coordinator for each connection) and the frame's
+    /// sequence number on that connection (the hello is 0), then the body. A frame verifies on
+    /// one connection at one place only: replayed on another connection, repeated, reordered
+    /// or cut out, it does not.
+    fn frame_message(&self, full_key: &str, challenge: &str, seq: u64, body: &str) -> Vec<u8> {
+        let seq = seq.to_string();
+        let mut c = Vec::with_capacity(160 + body.len());
+        for part in [
+            FRAME_TAG,
+            full_key.as_bytes(),
+            self.nonce.as_bytes(),
+            challenge.as_bytes(),
+            seq.as_bytes(),
+        ] {
+            c.extend_from_slice(&(part.len() as u64).to_be_bytes());
+            c.extend_from_slice(part);
+        }
+        c.extend_from_slice(body.as_bytes());
+        c
+    }
+
+    /// A frame's value for the report channel: `<64 hex digits> <body>` like [`Seal::seal`].
+    pub fn seal_frame(&self, full_key: &str, challenge: &str, seq: u64, body: &str) -> String {
+        let tag = hmac::sign(
+            &self.key,
+            &self.frame_message(full_key, challenge, seq, body),
+        );
+        let mut out = String::with_capacity(65 + body.len());
+        out.push_str(&hex(tag.as_ref()));
+        out.push(' ');
+        out.push_str(body);
+        out
+    }
+
+    /// The body of a frame received as number `seq` on the connection given `challenge`.
+    pub fn open_frame<'a>(
+        &self,
+        full_key: &str,
+        challenge: &str,
+        seq: u64,
+        value: &'a str,
+    ) -> Result<&'a str, Unsealed> {
+        let (mac, body) = value.split_at_checked(64).ok_or(Unsealed::NotSealed)?;
+        let body = body.strip_prefix(' ').ok_or(Unsealed::NotSealed)?;
+        let mac = unhex(mac).ok_or(Unsealed::NotSealed)?;
+        let msg = self.frame_message(full_key, challenge, seq, body);
+        hmac::verify(&self.key, &msg, &mac).map_err(|_| Unsealed::BadMac)?;
+        Ok(body)
     }
 
     /// The value to put under `full_key`.
@@ -253,6 +307,29 @@ mod tests {
                 "{junk}"
             );
         }
+    }
+
+    #[test]
+    fn a_frame_opens_only_on_its_connection_at_its_place_and_never_as_an_etcd_value() {
+        let a = seal("0123456789abcdef-key-A").for_run("n1");
+        let k = "/kvmeter/j/iv/0/000001/0000";
+        let f = a.seal_frame(k, "c1", 3, "{}");
+        assert_eq!(a.open_frame(k, "c1", 3, &f), Ok("{}"));
+        // Another connection's challenge, another place on it, another run.
+        assert_eq!(a.open_frame(k, "c2", 3, &f), Err(Unsealed::BadMac));
+        assert_eq!(a.open_frame(k, "c1", 4, &f), Err(Unsealed::BadMac));
+        assert_eq!(
+            a.for_run("n2").open_frame(k, "c1", 3, &f),
+            Err(Unsealed::BadMac)
+        );
+        // A value sealed for etcd is not a frame, and a frame is not an etcd value.
+        let v = a.seal(k, "{}");
+        for c in ["", "c1"] {
+            for seq in 0..4 {
+                assert_eq!(a.open_frame(k, c, seq, &v), Err(Unsealed::BadMac));
+            }
+        }
+        assert_eq!(a.open(k, &f), Err(Unsealed::BadMac));
     }
 
     #[test]

@@ -45,7 +45,105 @@ pub fn all() -> Vec<Target> {
             dict: MERGE_DICT,
             run: merge,
         },
+        Target {
+            name: "relay_frames",
+            seeds: seeds_relay,
+            dict: RELAY_DICT,
+            run: relay_frames,
+        },
     ]
+}
+
+const RELAY_DICT: &[&str] = &[
+    "hello/2/0000",
+    "hello",
+    "iv/0/000000/0000",
+    "done/0/0000",
+    "challenge/2",
+    "\u{0}\u{c}",
+    "\u{ff}\u{ff}",
+];
+
+fn relay_key() -> kvmeter::dist::seal::Seal {
+    kvmeter::dist::seal::Seal::load(None, Some("fuzz-plan-key-0123456789".into()))
+        .unwrap()
+        .for_run("fuzz-nonce")
+}
+
+/// Byte streams an agent could send: a hello (sealed for a challenge the coordinator never
+/// sent: the real inbox refuses it, the direct parse goes on), reports, an old hello.
+fn seeds_relay() -> Vec<Vec<u8>> {
+    use kvmeter::dist::relay::encode_frame;
+    let seal = relay_key();
+    let pre = "/kvmeter/fuzz/";
+    let c = "00112233445566778899aabbccddeeff";
+    let mut a = vec![];
+    encode_frame(
+        &mut a,
+        "hello/2/0000",
+        &seal.seal_frame(&format!("{pre}hello/2/0000"), c, 0, ""),
+    );
+    for (n, k) in ["iv/0/000000/0000", "done/0/0000"].iter().enumerate() {
+        encode_frame(
+            &mut a,
+            k,
+            &seal.seal_frame(&format!("{pre}{k}"), c, n as u64 + 1, "{\"agent\":0}"),
+        );
+    }
+    let mut old = vec![];
+    encode_frame(&mut old, "hello", &seal.seal(&format!("{pre}hello"), ""));
+    vec![a, old]
+}
+
+/// The report channel's frames: the parser over the whole input (as the inbox walks a
+/// connection's buffer, each frame opened at its place), then the input sent to a real
+/// `relay::Inbox` on 127.0.0.1, which must close the connection (a bad frame, or the end).
+fn relay_frames(input: &[u8]) -> bool {
+    use kvmeter::dist::relay::{parse_frame, Inbox, MAX_FRAME, MAX_HELLO_FRAME};
+    use std::io::{Read, Write};
+    use std::sync::OnceLock;
+    static INBOX: OnceLock<Inbox> = OnceLock::new();
+    let seal = relay_key();
+    let (mut at, mut seq, mut frames) = (0, 0u64, 0);
+    loop {
+        let max = if seq == 0 { MAX_HELLO_FRAME } else { MAX_FRAME };
+        match parse_frame(&input[at..], max) {
+            Ok(Some((k, v, len))) => {
+                assert!(len > 0 && at + len <= input.len(), "a frame past the input");
+                let _ = seal.open_frame(&format!("/kvmeter/fuzz/{k}"), "c", seq, v);
+                at += len;
+                seq += 1;
+                frames += 1;
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    fn agent(k: &str) -> Option<usize> {
+        k.rsplit('/').next()?.parse().ok()
+    }
+    let inbox = INBOX.get_or_init(|| {
+        Inbox::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            relay_key(),
+            "/kvmeter/fuzz/".into(),
+            2,
+            agent,
+        )
+        .unwrap()
+    });
+    let mut s = std::net::TcpStream::connect(inbox.addr()).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(1)))
+        .unwrap();
+    let _ = s.write_all(input);
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut sink = [0u8; 256];
+    while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+    assert!(
+        inbox.take().is_empty(),
+        "a frame without the challenge was accepted"
+    );
+    let _ = inbox.take_rejected();
+    frames > 0
 }
 
 // ---- Histograms: HDR bytes, the wire JSON, hlog lines ---------------------------------------

@@ -32,6 +32,9 @@ pub(super) struct Flags {
     pub(super) failed_posts: AtomicU64,
     /// Why the latest report could not be sent.
     pub(super) last_error: std::sync::Mutex<String>,
+    /// Why the channel to the coordinator failed, once reports went to etcd instead (the
+    /// agent's record then says so: `"reports": "etcd: …"`).
+    pub(super) fell_back: std::sync::Mutex<Option<String>>,
 }
 
 /// Keeps the agent's lease alive and watches for `abort` and for the coordinator's plan going
@@ -103,6 +106,10 @@ pub(super) fn poster(
                                     eprintln!(
                                         "warning: the channel to the coordinator failed ({e}); this agent's reports go through etcd from {k} on"
                                     );
+                                    *flags.fell_back.lock().unwrap_or_else(|p| p.into_inner()) =
+                                        Some(format!(
+                                            "etcd: the channel to the coordinator failed at {k} ({e})"
+                                        ));
                                     relay = None;
                                 }
                             }
@@ -172,7 +179,13 @@ pub(super) fn open_relay(
     let Some(addr) = &published.reports else {
         return (None, "etcd".into());
     };
-    match Sender::connect(addr, seal.clone(), prefix.to_string()) {
+    // A second try rides out a flood of connections that pushed this one out before its hello.
+    let mut tried = Sender::connect(addr, seal.clone(), prefix.to_string(), i);
+    if matches!(&tried, Err(e) if e.kind() != std::io::ErrorKind::TimedOut) {
+        std::thread::sleep(Duration::from_millis(100));
+        tried = Sender::connect(addr, seal.clone(), prefix.to_string(), i);
+    }
+    match tried {
         Ok(s) => (Some(s), "direct".into()),
         Err(e) => {
             eprintln!(

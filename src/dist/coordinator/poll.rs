@@ -20,6 +20,10 @@ pub(super) struct PhasePoll {
     pub(super) held_bytes: BTreeMap<usize, usize>,
     /// Whether this phase already said it merged intervals without a late agent.
     pub(super) forced_said: bool,
+    /// Second copies of reports held, dropped.
+    pub(super) duplicates: u64,
+    /// Agents any of whose reports came through etcd.
+    pub(super) etcd_agents: BTreeSet<usize>,
 }
 
 /// Reports the coordinator holds at most while it waits for an agent that is late but whose
@@ -39,6 +43,20 @@ impl PhasePoll {
             })
             .copied()
             .collect()
+    }
+
+    /// Holds `post` (`bytes` as received) until its interval is merged: one report per
+    /// (phase, interval, agent). A second copy is dropped — never merged, never counted
+    /// toward the bytes held (`MAX_HELD_BYTES`) — and says false.
+    pub(super) fn hold(&mut self, post: IntervalPost, bytes: usize) -> bool {
+        let (k, a) = (post.index, post.agent);
+        let held = self.posts.entry(k).or_default();
+        if held.contains_key(&a) {
+            return false;
+        }
+        held.insert(a, post);
+        *self.held_bytes.entry(k).or_default() += bytes;
+        true
     }
 
     /// The interval to merge next, with the live agents it goes without: `next_k` once every
@@ -138,14 +156,17 @@ impl Session {
             if post.index >= ph.next_k {
                 if from_etcd {
                     ph.via_etcd.insert(post.index);
+                    ph.etcd_agents.insert(post.agent);
                 }
-                *ph.held_bytes.entry(post.index).or_default() += k.len() + v.len();
-                bytes += (k.len() + v.len()) as u64;
-                count += 1;
-                ph.posts
-                    .entry(post.index)
-                    .or_default()
-                    .insert(post.agent, post);
+                if ph.hold(post, k.len() + v.len()) {
+                    bytes += (k.len() + v.len()) as u64;
+                    count += 1;
+                } else if !from_etcd {
+                    // etcd lists what is not merged yet at every poll; the channel never
+                    // repeats a frame, so this came twice from a key holder.
+                    ph.duplicates += 1;
+                    self.warn(&k, "a second copy of a report held: dropped");
+                }
             }
         }
         (bytes, count)
@@ -317,7 +338,25 @@ mod tests {
             via_etcd: BTreeSet::new(),
             held_bytes: BTreeMap::new(),
             forced_said: false,
+            duplicates: 0,
+            etcd_agents: BTreeSet::new(),
         }
+    }
+
+    #[test]
+    fn a_second_copy_of_a_report_is_neither_held_twice_nor_counted_toward_the_bound() {
+        let live: BTreeSet<usize> = [0, 1].into();
+        let mut ph = poll();
+        assert!(ph.hold(post(0, 0), 1000));
+        // Agent 0's interval 0, replayed 10,000 times while agent 1 is late (review F1: each
+        // copy used to add its bytes, so the bound forced a merge without agent 1).
+        for _ in 0..10_000 {
+            assert!(!ph.hold(post(0, 0), 1000));
+        }
+        assert_eq!(ph.held_bytes.values().sum::<usize>(), 1000);
+        assert_eq!(ph.next_to_merge(&live, 256 << 20), None);
+        assert!(ph.hold(post(1, 0), 1000));
+        assert_eq!(ph.next_to_merge(&live, 256 << 20), Some((0, vec![])));
     }
 
     #[test]

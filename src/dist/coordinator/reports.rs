@@ -69,8 +69,8 @@ pub(crate) fn listen(
         ReportsFlag::Auto => (SocketAddr::new(routed()?, 0), "--reports auto".to_string()),
         ReportsFlag::Listen(a) => (*a, format!("--reports {a}")),
     };
-    // Each agent holds one connection; a few more let a reconnecting agent in.
-    let inbox = Inbox::bind(bind, seal, prefix.to_string(), agents + 8, is_report_key)
+    // Each agent holds one authenticated connection (relay/inbox.rs).
+    let inbox = Inbox::bind(bind, seal, prefix.to_string(), agents, report_agent)
         .map_err(|e| UsageError::new(format!("{shown}: cannot listen on {bind}: {e}")))?;
     let mut advertised = inbox.addr();
     if advertised.ip().is_unspecified() {
@@ -81,9 +81,22 @@ pub(crate) fn listen(
     Ok(Some((inbox, text)))
 }
 
-/// The keys an agent may push: its intervals and its phase ends.
-fn is_report_key(k: &str) -> bool {
-    k.starts_with("iv/") || k.starts_with("done/")
+/// The keys an agent may push, its intervals (`iv/<p>/<k>/<i>`) and its phase ends
+/// (`done/<p>/<i>`), with the agent `<i>` each belongs to.
+fn report_agent(k: &str) -> Option<usize> {
+    let parts: Vec<&str> = k.split('/').collect();
+    // At least this many digits (the agent writes `{:06}` and `{:04}`).
+    let digits = |s: &str, n: usize| s.len() >= n && s.bytes().all(|b| b.is_ascii_digit());
+    let ok = match parts.as_slice() {
+        ["iv", p, i, a] => digits(p, 1) && digits(i, 6) && digits(a, 4),
+        ["done", p, a] => digits(p, 1) && digits(a, 4),
+        _ => false,
+    };
+    if ok {
+        parts.last()?.parse().ok()
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -103,6 +116,22 @@ mod tests {
             e.starts_with("--reports nowhere: expected auto, etcd, or HOST:PORT"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_report_key_names_its_agent() {
+        assert_eq!(report_agent("iv/0/000012/0003"), Some(3));
+        assert_eq!(report_agent("done/1/0010"), Some(10));
+        for bad in [
+            "plan",
+            "iv/0/12/0003",
+            "done/1/10",
+            "iv/x/000012/0003",
+            "agent/0001",
+            "iv/0/000012/0003/x",
+        ] {
+            assert_eq!(report_agent(bad), None, "{bad}");
+        }
     }
 
     #[test]
