@@ -9,9 +9,11 @@
 //! - throughput and achieved: the merged summary.json's ops/s per operation and per phase. The
 //!   run is paced (`--target`), so any window of it runs at the phase's rate; a 4 s rate window
 //!   holds about 3 s between its first and last scrape, which counts whole 250 ms intervals
-//!   (±1 of 12, 8 %), and one interval's achieved rate is ±1 scheduled operation per thread
-//!   of 100: 15 % covers both. Counting the agents and the coordinator together (the bug) is
-//!   +100 %, adding the load phase's achieved to the run's is +100 %.
+//!   (±1 of 12, 8 %): 20 % with a loaded CI machine's scheduling. One interval's achieved rate
+//!   moves by what a descheduled worker carries into the next interval (paced workers catch
+//!   up): 30 % allows a quarter of a 250 ms interval each way. Counting the agents and the
+//!   coordinator together (the bug) is +100 %, adding the load phase's achieved to the run's
+//!   is +100 %; the load phase's own last interval (it lasts 0.5 s) within 50 %.
 //! - latency quantiles of a 4 s window: within the phase's [min, max] (a window's operations
 //!   are some of the phase's), one classic bucket (19 %) of interpolation either side; the
 //!   median within three buckets of the phase's p50 (paced loopback memcached).
@@ -281,7 +283,7 @@ fn every_dashboard_panel_shows_the_run_directorys_figure_for_a_distributed_run()
                     let op = label(l, "op");
                     if in_window(&run_m, &op) {
                         let want = run_m["ops"][&op]["ops_per_s"].as_f64().unwrap();
-                        close(*v, want, 0.15, &format!("{what} {op}"));
+                        close(*v, want, 0.2, &format!("{what} {op}"));
                     } else {
                         assert_eq!(*v, 0.0, "{what} {op}");
                     }
@@ -328,7 +330,7 @@ fn every_dashboard_panel_shows_the_run_directorys_figure_for_a_distributed_run()
                 for (l, v) in &got {
                     let p = if l["phase"] == "run" { &run_m } else { &load_m };
                     let want = p["throughput_ops_per_s"].as_f64().unwrap();
-                    let tol = if l["phase"] == "run" { 0.15 } else { 0.5 };
+                    let tol = if l["phase"] == "run" { 0.3 } else { 0.5 };
                     close(*v, want, tol, &format!("{what} {}", l["phase"]));
                 }
             }
