@@ -11,6 +11,8 @@
 //! (classic: 2^(i/4) s; native: schema 3, (2^((j-1)/8), 2^(j/8)] s), computed here.
 
 mod common;
+#[path = "metrics/dashboard.rs"]
+mod dashboard;
 
 use common::servers::{memcached, wait_exit, wait_port, Proc};
 use common::{free_port, json, kvmeter};

@@ -88,3 +88,89 @@ fn a_command_meter_reading_42_w_is_42_w_in_every_sample() {
         assert!((peak - 42.0).abs() < 1e-6, "peak {peak}");
     }
 }
+
+/// A null-store run with the default power model (no meter: `--power estimate`, what a
+/// machine without one falls back to); its run directory and its stderr.
+fn estimated_run(dir: &std::path::Path) -> String {
+    let o = kvmeter()
+        .args(["run", "--store", "null", "-P", "workloadc"])
+        .args([
+            "--records",
+            "100",
+            "--duration",
+            "1s",
+            "--power",
+            "estimate",
+        ])
+        .arg("--out")
+        .arg(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    err
+}
+
+/// Issue 40 item 5: the power model is one line on stderr that names where its constants
+/// come from, and `kvmeter compare` labels ops/J ESTIMATE in the terminal and compare.html
+/// (the README's promise: an estimate is labelled everywhere it appears).
+#[test]
+fn the_power_model_is_one_line_naming_its_origin_and_compare_labels_ops_per_joule_estimate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let err = estimated_run(&a);
+    estimated_run(&b);
+    let model: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("127") || l.to_lowercase().contains("model"))
+        .collect();
+    assert_eq!(model.len(), 1, "one line about the power model: {err}");
+    assert!(
+        model[0].contains("ESTIMATE") && model[0].contains("papers/002"),
+        "{}",
+        model[0]
+    );
+    // The golden label: summary.json's own energy.estimate says both sides are estimates.
+    for d in [&a, &b] {
+        let s: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap())
+                .unwrap();
+        let p = s["phases"].as_array().unwrap().iter();
+        let run = p.clone().find(|p| p["name"] == "run").unwrap();
+        assert_eq!(run["energy"]["estimate"], true, "{run}");
+    }
+    let out = tmp.path().join("cmp");
+    let o = kvmeter()
+        .arg("compare")
+        .arg(&a)
+        .arg("--vs")
+        .arg(&b)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("ops_per_joule"))
+        .collect();
+    assert!(!rows.is_empty(), "{text}");
+    for r in &rows {
+        if r.trim_start().starts_with("run ") || r.trim_start().starts_with("load ") {
+            assert!(r.contains("ops_per_joule ESTIMATE"), "{r}\n{text}");
+        }
+    }
+    let html = std::fs::read_to_string(out.join("compare.html")).unwrap();
+    assert!(html.contains("ops_per_joule ESTIMATE"), "compare.html");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
+    for r in json["rows"].as_array().unwrap() {
+        assert_eq!(r["estimate"], r["metric"] == "ops_per_joule", "{r}");
+    }
+}

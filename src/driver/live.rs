@@ -74,6 +74,14 @@ impl Live {
             .filter_map(|(n, v)| v.map(|v| (n, v)))
             .collect();
             self.exporter.gauges(&key, &gauges);
+            let totals: Vec<(&'static str, f64)> = [
+                ("kvmeter_process_cpu_seconds", l.process_cpu_seconds),
+                ("kvmeter_server_cpu_seconds", l.server_cpu_seconds),
+            ]
+            .into_iter()
+            .filter_map(|(n, v)| v.map(|v| (n, v)))
+            .collect();
+            self.exporter.totals(&key, &totals);
         }
         self.exporter.interval(
             &key,

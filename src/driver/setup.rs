@@ -299,8 +299,10 @@ fn idle_power(
         note(
             plan,
             format_args!(
-                "power: ESTIMATE ({:.0}-{:.0} W utilisation model, not a measurement): no meter found; 'kvmeter doctor' says why and how to give one",
-                model.idle_w, model.max_w
+                "power: ESTIMATE, not a measurement: no meter found; a {:.0}-{:.0} W utilisation model from {} ('kvmeter doctor' says why and how to give a meter)",
+                model.idle_w,
+                model.max_w,
+                model.origin_name()
             ),
         );
     } else {

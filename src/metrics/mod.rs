@@ -142,6 +142,19 @@ impl Exporter {
         }
     }
 
+    /// Sets counters of `key` whole (names from `model::TOTALS`, without `_total`; others
+    /// are ignored): a counter read from elsewhere, such as a process's CPU seconds. Published
+    /// with the next interval.
+    pub fn totals(&self, key: &Key, values: &[(&'static str, f64)]) {
+        let mut st = self.state();
+        let p = st.phases.entry(key.clone()).or_default();
+        for (n, v) in values {
+            if let Some((name, _)) = model::TOTALS.iter().find(|(c, _)| c == n) {
+                p.totals.insert(name, *v);
+            }
+        }
+    }
+
     /// Where `key`'s power figures come from, and whether they are an estimate.
     pub fn power_source(&self, key: &Key, source: &str, estimate: bool) {
         self.state()

@@ -70,6 +70,19 @@ pub const GAUGES: &[(&str, &str)] = &[
     ),
 ];
 
+/// Counters a phase may carry whole (`PhaseSeries::totals`), without `_total`, with their
+/// help; docs/metrics.md lists the same.
+pub const TOTALS: &[(&str, &str)] = &[
+    (
+        "kvmeter_process_cpu_seconds",
+        "CPU seconds (user + system) of the measured process (kvmeter; an embedded store runs in it) since it started.",
+    ),
+    (
+        "kvmeter_server_cpu_seconds",
+        "CPU seconds (user + system) of the store's server process since it started, where kvmeter knows its pid (a server it manages).",
+    ),
+];
+
 /// Every family, in a fixed order, from the phases so far. `power` labels the power gauge
 /// with its source and whether it is an estimate.
 pub fn families<'a>(
@@ -145,6 +158,10 @@ pub fn families<'a>(
         .iter()
         .map(|&(n, h)| fam(n, h, Kind::Gauge))
         .collect();
+    let mut totals: Vec<Family> = TOTALS
+        .iter()
+        .map(|&(n, h)| fam(n, h, Kind::Counter))
+        .collect();
     let scalar = |labels, v: f64| Sample {
         labels,
         value: Value::Scalar(v),
@@ -207,11 +224,17 @@ pub fn families<'a>(
                 f.samples.push(scalar(l, *v));
             }
         }
+        for (c, f) in TOTALS.iter().zip(totals.iter_mut()) {
+            if let Some(v) = p.totals.get(c.0) {
+                f.samples.push(scalar(k.labels(), *v));
+            }
+        }
     }
     let mut all = vec![
         ops, errors, hits, misses, hit_ratio, bytes, send, missed, intended, lag, faults, intervals,
     ];
     all.append(&mut gauges);
+    all.append(&mut totals);
     all
 }
 

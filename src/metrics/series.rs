@@ -173,6 +173,8 @@ pub struct PhaseSeries {
     pub lag: Option<Hist>,
     /// Gauges by name (the last interval's figures, telemetry).
     pub gauges: BTreeMap<&'static str, f64>,
+    /// Counters set whole (names from `model::TOTALS`): CPU seconds since the process started.
+    pub totals: BTreeMap<&'static str, f64>,
     /// Fault events by kind.
     pub faults: BTreeMap<String, u64>,
     /// Intervals exported (after warm-up).

@@ -62,6 +62,9 @@ pub struct Row {
     pub p_adjusted: Option<f64>,
     /// better, worse, no difference found, below --noise, not tested: why, or descriptive.
     pub verdict: String,
+    /// The figure comes, on one side at least, from the power model (ops_per_joule with
+    /// energy.estimate): labelled ESTIMATE wherever it is shown.
+    pub estimate: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -289,7 +292,10 @@ pub fn compare(
                 continue;
             }
             let asked = fam.iter().any(|(p, m)| p == phase && m == name);
-            rows.push(describe(phase, name, higher, asked, va, vb));
+            let mut row = describe(phase, name, higher, asked, va, vb);
+            row.estimate =
+                name == "ops_per_joule" && (estimated(&la, phase) || estimated(&lb, phase));
+            rows.push(row);
         }
     }
     let (family_tested, runs_needed) = test_family(&mut rows, noise_band);
@@ -314,6 +320,13 @@ pub fn compare(
         ),
         rows,
     })
+}
+
+/// Whether any run of a side has `phase`'s energy from the power model (an estimate).
+fn estimated(side: &[(Summary, Value)], phase: &str) -> bool {
+    side.iter()
+        .filter_map(|(s, _)| s.phases.iter().find(|p| p.name == phase))
+        .any(|p| p.energy.as_ref().is_some_and(|e| e.estimate))
 }
 
 fn ln(v: &[f64]) -> Vec<f64> {
@@ -363,6 +376,7 @@ fn describe(phase: &str, name: &str, higher: bool, asked: bool, a: Vec<f64>, b: 
             (true, Some(w)) => format!("not tested: {w}"),
             (true, None) => String::new(),
         },
+        estimate: false,
     }
 }
 
@@ -428,7 +442,34 @@ fn pct(x: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+impl Row {
+    /// The metric as shown: `ops_per_joule ESTIMATE` where the power model gave it.
+    pub fn metric_label(&self) -> String {
+        if self.estimate {
+            format!("{} ESTIMATE", self.metric)
+        } else {
+            self.metric.clone()
+        }
+    }
+}
+
 impl Comparison {
+    /// One line saying which rows are estimates and why, where any is.
+    pub fn estimate_note(&self) -> Option<String> {
+        let rows: Vec<String> = self
+            .rows
+            .iter()
+            .filter(|r| r.estimate)
+            .map(|r| format!("{}.{}", r.phase, r.metric))
+            .collect();
+        (!rows.is_empty()).then(|| {
+            format!(
+                "ESTIMATE: {} — energy from the utilisation power model on one side at least (no meter), not a measurement.",
+                rows.join(", ")
+            )
+        })
+    }
+
     pub fn regressed(&self) -> bool {
         self.rows.iter().any(|r| r.verdict == "worse")
     }
@@ -461,17 +502,20 @@ impl Comparison {
                 self.not_measured.join(", ")
             );
         }
+        if let Some(line) = self.estimate_note() {
+            let _ = writeln!(out, "{line}");
+        }
         let _ = writeln!(
             out,
-            "  {:<10} {:<14} {:>10} {:>10} {:>8} {:>24} {:>7}  verdict",
+            "  {:<10} {:<22} {:>10} {:>10} {:>8} {:>24} {:>7}  verdict",
             "phase", "metric", "median A", "median B", "B/A", "interval", "p"
         );
         for r in &self.rows {
             let _ = writeln!(
                 out,
-                "  {:<10} {:<14} {:>10} {:>10} {:>8} {:>24} {:>7}  {}",
+                "  {:<10} {:<22} {:>10} {:>10} {:>8} {:>24} {:>7}  {}",
                 r.phase,
-                r.metric,
+                r.metric_label(),
                 short(r.median_a),
                 short(r.median_b),
                 ratio_text(r.ratio),

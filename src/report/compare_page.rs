@@ -17,6 +17,9 @@ impl Comparison {
         for line in self.render().lines().take(2) {
             p.note("na", line);
         }
+        if let Some(line) = self.estimate_note() {
+            p.note("warn", &line);
+        }
         match self.mismatches.as_slice() {
             [] => p.note(
                 "na",
@@ -39,7 +42,7 @@ impl Comparison {
                 let key = format!("{}.{}", r.phase, r.metric);
                 vec![
                     Cell::text(r.phase.clone()),
-                    Cell::text(r.metric.clone()),
+                    Cell::text(r.metric_label()),
                     Cell::text(short(r.median_a)),
                     Cell::text(short(r.median_b)),
                     Cell::num(&key, r.ratio, ratio_text(r.ratio)),

@@ -159,12 +159,19 @@ pub struct Latest {
     pub disk_read_bytes_per_s: Option<f64>,
     pub disk_write_bytes_per_s: Option<f64>,
     pub watts: Option<f64>,
+    /// The measured process's CPU seconds (user + system) since it started: a counter.
+    pub process_cpu_seconds: Option<f64>,
+    /// The same for the server process, where kvmeter knows its pid (a managed server).
+    pub server_cpu_seconds: Option<f64>,
 }
 
 impl Latest {
-    fn of(t: &PhaseTelemetry, watts: Option<f64>) -> Self {
+    fn of(t: &PhaseTelemetry, watts: Option<f64>, cur: &Snapshot, ticks_per_s: f64) -> Self {
         const MB: f64 = 1048576.0;
+        let secs = |p: &Option<ProcSample>| p.as_ref().map(|p| p.cpu_ticks as f64 / ticks_per_s);
         Latest {
+            process_cpu_seconds: secs(&cur.process),
+            server_cpu_seconds: secs(&cur.server),
             cpu_busy: t.cpu.as_ref().map(|c| c.busy / 100.0),
             process_cores: t.process.as_ref().map(|p| p.cpu_pct / 100.0),
             disk_read_bytes_per_s: t.disk.as_ref().map(|d| d.read_mb_per_s * MB),

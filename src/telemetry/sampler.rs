@@ -187,7 +187,8 @@ pub(super) fn sampler(
             cur: &cur,
         };
         let _ = writeln!(csv, "{}", row(&r));
-        *latest.lock().unwrap_or_else(|p| p.into_inner()) = super::Latest::of(&t, watts);
+        *latest.lock().unwrap_or_else(|p| p.into_inner()) =
+            super::Latest::of(&t, watts, &cur, src.ticks_per_s);
         if let Some(p) = &t.process {
             for (g, v) in &p.cpu_pct_by_thread {
                 let _ = writeln!(threads_csv, "{time_s:.3},{phase},{g},{v:.2}");

@@ -121,6 +121,18 @@ impl Model {
         }
     }
 
+    /// Where the constants came from, in a few words for a one-line note: papers/002's
+    /// RAMCloud node (the default), `--power-model`, or the calibration that measured them.
+    pub fn origin_name(&self) -> String {
+        if self.origin.starts_with("default:") {
+            "papers/002's RAMCloud server node, the default, not this machine".into()
+        } else {
+            // "kvmeter calibrate on <time>: ..." (the time holds ':' but not ": ").
+            let o = self.origin.split_once(": ").map_or(&*self.origin, |x| x.0);
+            o.to_string()
+        }
+    }
+
     pub fn watts(&self, busy_fraction: f64) -> f64 {
         self.idle_w + (self.max_w - self.idle_w) * busy_fraction.clamp(0.0, 1.0)
     }
