@@ -221,12 +221,14 @@ fn read_frame(stream: &mut TcpStream, what: &str) -> io::Result<(String, String)
             Err(e) => return Err(io::Error::other(format!("the coordinator sent {e}"))),
         }
         match stream.read(&mut chunk) {
-            Ok(0) => return Err(io::Error::new(
-                io::ErrorKind::ConnectionAborted,
-                format!(
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    format!(
                     "the coordinator closed the channel before its {what} (see its log for why)"
                 ),
-            )),
+                ))
+            }
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e)
