@@ -408,6 +408,29 @@ fn bad_input_is_one_line_and_exit_2_and_leaves_nothing_in_etcd() {
     );
     assert!(!out.exists());
     assert_eq!(keys_left(&url), 0);
+    // Issue 40 item 11: the hint says how the agents get the key, as this process got it.
+    assert!(
+        err.contains("with KVMETER_PLAN_KEY set to this run's key"),
+        "{err}"
+    );
+    let keyf = tmp.path().join("plan.key");
+    std::fs::write(&keyf, common::TEST_PLAN_KEY).unwrap();
+    std::fs::set_permissions(&keyf, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let mut v = run(&[
+        "--agents",
+        "2",
+        "--register-timeout",
+        "1s",
+        "--plan-key-file",
+    ]);
+    v.push(keyf.display().to_string());
+    let (code, err) = fails(&v);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!("--plan-key-file {}'", keyf.display())),
+        "{err}"
+    );
+    assert_eq!(keys_left(&url), 0);
     // A coordinator waiting for 2 agents: one registers; an index out of range, a taken index
     // and a wrong plan hash are refused; the wrong hash stops the coordinator too.
     let log = tmp.path().join("coord.log");

@@ -165,15 +165,16 @@ fn energy_from_a_command_meter_and_an_honest_estimate() {
     assert!(o.status.success());
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(table.contains("power    ESTIMATE "), "{table}");
-    // The estimate is said in one short line that points at 'kvmeter doctor' (issue 28 item
-    // 12: it was a paragraph of four terminal lines).
+    // The estimate is said in one line that names the model's origin and points at 'kvmeter
+    // doctor' (issue 28 item 12: it was a paragraph of four terminal lines; issue 40 item 5).
     let err = String::from_utf8_lossy(&o.stderr);
     let power: Vec<&str> = err.lines().filter(|l| l.contains("power")).collect();
     assert_eq!(power.len(), 1, "{err}");
     assert!(
-        power[0].starts_with("power: ESTIMATE (40-140 W utilisation model, not a measurement)")
+        power[0].starts_with("power: ESTIMATE, not a measurement")
+            && power[0].contains("40-140 W utilisation model from --power-model")
             && power[0].contains("'kvmeter doctor'")
-            && power[0].len() <= 130,
+            && power[0].len() <= 200,
         "{err}"
     );
     let s = json(&est.join("summary.json"));

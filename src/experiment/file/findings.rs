@@ -370,13 +370,12 @@ pub fn from_spec(s: &FindingSpec) -> Result<Finding, String> {
     })
 }
 
-/// Text from the experiment file as Markdown shows it: HTML in it is escaped (a Markdown
-/// viewer passes raw HTML through; report.html escapes it too), line breaks become spaces.
+/// Text from the experiment file as Markdown shows it: no HTML tag can open (a Markdown
+/// viewer passes raw HTML through; report.html escapes it too): `<` becomes `&lt;`, which a
+/// viewer shows as `<`, while `>` in a verdict ("5.00 is not > 10") stays as it reads; line
+/// breaks become spaces.
 fn md(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('\n', " ")
+    s.replace('<', "&lt;").replace('\n', " ")
 }
 
 /// Text inside a Markdown code span: a backtick would end the span early, so it becomes '.
