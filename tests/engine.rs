@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::servers::{mc_stats, wait_port, Proc};
+use common::servers::{mc_stats, spawn_listening, wait_port, Proc};
 use common::{count, free_port, json, kvmeter, phase};
 use serde_json::Value;
 use std::path::Path;
@@ -18,38 +18,28 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn memcached(conns: usize) -> (Proc, u16) {
-    let port = free_port();
-    let c = Command::new("memcached")
-        .args(["-u", "nobody", "-l", "127.0.0.1", "-U", "0", "-t", "2"])
-        .args(["-p", &port.to_string(), "-c", &conns.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("memcached is installed");
-    wait_port(port);
-    (Proc(c), port)
+    spawn_listening(|port| {
+        let mut c = Command::new("memcached");
+        c.args(["-u", "nobody", "-l", "127.0.0.1", "-U", "0", "-t", "2"])
+            .args(["-p", &port.to_string(), "-c", &conns.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    })
 }
 
 fn redis(dir: &Path, conns: usize) -> (Proc, u16) {
-    let port = free_port();
-    let c = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args([
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--maxclients",
-            &conns.to_string(),
-        ])
-        .arg("--dir")
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server is installed");
-    wait_port(port);
-    (Proc(c), port)
+    spawn_listening(|port| {
+        let mut c = Command::new("redis-server");
+        c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--maxclients", &conns.to_string()])
+            .arg("--dir")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    })
 }
 
 /// `calls` of each command in Redis's INFO commandstats.

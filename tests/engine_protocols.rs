@@ -9,24 +9,22 @@
 
 mod common;
 
-use common::servers::{mc_stats, wait_exit, wait_port, Proc};
-use common::{bin, count, free_port, json, kvmeter, phase};
+use common::servers::{mc_stats, spawn_listening, wait_exit, Proc};
+use common::{bin, count, json, kvmeter, phase};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn memcached(conns: usize) -> (Proc, u16) {
-    let port = free_port();
-    let c = Command::new("memcached")
-        .args(["-u", "nobody", "-l", "127.0.0.1", "-U", "0", "-t", "2"])
-        .args(["-p", &port.to_string(), "-c", &conns.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("memcached is installed");
-    wait_port(port);
-    (Proc(c), port)
+    spawn_listening(|port| {
+        let mut c = Command::new("memcached");
+        c.args(["-u", "nobody", "-l", "127.0.0.1", "-U", "0", "-t", "2"])
+            .args(["-p", &port.to_string(), "-c", &conns.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    })
 }
 
 #[test]

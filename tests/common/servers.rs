@@ -24,13 +24,50 @@ impl Drop for Proc {
 
 pub fn wait_port(port: u16) {
     let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while !listening(port) {
         assert!(
             t.elapsed() < Duration::from_secs(60),
             "nothing on port {port}"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Whether a server listens on loopback `port`. A connect to a port in the ephemeral range
+/// that nothing listens on can succeed by connecting the socket to itself (TCP simultaneous
+/// open, when the kernel picks that very port as the source); that socket then also holds
+/// the port, so the server about to bind it fails. Such a connection is not an answer.
+pub fn listening(port: u16) -> bool {
+    match std::net::TcpStream::connect(("127.0.0.1", port)) {
+        Ok(s) => s.local_addr().ok() != s.peer_addr().ok(),
+        Err(_) => false,
+    }
+}
+
+/// Starts a server on a free loopback port (`command(port)` builds its command line) and
+/// waits until it listens. Between `free_port` releasing a port and the server binding it,
+/// another process can take it; a server that exits before it listens is started again on
+/// another port (five tries).
+pub fn spawn_listening(mut command: impl FnMut(u16) -> Command) -> (Proc, u16) {
+    for _ in 0..5 {
+        let port = free_port();
+        let mut c = Proc(command(port).spawn().expect("the server is installed"));
+        let t = Instant::now();
+        loop {
+            if c.0.try_wait().ok().flatten().is_some() {
+                break;
+            }
+            if listening(port) {
+                return (c, port);
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "nothing on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    panic!("the server exited before listening, five times (ports taken?)");
 }
 
 /// A POST to etcd's JSON gateway (the first member that answers); the reply's JSON.
@@ -138,54 +175,30 @@ pub fn etcd_with(dir: &Path, members: usize, extra: &[&str]) -> (Vec<Proc>, Stri
 
 /// memcached on loopback with one worker thread; `-vv` logs every command it serves.
 pub fn memcached(dir: &Path, name: &str, verbose: bool) -> (Proc, u16) {
-    let port = free_port();
     let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
-    let mut args = vec![
-        "-u".to_string(),
-        "root".into(),
-        "-l".into(),
-        "127.0.0.1".into(),
-        "-p".into(),
-        port.to_string(),
-        "-t".into(),
-        "1".into(),
-        "-U".into(),
-        "0".into(),
-    ];
-    if verbose {
-        args.push("-vv".into());
-    }
-    let c = Command::new("memcached")
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("memcached is installed");
-    wait_port(port);
-    (Proc(c), port)
+    spawn_listening(|port| {
+        let mut c = Command::new("memcached");
+        c.args(["-u", "root", "-l", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-t", "1", "-U", "0"])
+            .stdout(Stdio::null())
+            .stderr(log.try_clone().unwrap());
+        if verbose {
+            c.arg("-vv");
+        }
+        c
+    })
 }
 
 pub fn redis(dir: &Path) -> (Proc, u16) {
-    let port = free_port();
-    let c = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            dir.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server is installed");
-    wait_port(port);
-    (Proc(c), port)
+    spawn_listening(|port| {
+        let mut c = Command::new("redis-server");
+        c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    })
 }
 
 pub fn spawn(args: &[String], log: &Path) -> Child {
