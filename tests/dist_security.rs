@@ -72,6 +72,7 @@ fn plan_text(edit: impl Fn(&mut kvmeter::plan::Request)) -> String {
         lease_ttl_s: 10,
         coordinator: kvmeter::dist::Host::here(),
         reports: None,
+        reports_tls_sha256: None,
     };
     serde_json::to_string(&p).unwrap()
 }

@@ -89,6 +89,14 @@ pub struct DistRunArgs {
     /// the address posts through etcd and says so.
     #[arg(long, value_name = "auto|etcd|HOST:PORT", default_value = "auto")]
     pub reports: String,
+    /// PEM certificate (chain, leaf first) to serve the report channel in TLS with, with
+    /// --reports-tls-key. Agents trust this certificate alone: the sealed plan carries its
+    /// SHA-256, so they need no CA file (a self-signed certificate will do).
+    #[arg(long, value_name = "FILE")]
+    pub reports_tls_cert: Option<PathBuf>,
+    /// PEM private key of --reports-tls-cert.
+    #[arg(long, value_name = "FILE")]
+    pub reports_tls_key: Option<PathBuf>,
     #[command(flatten)]
     pub run: RunArgs,
 }

@@ -62,6 +62,8 @@ pub(super) fn run(command: DistCommand) -> anyhow::Result<i32> {
             abort_on_loss: a.on_agent_loss == "abort",
             plan_key_file: a.coord.plan_key_file,
             reports: a.reports,
+            reports_tls_cert: a.reports_tls_cert,
+            reports_tls_key: a.reports_tls_key,
             request: a
                 .run
                 .common

@@ -41,6 +41,7 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         ttl,
         delay: start_delay,
         reports: reports_flag,
+        reports_tls,
     } = checked(&s)?;
     // The coordinator's own endpoint (merged intervals, `agent="merged"`): bound before etcd
     // is touched, so a bad address or a port in use leaves nothing behind.
@@ -70,6 +71,7 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
     let nonce = super::seal::fresh_nonce();
     let inbox = reports::listen(
         &reports_flag,
+        reports_tls.clone(),
         s.coord.first_endpoint(),
         seal.for_run(&nonce),
         &prefix,
@@ -86,6 +88,10 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         lease_ttl_s: ttl,
         coordinator: super::Host::here(),
         reports: inbox.as_ref().map(|(_, a)| a.clone()),
+        reports_tls_sha256: reports_tls
+            .as_ref()
+            .filter(|_| inbox.is_some())
+            .map(|t| t.fingerprint.clone()),
     };
     let text = serde_json::to_string(&published)?;
     if text.len() > MAX_PLAN {
@@ -125,7 +131,10 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         n - 1
     );
     match &inbox {
-        Some((_, a)) => eprintln!("dist: agents push their reports to {a} (etcd keeps membership and start times)"),
+        Some((_, a)) => eprintln!(
+            "dist: agents push their reports to {a}{} (etcd keeps membership and start times)",
+            if published.reports_tls_sha256.is_some() { " in TLS" } else { "" }
+        ),
         None => eprintln!(
             "dist: --reports etcd: every report (2-4 KB) stays in etcd's history until etcd is compacted: {n} agents add about {} MB an hour at 1 s intervals",
             n * 11
@@ -514,9 +523,10 @@ fn dist_info(
         );
     }
     info.warnings = clock_warnings(regs, Some(&published.coordinator));
-    info.reports = Some(match &published.reports {
-        Some(a) => format!("direct to {a}"),
-        None => "etcd".into(),
+    info.reports = Some(match (&published.reports, &published.reports_tls_sha256) {
+        (Some(a), Some(pin)) => format!("direct to {a} in TLS (certificate SHA-256 {pin})"),
+        (Some(a), None) => format!("direct to {a}"),
+        (None, _) => "etcd".into(),
     });
     if published.reports.is_some() {
         info.reports_via_etcd = regs

@@ -61,6 +61,10 @@ pub struct Published {
     /// Where agents push their reports (`relay`), IP:PORT; none: through etcd.
     #[serde(default)]
     pub reports: Option<String>,
+    /// SHA-256 (hex) of the certificate the coordinator serves the report channel with, when
+    /// it is TLS (`dist run --reports-tls-cert`): agents trust that certificate alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reports_tls_sha256: Option<String>,
 }
 
 /// Where a process runs, and how good its clock is.

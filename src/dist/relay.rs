@@ -17,17 +17,23 @@
 //!    (`iv/<p>/<k>/<i>`, `done/<p>/<i>`), each value sealed with the challenge and its place
 //!    on the connection (1, 2, …): a frame repeated, reordered or replayed does not verify.
 //!
+//! With `dist run --reports-tls-cert/--reports-tls-key` all of this runs inside TLS, the
+//! agents pinning the coordinator's certificate by the hash the sealed plan carries (tls.rs).
+//!
 //! The coordinator's end is [`Inbox`] (inbox.rs); an agent's is [`Sender`].
 
 mod inbox;
 #[cfg(test)]
 mod tests;
+mod tls;
 
 use super::seal::Seal;
 pub use inbox::Inbox;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
+pub use tls::ServerTls;
+use tls::Wire;
 
 /// A key longer than this is not kvmeter's.
 pub const MAX_KEY: usize = 256;
@@ -106,7 +112,7 @@ fn hello_agent(key: &str) -> Option<usize> {
 
 /// An agent's end of the channel.
 pub struct Sender {
-    stream: TcpStream,
+    stream: Wire,
     seal: Seal,
     prefix: String,
     challenge: String,
@@ -119,14 +125,25 @@ pub struct Sender {
 
 impl Sender {
     /// Connects to the coordinator's published address (`addr` checked by
-    /// [`parse_published_addr`]) as agent `agent`: reads the connection's challenge, answers
+    /// [`parse_published_addr`]) as agent `agent`, in TLS trusting only the certificate whose
+    /// SHA-256 is `pin` when the plan gives one: reads the connection's challenge, answers
     /// with the sealed hello and waits for the welcome, each within 3 s.
-    pub fn connect(addr: &str, seal: Seal, prefix: String, agent: usize) -> io::Result<Sender> {
+    pub fn connect(
+        addr: &str,
+        pin: Option<&str>,
+        seal: Seal,
+        prefix: String,
+        agent: usize,
+    ) -> io::Result<Sender> {
         let a = parse_published_addr(addr).map_err(io::Error::other)?;
-        let mut stream = TcpStream::connect_timeout(&a, CONNECT_TIMEOUT)?;
-        stream.set_nodelay(true)?;
-        stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
-        stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+        let tcp = TcpStream::connect_timeout(&a, CONNECT_TIMEOUT)?;
+        tcp.set_nodelay(true)?;
+        tcp.set_write_timeout(Some(WRITE_TIMEOUT))?;
+        tcp.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+        let mut stream = match pin {
+            Some(pin) => Wire::tls(tcp, a.ip(), pin)?,
+            None => Wire::Plain(tcp),
+        };
         let (key, challenge) = read_frame(&mut stream, "challenge").map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -154,6 +171,7 @@ impl Sender {
         s.frame.clear();
         encode_frame(&mut s.frame, &hello, &value);
         s.stream.write_all(&s.frame)?;
+        s.stream.flush()?;
         s.bytes_sent += s.frame.len() as u64;
         let (key, _) = read_frame(&mut s.stream, "welcome")?;
         if key != WELCOME {
@@ -161,7 +179,7 @@ impl Sender {
                 "the coordinator did not welcome this agent's hello",
             ));
         }
-        s.stream.set_read_timeout(None)?;
+        s.stream.tcp().set_read_timeout(None)?;
         Ok(s)
     }
 
@@ -181,6 +199,7 @@ impl Sender {
         self.frame.clear();
         encode_frame(&mut self.frame, key, &value);
         self.stream.write_all(&self.frame)?;
+        self.stream.flush()?;
         self.seq = seq;
         self.bytes_sent += self.frame.len() as u64;
         Ok(())
@@ -188,10 +207,13 @@ impl Sender {
 
     /// Ends the channel: the coordinator has read every frame once it closes its side
     /// (waited for at most 10 s).
-    pub fn finish(self) -> io::Result<()> {
-        self.stream.shutdown(Shutdown::Write)?;
-        self.stream.set_read_timeout(Some(FINISH_TIMEOUT))?;
-        let mut s = &self.stream;
+    pub fn finish(mut self) -> io::Result<()> {
+        self.stream.close_notify()?;
+        let tcp = self.stream.tcp();
+        tcp.shutdown(Shutdown::Write)?;
+        tcp.set_read_timeout(Some(FINISH_TIMEOUT))?;
+        // The raw socket: past close_notify TLS has nothing more to say.
+        let mut s = tcp;
         let mut scratch = [0u8; 64];
         let deadline = Instant::now() + FINISH_TIMEOUT;
         // The coordinator sends nothing more; anything it did send is read and ignored.
@@ -211,7 +233,7 @@ impl Sender {
 }
 
 /// One small frame from the coordinator (a challenge or a welcome), within the read timeout.
-fn read_frame(stream: &mut TcpStream, what: &str) -> io::Result<(String, String)> {
+fn read_frame(stream: &mut impl Read, what: &str) -> io::Result<(String, String)> {
     let mut buf = Vec::with_capacity(64);
     let mut chunk = [0u8; 128];
     loop {

@@ -149,3 +149,129 @@ fn idle_connections_and_replayed_etcd_reports_neither_lock_agents_out_nor_change
         assert_eq!(sum, total, "{p}");
     }
 }
+
+/// Issue 41 item 1, TLS: `--reports-tls-cert/--reports-tls-key` serve the report channel in
+/// TLS; agents pin the certificate by the SHA-256 in the sealed plan (no flag on the agents).
+/// The pin the run records is the one openssl computes; the merge is the agents' own counts;
+/// the flags' misuse is one line, exit 2, nothing created.
+#[test]
+fn the_report_channel_in_tls_pins_the_coordinators_certificate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_etcd, url) = etcd(tmp.path(), 1);
+    let run_openssl = |args: &[&str]| {
+        let o = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(tmp.path())
+            .output()
+            .expect("openssl is installed");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    run_openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=coordinator",
+        "-keyout",
+        "k.pem",
+        "-out",
+        "c.pem",
+    ]);
+    let fp = run_openssl(&["x509", "-noout", "-fingerprint", "-sha256", "-in", "c.pem"]);
+    let pin = fp
+        .trim()
+        .rsplit('=')
+        .next()
+        .unwrap()
+        .replace(':', "")
+        .to_lowercase();
+    let (cert, key) = (tmp.path().join("c.pem"), tmp.path().join("k.pem"));
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    // Misuse first: one line, exit 2, no --out.
+    for (flags, says) in [
+        (
+            vec!["--reports-tls-cert", cert],
+            "--reports-tls-cert and --reports-tls-key: give both",
+        ),
+        (
+            vec![
+                "--reports",
+                "etcd",
+                "--reports-tls-cert",
+                cert,
+                "--reports-tls-key",
+                key,
+            ],
+            "--reports-tls-cert: --reports etcd has no report channel",
+        ),
+        (
+            vec!["--reports-tls-cert", key, "--reports-tls-key", key],
+            "--reports-tls-cert ",
+        ),
+    ] {
+        let out = tmp.path().join("never");
+        let o = crate::common::kvmeter()
+            .args([
+                "dist", "run", "--coord", &url, "--job", "tlsbad", "--agents", "1",
+            ])
+            .args(&flags)
+            .args(["--store", "null", "-P", "workloadc", "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(err.contains(says), "{flags:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(!out.exists());
+    }
+    let run = s(&[
+        "--store",
+        "null",
+        "-P",
+        "workloadc",
+        "--records",
+        "500",
+        "--ops",
+        "5000",
+        "--threads",
+        "1",
+        "--interval",
+        "200ms",
+        "--telemetry-interval",
+        "0",
+    ]);
+    let flags = ["--reports-tls-cert", cert, "--reports-tls-key", key];
+    let mut d = Dist::start_with(&url, "tls", 2, &flags, &run, |_| vec![]);
+    let code = d.finish();
+    let logs = format!("{}\n{}", d.log("coord.log"), d.log("agent0.log"));
+    assert_eq!(code, 0, "{logs}");
+    assert!(d.log("coord.log").contains(" in TLS (etcd keeps"), "{logs}");
+    let info = json(&d.path("merged/dist.json"));
+    let via = info["reports"].as_str().unwrap();
+    assert!(
+        via.starts_with("direct to 127.0.0.1:")
+            && via.ends_with(&format!("in TLS (certificate SHA-256 {pin})")),
+        "{via}"
+    );
+    for i in 0..2 {
+        let rec = json(&d.path(&format!("agent{i}/dist/agent.json")));
+        assert_eq!(rec["registration"]["reports"], "direct", "{i}: {logs}");
+        assert_eq!(rec["bytes_to_etcd"], 0, "{i}: {logs}");
+    }
+    let merged = json(&d.path("merged/summary.json"));
+    assert_eq!(merged["status"], "completed", "{logs}");
+    let agents: Vec<_> = (0..2)
+        .map(|i| json(&d.path(&format!("agent{i}/summary.json"))))
+        .collect();
+    let sum: u64 = agents.iter().map(|a| counts(phase(a, "run"))["READ"]).sum();
+    assert_eq!(sum, 5000);
+    assert_eq!(counts(phase(&merged, "run"))["READ"], sum);
+}

@@ -179,11 +179,12 @@ pub(super) fn open_relay(
     let Some(addr) = &published.reports else {
         return (None, "etcd".into());
     };
+    let pin = published.reports_tls_sha256.as_deref();
     // A second try rides out a flood of connections that pushed this one out before its hello.
-    let mut tried = Sender::connect(addr, seal.clone(), prefix.to_string(), i);
+    let mut tried = Sender::connect(addr, pin, seal.clone(), prefix.to_string(), i);
     if matches!(&tried, Err(e) if e.kind() != std::io::ErrorKind::TimedOut) {
         std::thread::sleep(Duration::from_millis(100));
-        tried = Sender::connect(addr, seal.clone(), prefix.to_string(), i);
+        tried = Sender::connect(addr, pin, seal.clone(), prefix.to_string(), i);
     }
     match tried {
         Ok(s) => (Some(s), "direct".into()),
@@ -211,6 +212,7 @@ mod tests {
             lease_ttl_s: 10,
             coordinator: crate::dist::Host::here(),
             reports: reports.map(str::to_string),
+            reports_tls_sha256: None,
         }
     }
 

@@ -21,6 +21,9 @@ pub struct Settings {
     pub plan_key_file: Option<std::path::PathBuf>,
     /// `--reports`: auto, etcd or HOST:PORT (`reports`).
     pub reports: String,
+    /// `--reports-tls-cert` and `--reports-tls-key`: the report channel in TLS.
+    pub reports_tls_cert: Option<std::path::PathBuf>,
+    pub reports_tls_key: Option<std::path::PathBuf>,
     pub request: Request,
 }
 
@@ -35,6 +38,7 @@ pub(super) struct Checked {
     pub(super) ttl: i64,
     pub(super) delay: Duration,
     pub(super) reports: reports::ReportsFlag,
+    pub(super) reports_tls: Option<crate::dist::relay::ServerTls>,
 }
 
 /// The checks a coordinator makes before it touches etcd.
@@ -73,6 +77,7 @@ pub(super) fn checked(s: &Settings) -> Result<Checked, UsageError> {
         }
         plan::engine::raise_fd_limit(needed);
     }
+    let reports_tls = reports_tls(s, &reports)?;
     let seal = Seal::load(s.plan_key_file.as_deref(), std::env::var(KEY_ENV).ok())?;
     let mut req = s.request.clone();
     req.seed.get_or_insert_with(plan::fresh_seed);
@@ -119,5 +124,26 @@ pub(super) fn checked(s: &Settings) -> Result<Checked, UsageError> {
         ttl: ttl.as_secs() as i64,
         delay,
         reports,
+        reports_tls,
     })
+}
+
+/// `--reports-tls-cert` with `--reports-tls-key`, loaded (a file that is not PEM, or a key
+/// that does not match, is one line here).
+fn reports_tls(
+    s: &Settings,
+    flag: &reports::ReportsFlag,
+) -> Result<Option<crate::dist::relay::ServerTls>, UsageError> {
+    match (&s.reports_tls_cert, &s.reports_tls_key) {
+        (None, None) => Ok(None),
+        (Some(_), None) | (None, Some(_)) => Err(UsageError::new(
+            "--reports-tls-cert and --reports-tls-key: give both (the report channel's certificate and its private key, PEM)",
+        )),
+        (Some(_), Some(_)) if *flag == reports::ReportsFlag::Etcd => Err(UsageError::new(
+            "--reports-tls-cert: --reports etcd has no report channel to secure (use --reports auto or HOST:PORT, or leave the TLS flags out)",
+        )),
+        (Some(cert), Some(key)) => crate::dist::relay::ServerTls::load(cert, key)
+            .map(Some)
+            .map_err(UsageError::new),
+    }
 }

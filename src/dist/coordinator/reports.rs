@@ -52,6 +52,7 @@ fn route_to(etcd: SocketAddr) -> Option<IpAddr> {
 /// or an address not of this host is one line, exit 2, before etcd is written.
 pub(crate) fn listen(
     flag: &ReportsFlag,
+    tls: Option<relay::ServerTls>,
     etcd: Option<SocketAddr>,
     seal: Seal,
     prefix: &str,
@@ -70,7 +71,7 @@ pub(crate) fn listen(
         ReportsFlag::Listen(a) => (*a, format!("--reports {a}")),
     };
     // Each agent holds one authenticated connection (relay/inbox.rs).
-    let inbox = Inbox::bind(bind, seal, prefix.to_string(), agents, report_agent)
+    let inbox = Inbox::bind(bind, tls, seal, prefix.to_string(), agents, report_agent)
         .map_err(|e| UsageError::new(format!("{shown}: cannot listen on {bind}: {e}")))?;
     let mut advertised = inbox.addr();
     if advertised.ip().is_unspecified() {
@@ -139,6 +140,7 @@ mod tests {
         let seal = Seal::load(None, Some("0123456789abcdef0123".into())).unwrap();
         let (inbox, addr) = listen(
             &ReportsFlag::Auto,
+            None,
             Some("127.0.0.1:2379".parse().unwrap()),
             seal,
             "/kvmeter/x/",

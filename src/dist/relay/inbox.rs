@@ -12,8 +12,10 @@
 //! Bounded, in bytes: a frame's value (1 MiB; 512 B before the hello), partial frames over all
 //! connections (64 MiB), and each agent's verified reports waiting for the coordinator (8 MiB:
 //! past that its connection is not read until the coordinator takes them, and TCP holds the
-//! agent back). A frame must arrive within 30 s of its first byte.
+//! agent back). A frame must arrive within 30 s of its first byte. In TLS (tls.rs) each
+//! connection adds rustls's state, tens of KiB: at most agents + 64 connections are open.
 
+use super::tls::{ServerSide, ServerTls};
 use super::{
     encode_frame, hello_agent, parse_frame, CHALLENGE, HELLO_V1, MAX_FRAME, MAX_HELLO_FRAME,
     PROTOCOL, WELCOME,
@@ -80,11 +82,12 @@ const LISTENER: Token = Token(0);
 const WAKE: Token = Token(1);
 
 impl Inbox {
-    /// Listens on `addr` for the `agents` agents of a run: every frame must open under `seal`
-    /// (the run's) at `prefix + key`, with a key for which `report_agent` names the agent
-    /// whose connection carries it.
+    /// Listens on `addr` for the `agents` agents of a run, in TLS when `tls` is given: every
+    /// frame must open under `seal` (the run's) at `prefix + key`, with a key for which
+    /// `report_agent` names the agent whose connection carries it.
     pub fn bind(
         addr: SocketAddr,
+        tls: Option<ServerTls>,
         seal: Seal,
         prefix: String,
         agents: usize,
@@ -109,6 +112,7 @@ impl Inbox {
             chunk: vec![0u8; READ_CHUNK],
             next_token: 2,
             buffered: 0,
+            tls,
             seal,
             prefix,
             agents,
@@ -175,6 +179,8 @@ impl Drop for Inbox {
 
 struct Conn {
     stream: MioStream,
+    /// rustls's state when the channel is TLS.
+    tls: Option<ServerSide>,
     peer: SocketAddr,
     buf: Vec<u8>,
     /// When the first byte of the frame now being read arrived.
@@ -204,6 +210,7 @@ struct Loop {
     chunk: Vec<u8>,
     next_token: usize,
     buffered: usize,
+    tls: Option<ServerTls>,
     seal: Seal,
     prefix: String,
     agents: usize,
@@ -298,16 +305,32 @@ impl Loop {
         let challenge = fresh_nonce();
         let mut frame = Vec::with_capacity(64);
         encode_frame(&mut frame, CHALLENGE, &challenge);
-        // A new socket's send buffer is empty: the challenge goes at once or not at all.
-        if !matches!(stream.write(&frame), Ok(n) if n == frame.len()) {
-            return;
-        }
         let token = Token(self.next_token);
         self.next_token += 1;
+        let (tls, interest) = match &self.tls {
+            // The challenge waits in rustls until the handshake is done; what the socket
+            // does not take at once goes when it is writable again.
+            Some(config) => match ServerSide::new(config) {
+                Ok(mut side) => {
+                    if side.write(&mut stream, &frame).is_err() {
+                        return;
+                    }
+                    (Some(side), Interest::READABLE | Interest::WRITABLE)
+                }
+                Err(_) => return,
+            },
+            // A new socket's send buffer is empty: the challenge goes at once or not at all.
+            None => {
+                if !matches!(stream.write(&frame), Ok(n) if n == frame.len()) {
+                    return;
+                }
+                (None, Interest::READABLE)
+            }
+        };
         if self
             .poll
             .registry()
-            .register(&mut stream, token, Interest::READABLE)
+            .register(&mut stream, token, interest)
             .is_err()
         {
             return;
@@ -317,6 +340,7 @@ impl Loop {
             token,
             Conn {
                 stream,
+                tls,
                 peer,
                 buf: Vec::new(),
                 frame_began: None,
@@ -366,7 +390,11 @@ impl Loop {
         let Some(c) = self.conns.get_mut(&t) else {
             return false;
         };
-        match c.stream.read(chunk) {
+        let got = match &mut c.tls {
+            Some(side) => side.read(&mut c.stream, chunk),
+            None => c.stream.read(chunk),
+        };
+        match got {
             Ok(0) => {
                 self.close(t, None);
                 false
@@ -394,6 +422,10 @@ impl Loop {
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                self.close(t, Some(e.to_string()));
+                false
+            }
             Err(_) => {
                 self.close(t, None);
                 false
@@ -525,9 +557,14 @@ impl Loop {
         c.agent = Some(a);
         let mut frame = Vec::with_capacity(16);
         encode_frame(&mut frame, WELCOME, "");
-        match c.stream.write(&frame) {
-            Ok(n) if n == frame.len() => Ok(()),
-            _ => Err(format!("agent {a}: its welcome could not be sent")),
+        let sent = match &mut c.tls {
+            Some(side) => side.write(&mut c.stream, &frame).is_ok(),
+            None => matches!(c.stream.write(&frame), Ok(n) if n == frame.len()),
+        };
+        if sent {
+            Ok(())
+        } else {
+            Err(format!("agent {a}: its welcome could not be sent"))
         }
     }
 

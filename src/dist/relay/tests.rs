@@ -25,6 +25,7 @@ fn agent_of(k: &str) -> Option<usize> {
 fn inbox(agents: usize) -> Inbox {
     Inbox::bind(
         "127.0.0.1:0".parse().unwrap(),
+        None,
         seal(),
         PREFIX.into(),
         agents,
@@ -34,7 +35,7 @@ fn inbox(agents: usize) -> Inbox {
 }
 
 fn sender(i: &Inbox, agent: usize) -> Sender {
-    Sender::connect(&i.addr().to_string(), seal(), PREFIX.into(), agent).unwrap()
+    Sender::connect(&i.addr().to_string(), None, seal(), PREFIX.into(), agent).unwrap()
 }
 
 fn wait_for(i: &Inbox, n: usize) -> Vec<(String, String)> {
@@ -125,7 +126,7 @@ fn recording_proxy(to: SocketAddr) -> (SocketAddr, Arc<Mutex<Vec<u8>>>) {
 fn a_captured_hello_and_reports_replayed_on_another_connection_count_for_nothing() {
     let i = inbox(2);
     let (via, seen) = recording_proxy(i.addr());
-    let mut s = Sender::connect(&via.to_string(), seal(), PREFIX.into(), 0).unwrap();
+    let mut s = Sender::connect(&via.to_string(), None, seal(), PREFIX.into(), 0).unwrap();
     for k in 0..3 {
         s.send(&format!("iv/0/{k:06}/0000"), "{}").unwrap();
     }
@@ -214,7 +215,7 @@ fn bad_frames_and_old_agents_close_their_connection_only() {
     let other = Seal::load(None, Some("another key of 20 bytes".into()))
         .unwrap()
         .for_run("nonce-of-this-run");
-    let e = Sender::connect(&i.addr().to_string(), other, PREFIX.into(), 0)
+    let e = Sender::connect(&i.addr().to_string(), None, other, PREFIX.into(), 0)
         .err()
         .expect("a hello with another key is refused");
     assert!(
@@ -224,7 +225,7 @@ fn bad_frames_and_old_agents_close_their_connection_only() {
     );
     // An agent index past the run's, a report key that is not one, an oversized header and
     // protocol 1's hello.
-    assert!(Sender::connect(&i.addr().to_string(), seal(), PREFIX.into(), 2).is_err());
+    assert!(Sender::connect(&i.addr().to_string(), None, seal(), PREFIX.into(), 2).is_err());
     let mut wrong_key = sender(&i, 1);
     wrong_key.send("plan", "not a report").unwrap();
     let mut raw = TcpStream::connect(i.addr()).unwrap();
@@ -298,6 +299,7 @@ fn a_flooding_agent_neither_starves_another_nor_grows_the_queue_past_its_bound()
     let mut flood = sender(&i, 0);
     flood
         .stream
+        .tcp()
         .set_write_timeout(Some(Duration::from_secs(1)))
         .unwrap();
     let body = "x".repeat(100 << 10);
@@ -361,4 +363,149 @@ fn a_frame_parses_whole_or_not_at_all() {
     for bad in ["hello/2/7", "hello/2/00x7", "hello", "hello/2/00007"] {
         assert_eq!(hello_agent(bad), None, "{bad}");
     }
+}
+
+/// A self-signed certificate and its key (openssl, as the etcd TLS tests make theirs), and
+/// the SHA-256 of the certificate's DER bytes as `openssl x509 -fingerprint -sha256` says.
+fn self_signed(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, String) {
+    let (cert, key) = (dir.join("c.pem"), dir.join("k.pem"));
+    let o = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=kvmeter coordinator"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl is installed");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-fingerprint", "-sha256", "-in"])
+        .arg(&cert)
+        .output()
+        .unwrap();
+    // "sha256 Fingerprint=AB:CD:…"
+    let text = String::from_utf8(o.stdout).unwrap();
+    let pin = text.trim().rsplit('=').next().unwrap().replace(':', "");
+    (cert, key, pin.to_ascii_lowercase())
+}
+
+fn tls_inbox(cert: &std::path::Path, key: &std::path::Path) -> Inbox {
+    let tls = ServerTls::load(cert, key).unwrap();
+    Inbox::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        Some(tls),
+        seal(),
+        PREFIX.into(),
+        2,
+        agent_of,
+    )
+    .unwrap()
+}
+
+#[test]
+fn in_tls_reports_arrive_and_nothing_on_the_path_reads_them() {
+    let d = tempfile::tempdir().unwrap();
+    let (cert, key, pin) = self_signed(d.path());
+    assert_eq!(ServerTls::load(&cert, &key).unwrap().fingerprint, pin);
+    let i = tls_inbox(&cert, &key);
+    let (via, seen) = recording_proxy(i.addr());
+    let mut s = Sender::connect(&via.to_string(), Some(&pin), seal(), PREFIX.into(), 1).unwrap();
+    for k in 0..20 {
+        s.send(&format!("iv/0/{k:06}/0001"), &format!("report body {k}"))
+            .unwrap();
+    }
+    s.send("done/0/0001", "{}").unwrap();
+    s.finish().unwrap();
+    let got = wait_for(&i, 21);
+    assert_eq!(got.len(), 21);
+    assert_eq!(got[7], ("iv/0/000007/0001".into(), "report body 7".into()));
+    assert!(i.take_rejected().is_empty());
+    let captured = seen.lock().unwrap().clone();
+    // A TLS handshake record (0x16) opens what the agent sent; no key or body shows.
+    assert_eq!(captured[0], 0x16);
+    let text = String::from_utf8_lossy(&captured);
+    for plain in ["hello/2/", "iv/0/", "report body", "done/0/"] {
+        assert!(!text.contains(plain), "{plain} went in the clear");
+    }
+}
+
+#[test]
+fn an_agent_trusts_the_pinned_certificate_alone_and_never_speaks_plain_to_it() {
+    let d = tempfile::tempdir().unwrap();
+    let (cert, key, pin) = self_signed(d.path());
+    let i = tls_inbox(&cert, &key);
+    let mut wrong = pin.clone().into_bytes();
+    wrong[0] = if wrong[0] == b'0' { b'1' } else { b'0' };
+    let wrong = String::from_utf8(wrong).unwrap();
+    let e = Sender::connect(
+        &i.addr().to_string(),
+        Some(&wrong),
+        seal(),
+        PREFIX.into(),
+        0,
+    )
+    .err()
+    .expect("a certificate other than the pinned one");
+    assert!(
+        e.to_string().contains(&format!("the plan pins {wrong}")),
+        "{e}"
+    );
+    // A TLS agent against a plain coordinator: the challenge in the clear is not TLS.
+    let plain = inbox(1);
+    assert!(Sender::connect(
+        &plain.addr().to_string(),
+        Some(&pin),
+        seal(),
+        PREFIX.into(),
+        0
+    )
+    .is_err());
+    // A plain client gets nothing from the TLS coordinator (it waits for a ClientHello).
+    let mut raw = TcpStream::connect(i.addr()).unwrap();
+    raw.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut b = [0u8; 64];
+    assert!(
+        !matches!(raw.read(&mut b), Ok(n) if n > 0),
+        "the challenge went in the clear"
+    );
+    // The right pin still works after all that.
+    let mut s =
+        Sender::connect(&i.addr().to_string(), Some(&pin), seal(), PREFIX.into(), 0).unwrap();
+    s.send("done/0/0000", "{}").unwrap();
+    s.finish().unwrap();
+    assert_eq!(wait_for(&i, 1).len(), 1);
+}
+
+#[test]
+fn tls_flags_that_do_not_load_say_which_file() {
+    let d = tempfile::tempdir().unwrap();
+    let (cert, key, _) = self_signed(d.path());
+    let junk = d.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate\n").unwrap();
+    let e = ServerTls::load(&junk, &key).unwrap_err();
+    assert!(
+        e.starts_with(&format!(
+            "--reports-tls-cert {}: no PEM certificate",
+            junk.display()
+        )),
+        "{e}"
+    );
+    let e = ServerTls::load(&cert, &junk).unwrap_err();
+    assert!(
+        e.starts_with(&format!("--reports-tls-key {}:", junk.display())),
+        "{e}"
+    );
+    let d2 = tempfile::tempdir().unwrap();
+    let (_, other_key, _) = self_signed(d2.path());
+    let e = ServerTls::load(&cert, &other_key).unwrap_err();
+    assert!(e.starts_with("--reports-tls-cert"), "{e}");
 }
