@@ -258,3 +258,4 @@ fn ping_refused(o: &Outcome, why: &str) {
 mod etcd;
 mod memcached;
 mod redis;
+mod scale;
