@@ -380,8 +380,14 @@ fn play(s: &Shared, th: usize, threads: usize) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("agent {i}: lease: {e}"))?;
         let relay = match &s.published.reports {
             Some(addr) => Some(
-                Sender::connect(addr, s.run_seal.clone(), c.prefix().to_string(), i)
-                    .with_context(|| format!("agent {i}: the report channel to {addr}"))?,
+                Sender::connect(
+                    addr,
+                    s.published.reports_tls_sha256.as_deref(),
+                    s.run_seal.clone(),
+                    c.prefix().to_string(),
+                    i,
+                )
+                .with_context(|| format!("agent {i}: the report channel to {addr}"))?,
             ),
             None => None,
         };

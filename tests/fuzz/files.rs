@@ -124,6 +124,7 @@ fn relay_frames(input: &[u8]) -> bool {
     let inbox = INBOX.get_or_init(|| {
         Inbox::bind(
             "127.0.0.1:0".parse().unwrap(),
+            None,
             relay_key(),
             "/kvmeter/fuzz/".into(),
             2,
