@@ -35,7 +35,7 @@ fi
 if [ "${KVMETER_SETUP_TESTS:-0}" = 1 ] && [ ! -e /usr/include/lmdb.h ]; then
   need+=(liblmdb-dev)
 fi
-# tests/metrics.rs scrapes a run with a real Prometheus (2.42 has native histograms).
+# tests/report/metrics.rs scrapes a run with a real Prometheus (2.42 has native histograms).
 if [ "${KVMETER_SETUP_TESTS:-0}" = 1 ] && ! command -v prometheus >/dev/null 2>&1; then
   need+=(prometheus)
 fi

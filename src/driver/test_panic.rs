@@ -1,5 +1,5 @@
 //! `KVMETER_TEST_PANIC`: deliberate failures for kvmeter's own tests of "a panic anywhere ends
-//! the run cleanly" (tests/panics.rs). Test-only, and documented as such (docs/security.md):
+//! the run cleanly" (tests/cli/panics.rs). Test-only, and documented as such (docs/security.md):
 //! nothing a user types by accident sets it, and all it can do is make kvmeter fail.
 //!
 //! The tests run the release binary, so this cannot hide behind `cfg(debug_assertions)`. It

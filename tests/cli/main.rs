@@ -7,12 +7,21 @@
 mod common;
 
 mod endings;
+mod harness_cost;
 mod input;
+mod input_bounds;
+mod intervals;
+mod layering;
 mod load;
+mod openloop;
+mod panics;
+mod power;
 mod pressure;
 mod runs;
+mod shared_dirs;
 mod signals;
 mod telemetry;
+mod telemetry_lines;
 
 pub(crate) use common::*;
 pub(crate) use std::path::Path;

@@ -1,4 +1,4 @@
-//! Real servers on loopback for the distributed-run tests (tests/dist.rs): etcd (one member
+//! Real servers on loopback for the distributed-run tests (tests/dist/runs.rs): etcd (one member
 //! or a Raft group), memcached, Redis, and a coordinator with its agents; the helpers that
 //! read etcd, HDR logs and memcached's command log independently of kvmeter's code.
 

@@ -1,5 +1,5 @@
 /*
- * A store plug-in for kvmeter's own tests (tests/plugins.rs): answers every operation OK like
+ * A store plug-in for kvmeter's own tests (tests/stores/plugins.rs): answers every operation OK like
  * the null store, and misbehaves on request so the tests can check what kvmeter does then.
  *   option crash_after_ms=N  the first operation N ms after open dereferences NULL (SIGSEGV)
  *   option reject=yes        check() refuses the options

@@ -597,7 +597,7 @@ mod tests {
     use super::*;
     use std::net::UdpSocket;
 
-    /// A fake UDP server (the real one is in tests/conformance.rs): replies out of order,
+    /// A fake UDP server (the real one is in tests/stores/conformance.rs): replies out of order,
     /// after a stale datagram of an earlier request, must come back whole.
     #[test]
     fn udp_reply_reassembled_in_sequence_order() {

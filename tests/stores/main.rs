@@ -1,0 +1,15 @@
+//! Stores: the conformance suite against every adapter, whole runs on every store and
+//! server, plug-ins, durability, and etcd with TLS and authentication.
+//! One test binary (`--test stores`), one module per concern (issue 42: a binary links the
+//! crate with its C stores, so fewer binaries build faster).
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../plugin_build/mod.rs"]
+mod plugin_build;
+
+mod conformance;
+mod durability;
+mod plugins;
+mod runs;
+mod secure_etcd;
