@@ -24,6 +24,7 @@
 //! memory"), tens of MB for ordinary runs however many.
 
 mod find;
+mod json;
 pub mod rows;
 mod stream;
 mod to_parquet;
@@ -170,8 +171,13 @@ pub(super) fn read_json(path: &Path, schema: &str) -> Result<Value, UsageError> 
             MAX_JSON_BYTES >> 20
         )));
     }
-    let v: Value = serde_json::from_str(&text)
-        .map_err(|e| UsageError::new(format!("{name}: not valid JSON ({e})")))?;
+    let v = json::parse(&text).map_err(|e| match e {
+        json::Refusal::Invalid(e) => UsageError::new(format!("{name}: not valid JSON ({e})")),
+        json::Refusal::TooBig => UsageError::new(format!(
+            "{name}: would take more than {} MiB of memory parsed (estimated: many small objects or lists); kvmeter's files take far less (is it one kvmeter wrote?)",
+            json::MAX_PARSED_BYTES >> 20
+        )),
+    })?;
     match v.get("schema").and_then(Value::as_str) {
         Some(s) if s.starts_with(schema) => Ok(v),
         other => Err(UsageError::new(format!(
