@@ -27,21 +27,20 @@ pub enum Refusal {
     Invalid(serde_json::Error),
 }
 
-/// Parses `text`, counting what the value takes.
-pub fn parse(text: &str) -> Result<Value, Refusal> {
-    parse_within(text, MAX_PARSED_BYTES)
-}
-
-fn parse_within(text: &str, budget: u64) -> Result<Value, Refusal> {
+/// Parses `text` into a value that takes at most `budget` bytes (estimated); returns the value
+/// and the bytes it takes.
+pub fn parse(text: &str, budget: u64) -> Result<(Value, u64), Refusal> {
     let left = Cell::new(budget);
     let mut de = serde_json::Deserializer::from_str(text);
     let parsed = Seed { left: &left }
         .deserialize(&mut de)
         .and_then(|v| de.end().map(|_| v));
-    parsed.map_err(|e| match left.get() {
-        0 => Refusal::TooBig,
-        _ => Refusal::Invalid(e),
-    })
+    parsed
+        .map(|v| (v, budget - left.get()))
+        .map_err(|e| match left.get() {
+            0 => Refusal::TooBig,
+            _ => Refusal::Invalid(e),
+        })
 }
 
 /// Builds one value, taking its bytes from `left`.
@@ -132,9 +131,12 @@ mod tests {
     fn parses_as_serde_json_does() {
         let text = r#"{"b":[1,-2,0.1,1e300,18446744073709551615,"x\u00e9",null,true],"a":{"k":1,"k":2},"e":{}}"#;
         let want: Value = serde_json::from_str(text).unwrap();
-        assert_eq!(parse(text).ok(), Some(want));
-        assert!(matches!(parse("{\"a\":1} x"), Err(Refusal::Invalid(_))));
-        assert!(matches!(parse("[1,"), Err(Refusal::Invalid(_))));
+        assert_eq!(parse(text, 1 << 20).ok().map(|(v, _)| v), Some(want));
+        assert!(matches!(
+            parse("{\"a\":1} x", 1 << 20),
+            Err(Refusal::Invalid(_))
+        ));
+        assert!(matches!(parse("[1,", 1 << 20), Err(Refusal::Invalid(_))));
     }
 
     #[test]
@@ -142,13 +144,13 @@ mod tests {
         // 785 bytes estimated each ({"a":0} in a list), 8 bytes of text.
         let budget = 1 << 20;
         let objects = |n: usize| format!("[{}{{\"a\":0}}]", "{\"a\":0},".repeat(n - 1));
-        assert!(parse_within(&objects(1300), budget).is_ok());
+        assert!(parse(&objects(1300), budget).is_ok());
         assert!(matches!(
-            parse_within(&objects(1400), budget),
+            parse(&objects(1400), budget),
             Err(Refusal::TooBig)
         ));
         // The same text in numbers is 64 bytes a value.
         let numbers = format!("[{}0]", "0,".repeat(10_000));
-        assert!(parse_within(&numbers, budget).is_ok());
+        assert!(parse(&numbers, budget).is_ok());
     }
 }

@@ -160,6 +160,16 @@ fn check_output(output: Option<&Path>, format: Format) -> Result<(), UsageError>
 
 /// A kvmeter JSON file, bounded, with its schema checked.
 pub(super) fn read_json(path: &Path, schema: &str) -> Result<Value, UsageError> {
+    read_json_within(path, schema, json::MAX_PARSED_BYTES).map(|(v, _)| v)
+}
+
+/// `read_json` where the parsed value may take at most `budget` bytes (estimated; a run's
+/// manifest.json and summary.json share `json::MAX_PARSED_BYTES`); returns what it took.
+pub(super) fn read_json_within(
+    path: &Path,
+    schema: &str,
+    budget: u64,
+) -> Result<(Value, u64), UsageError> {
     let name = path.display();
     let mut text = String::new();
     std::fs::File::open(path)
@@ -171,15 +181,16 @@ pub(super) fn read_json(path: &Path, schema: &str) -> Result<Value, UsageError> 
             MAX_JSON_BYTES >> 20
         )));
     }
-    let v = json::parse(&text).map_err(|e| match e {
+    let (v, used) = json::parse(&text, budget).map_err(|e| match e {
         json::Refusal::Invalid(e) => UsageError::new(format!("{name}: not valid JSON ({e})")),
         json::Refusal::TooBig => UsageError::new(format!(
-            "{name}: would take more than {} MiB of memory parsed (estimated: many small objects or lists); kvmeter's files take far less (is it one kvmeter wrote?)",
-            json::MAX_PARSED_BYTES >> 20
+            "{name}: would take more than {} MiB of memory parsed{} (estimated: many small objects or lists); kvmeter's files take far less (is it one kvmeter wrote?)",
+            json::MAX_PARSED_BYTES >> 20,
+            if budget < json::MAX_PARSED_BYTES { " with the run's manifest.json" } else { "" }
         )),
     })?;
     match v.get("schema").and_then(Value::as_str) {
-        Some(s) if s.starts_with(schema) => Ok(v),
+        Some(s) if s.starts_with(schema) => Ok((v, used)),
         other => Err(UsageError::new(format!(
             "{name}: schema: expected {schema}1, found {}",
             other.unwrap_or("none")

@@ -17,7 +17,7 @@
 use super::find::FoundRun;
 use super::rows::{self, Row};
 use super::to_parquet::{self, Kind, Seen};
-use super::{read_json, write, Format, MAX_COLUMNS, MAX_ROWS};
+use super::{json::MAX_PARSED_BYTES, read_json_within, write, Format, MAX_COLUMNS, MAX_ROWS};
 use crate::error::UsageError;
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
@@ -41,8 +41,10 @@ fn each_row<E: From<UsageError>>(
         let dir = &found_run.dir;
         let mpath = dir.join("manifest.json");
         let spath = dir.join("summary.json");
-        let manifest = read_json(&mpath, "kvmeter-manifest/")?;
-        let summary = read_json(&spath, "kvmeter-summary/")?;
+        // The two files share one budget: a run holds ≤ MAX_PARSED_BYTES parsed.
+        let (manifest, used) = read_json_within(&mpath, "kvmeter-manifest/", MAX_PARSED_BYTES)?;
+        let left = MAX_PARSED_BYTES - used;
+        let (summary, _) = read_json_within(&spath, "kvmeter-summary/", left)?;
         let (run_dir, sname, mname) = (
             dir.display().to_string(),
             spath.display().to_string(),

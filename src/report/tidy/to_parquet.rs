@@ -51,7 +51,8 @@ fn as_number(v: &Value) -> Option<Number> {
 
 /// A row group is written when it has this many rows...
 pub const ROW_GROUP_ROWS: usize = 4096;
-/// ... or when its values (text bytes plus 10 bytes a cell) reach this many bytes.
+/// ... or when its values reach this many bytes (10 a cell, 2 a null, a text cell 58 plus
+/// its length).
 pub const ROW_GROUP_BYTES: usize = 16 << 20;
 
 /// The kinds of value a column has held so far (the first pass over the runs sees every row
@@ -163,8 +164,9 @@ impl Column {
             }
             Values::Double(d) => d.push(as_number(v)?.as_f64()?),
             Values::Text(t) => {
+                // A ByteArray (32 bytes) and its allocation.
                 let s = super::write::text(v).into_bytes();
-                bytes += s.len();
+                bytes += 32 + 16 + s.len();
                 t.push(ByteArray::from(s));
             }
         }
