@@ -192,3 +192,53 @@ pub fn emit<W: Write + Send>(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn write_run(dir: &Path, ops: serde_json::Value) {
+        std::fs::create_dir_all(dir).unwrap();
+        let m = json!({"schema": "kvmeter-manifest/1"});
+        let s = json!({"schema": "kvmeter-summary/1", "phases": [{"name": "run", "ops": ops}]});
+        std::fs::write(dir.join("manifest.json"), m.to_string()).unwrap();
+        std::fs::write(dir.join("summary.json"), s.to_string()).unwrap();
+    }
+
+    #[test]
+    fn a_run_that_changed_between_the_passes_is_refused_by_its_directory() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("r1");
+        let found = [FoundRun {
+            dir: dir.clone(),
+            side: None,
+        }];
+        let cases = [
+            (
+                Format::Csv,
+                json!({"READ": {"count": 1}, "SCAN": {"count": 1}}),
+            ),
+            (
+                Format::Jsonl,
+                json!({"READ": {"count": 1, "errors": {"io": 1}}}),
+            ),
+            (Format::Parquet, json!({"READ": {"count": "many"}})),
+        ];
+        for (format, changed_ops) in cases {
+            write_run(&dir, json!({"READ": {"count": 1}}));
+            let shape = shape(&found, format == Format::Parquet).unwrap();
+            assert_eq!(shape.rows, 2, "READ and ALL");
+            let out = emit(&found, &shape, format, vec![]).unwrap();
+            assert!(!out.is_empty());
+            write_run(&dir, changed_ops);
+            let e = emit(&found, &shape, format, vec![])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("r1: changed while kvmeter table read it"),
+                "{format:?}: {e}"
+            );
+        }
+    }
+}
