@@ -599,3 +599,7 @@ fn a_compare_directorys_runs_carry_their_side() {
         assert_eq!(r["compare.dir"], cmp.to_str().unwrap());
     }
 }
+
+/// Issue 41 F7: a table streamed in bytes-bounded pieces (a file of its own to keep this one
+/// short; the same test binary).
+mod streaming;

@@ -15,15 +15,24 @@
 //! the bad directory aside. A directory with a manifest but no summary.json (a run killed
 //! before its first phase ended) is no run: it is passed over and counted in a note.
 
+//!
+//! Memory is bounded in bytes, not by rows × columns (issue 41 F7, stream.rs): a first pass
+//! fixes the columns, a second re-reads each run and writes its rows as they are made. At most
+//! one file's text (≤ 64 MiB), one run's parsed manifest.json and summary.json (≤ 1 GiB
+//! together, estimated as they are parsed: json.rs), one row, the column names (≤ 10,000) and
+//! for Parquet one row group (≤ 4,096 rows or 16 MiB of values) and its footer are held: about
+//! 1.2 GB at most. Measured (BENCHMARKS.md, "kvmeter table memory"): 666 MB for a 60-MiB
+//! summary.json of 320,000 operations (7.99 GB before), 20 MB for 20,000 ordinary runs.
+
 mod find;
+mod json;
 pub mod rows;
+mod stream;
 mod to_parquet;
 pub mod write;
 
 use crate::error::{UsageError, EXIT_OK};
-use rows::Row;
 use serde_json::Value;
-use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -63,54 +72,58 @@ pub struct Options {
     pub output: Option<PathBuf>,
 }
 
-/// A table: its rows and its columns in order.
-pub struct TidyTable {
-    pub rows: Vec<Row>,
-    pub columns: Vec<String>,
-    /// Run directories read.
-    pub runs: usize,
-    /// Directories with a manifest but no summary, passed over.
-    pub without_summary: Vec<PathBuf>,
-}
-
-/// Checks the options, reads every run below the DIRs, writes the table; nothing is created
-/// before everything was read.
+/// Checks the options, reads every run below the DIRs (the first pass), then writes the table
+/// (the second); nothing is created before every run was read once.
 pub fn main(o: &Options) -> anyhow::Result<i32> {
     let format = Format::parse(&o.format)?;
     check_output(o.output.as_deref(), format)?;
-    let t = read(&o.dirs)?;
-    let bytes = render(&t, format)?;
+    let found = find::run_dirs(&o.dirs)?;
+    if found.runs.is_empty() {
+        let names: Vec<String> = o.dirs.iter().map(|d| d.display().to_string()).collect();
+        return Err(UsageError::new(format!(
+            "{}: no run directory (manifest.json with summary.json) found below",
+            names.join(" ")
+        ))
+        .into());
+    }
+    let shape = stream::shape(&found.runs, format == Format::Parquet)?;
     match &o.output {
         Some(path) => {
             // create_new: a file that appeared since the check is still never overwritten.
-            let mut f = std::fs::OpenOptions::new()
+            let f = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(path)
                 .map_err(|e| UsageError::new(format!("--output {}: {e}", path.display())))?;
-            if let Err(e) = f.write_all(&bytes).and_then(|_| f.sync_all()) {
+            // A table cut short (a write error, a run that changed) is not left behind.
+            let written = stream::emit(&found.runs, &shape, format, f)
+                .and_then(|f| f.sync_all().map_err(anyhow::Error::from));
+            if let Err(e) = written {
                 let _ = std::fs::remove_file(path);
-                return Err(anyhow::anyhow!("--output {}: {e}", path.display()));
+                return Err(e.context(format!("--output {}", path.display())));
             }
         }
-        None => std::io::stdout().lock().write_all(&bytes)?,
+        None => {
+            stream::emit(&found.runs, &shape, format, std::io::stdout())?.flush()?;
+        }
     }
+    let runs = found.runs.len();
     eprintln!(
         "table: {} rows × {} columns from {} run director{}{}",
-        t.rows.len(),
-        t.columns.len(),
-        t.runs,
-        if t.runs == 1 { "y" } else { "ies" },
+        shape.rows,
+        shape.columns.len(),
+        runs,
+        if runs == 1 { "y" } else { "ies" },
         o.output
             .as_ref()
             .map(|p| format!(" in {}", p.display()))
             .unwrap_or_default()
     );
-    if let Some(first) = t.without_summary.first() {
+    if let Some(first) = found.without_summary.first() {
         eprintln!(
             "note: {} director{} with manifest.json but no summary.json passed over (a run that ended before its first phase did), e.g. {}",
-            t.without_summary.len(),
-            if t.without_summary.len() == 1 { "y" } else { "ies" },
+            found.without_summary.len(),
+            if found.without_summary.len() == 1 { "y" } else { "ies" },
             first.display()
         );
     }
@@ -146,69 +159,18 @@ fn check_output(output: Option<&Path>, format: Format) -> Result<(), UsageError>
     }
 }
 
-/// Reads every run below the DIRs into rows and orders the columns.
-pub fn read(dirs: &[PathBuf]) -> Result<TidyTable, UsageError> {
-    let found = find::run_dirs(dirs)?;
-    if found.runs.is_empty() {
-        let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-        return Err(UsageError::new(format!(
-            "{}: no run directory (manifest.json with summary.json) found below",
-            names.join(" ")
-        )));
-    }
-    let mut rows: Vec<Row> = vec![];
-    for found_run in &found.runs {
-        let dir = &found_run.dir;
-        let mpath = dir.join("manifest.json");
-        let spath = dir.join("summary.json");
-        let manifest = read_json(&mpath, "kvmeter-manifest/")?;
-        let summary = read_json(&spath, "kvmeter-summary/")?;
-        let (run_dir, sname, mname) = (
-            dir.display().to_string(),
-            spath.display().to_string(),
-            mpath.display().to_string(),
-        );
-        let mut run_rows = rows::rows(&rows::RunFiles {
-            run_dir: &run_dir,
-            manifest: &manifest,
-            summary: &summary,
-            summary_name: &sname,
-            manifest_name: &mname,
-        })?;
-        if let Some((point, repetition)) = find::position(dir) {
-            for r in &mut run_rows {
-                r.insert("point".into(), point.into());
-                r.insert("repetition".into(), repetition.into());
-            }
-        }
-        if let Some(s) = &found_run.side {
-            for r in &mut run_rows {
-                r.insert("compare.side".into(), s.side.into());
-                r.insert(
-                    "compare.dir".into(),
-                    s.compare_dir.display().to_string().into(),
-                );
-            }
-        }
-        rows.extend(run_rows);
-        if rows.len() > MAX_ROWS {
-            return Err(UsageError::new(format!(
-                "{}: more than {MAX_ROWS} rows; name fewer directories",
-                dir.display()
-            )));
-        }
-    }
-    let columns = columns(&rows)?;
-    Ok(TidyTable {
-        rows,
-        columns,
-        runs: found.runs.len(),
-        without_summary: found.without_summary,
-    })
-}
-
 /// A kvmeter JSON file, bounded, with its schema checked.
 pub(super) fn read_json(path: &Path, schema: &str) -> Result<Value, UsageError> {
+    read_json_within(path, schema, json::MAX_PARSED_BYTES).map(|(v, _)| v)
+}
+
+/// `read_json` where the parsed value may take at most `budget` bytes (estimated; a run's
+/// manifest.json and summary.json share `json::MAX_PARSED_BYTES`); returns what it took.
+pub(super) fn read_json_within(
+    path: &Path,
+    schema: &str,
+    budget: u64,
+) -> Result<(Value, u64), UsageError> {
     let name = path.display();
     let mut text = String::new();
     std::fs::File::open(path)
@@ -220,43 +182,19 @@ pub(super) fn read_json(path: &Path, schema: &str) -> Result<Value, UsageError> 
             MAX_JSON_BYTES >> 20
         )));
     }
-    let v: Value = serde_json::from_str(&text)
-        .map_err(|e| UsageError::new(format!("{name}: not valid JSON ({e})")))?;
+    let (v, used) = json::parse(&text, budget).map_err(|e| match e {
+        json::Refusal::Invalid(e) => UsageError::new(format!("{name}: not valid JSON ({e})")),
+        json::Refusal::TooBig => UsageError::new(format!(
+            "{name}: would take more than {} MiB of memory parsed{} (estimated: many small objects or lists); kvmeter's files take far less (is it one kvmeter wrote?)",
+            json::MAX_PARSED_BYTES >> 20,
+            if budget < json::MAX_PARSED_BYTES { " with the run's manifest.json" } else { "" }
+        )),
+    })?;
     match v.get("schema").and_then(Value::as_str) {
-        Some(s) if s.starts_with(schema) => Ok(v),
+        Some(s) if s.starts_with(schema) => Ok((v, used)),
         other => Err(UsageError::new(format!(
             "{name}: schema: expected {schema}1, found {}",
             other.unwrap_or("none")
         ))),
     }
-}
-
-/// The fixed columns first, then every other column some row has, sorted by name.
-fn columns(rows: &[Row]) -> Result<Vec<String>, UsageError> {
-    let mut cols = rows::fixed_columns();
-    let fixed: BTreeSet<String> = cols.iter().cloned().collect();
-    let rest: BTreeSet<&String> = rows
-        .iter()
-        .flat_map(|r| r.keys())
-        .filter(|k| !fixed.contains(*k))
-        .collect();
-    if rest.len() + cols.len() > MAX_COLUMNS {
-        return Err(UsageError::new(format!(
-            "the runs have more than {MAX_COLUMNS} distinct columns; name fewer directories"
-        )));
-    }
-    cols.extend(rest.into_iter().cloned());
-    Ok(cols)
-}
-
-fn render(t: &TidyTable, format: Format) -> anyhow::Result<Vec<u8>> {
-    Ok(match format {
-        Format::Csv => write::csv(&t.rows, &t.columns).into_bytes(),
-        Format::Jsonl => write::jsonl(&t.rows, &t.columns).into_bytes(),
-        Format::Parquet => {
-            let mut buf = vec![];
-            to_parquet::write(&t.rows, &t.columns, &mut buf)?;
-            buf
-        }
-    })
 }

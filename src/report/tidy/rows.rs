@@ -331,16 +331,49 @@ fn latency_columns(
     Ok(())
 }
 
-/// Every row of one run directory.
+/// The longest operation name accepted (kvmeter's longest is `READ-MODIFY-WRITE`, 17 bytes).
+pub const MAX_OP_NAME: usize = 64;
+
+/// An operation name as kvmeter writes them: 1 to 64 ASCII letters, digits, `_` or `-`. Any
+/// other key of a phase's `ops` (a path, control characters, a megabyte of text) is refused
+/// with the file and key, so a hand-made summary cannot pass off arbitrary keys as rows.
+fn check_op_name(name: &str, file: &str, at: &str) -> Result<(), UsageError> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if !name.is_empty() && name.len() <= MAX_OP_NAME && name.chars().all(ok) {
+        return Ok(());
+    }
+    let shown: String = name.chars().take(MAX_OP_NAME).collect();
+    let more = if shown.len() < name.len() { "…" } else { "" };
+    Err(UsageError::new(format!(
+        "{file}: {at}ops: key {shown:?}{more} is not an operation name (expected 1 to {MAX_OP_NAME} ASCII letters, digits, '_' or '-'); is it a file kvmeter wrote?"
+    )))
+}
+
+/// Every row of one run directory, collected (for tests and small callers; the table streams
+/// through `for_each_row`).
 pub fn rows(f: &RunFiles) -> Result<Vec<Row>, UsageError> {
+    let mut out = vec![];
+    for_each_row::<UsageError>(f, &mut |r| {
+        out.push(r);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Every row of one run directory, in order, each handed to `each` as soon as it is made and
+/// never kept here: a run of 320,000 operations costs one row at a time, not 320,000.
+pub fn for_each_row<E: From<UsageError>>(
+    f: &RunFiles,
+    each: &mut dyn FnMut(Row) -> Result<(), E>,
+) -> Result<(), E> {
     let run = run_columns(f)?;
     let file = f.summary_name;
     let phases = match &f.summary["phases"] {
         Value::Array(a) => a,
-        Value::Null => return Ok(vec![]),
-        _ => return Err(UsageError::new(format!("{file}: phases: expected a list"))),
+        Value::Null => return Ok(()),
+        _ => return Err(UsageError::new(format!("{file}: phases: expected a list")).into()),
     };
-    let mut out = vec![];
+    let empty = Map::new();
     for (i, p) in phases.iter().enumerate() {
         let at = format!("phases[{i}].");
         let p = object(p, file, &format!("phases[{i}]"))?;
@@ -356,10 +389,11 @@ pub fn rows(f: &RunFiles) -> Result<Vec<Row>, UsageError> {
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         let ops = match p.get("ops") {
-            None | Some(Value::Null) => Map::new(),
-            Some(o) => object(o, file, &format!("{at}ops"))?.clone(),
+            None | Some(Value::Null) => &empty,
+            Some(o) => object(o, file, &format!("{at}ops"))?,
         };
-        for (name, op) in &ops {
+        for (name, op) in ops {
+            check_op_name(name, file, &at)?;
             let op_at = format!("{at}ops.{name}.");
             let mut row = base.clone();
             row.insert("operation".into(), Value::String(name.clone()));
@@ -372,14 +406,14 @@ pub fn rows(f: &RunFiles) -> Result<Vec<Row>, UsageError> {
                 file,
                 &op_at,
             )?);
-            out.push(row);
+            row.retain(|_, v| !v.is_null());
+            each(row)?;
         }
-        out.push(all_row(base, p, file, &at)?);
+        let mut all = all_row(base, p, file, &at)?;
+        all.retain(|_, v| !v.is_null());
+        each(all)?;
     }
-    for r in &mut out {
-        r.retain(|_, v| !v.is_null());
-    }
-    Ok(out)
+    Ok(())
 }
 
 /// The phase's row over every store call: `all_ops`' count and latencies, the phase's
@@ -504,5 +538,31 @@ mod tests {
             .unwrap_err()
             .0
             .contains("phases: expected a list"));
+    }
+
+    #[test]
+    fn an_operation_name_is_letters_digits_underscore_or_dash() {
+        let m = json!({});
+        let op = json!({"count": 1, "ok": 1});
+        for good in [
+            "READ",
+            "READ-MODIFY-WRITE",
+            "op_2",
+            &"A".repeat(MAX_OP_NAME),
+        ] {
+            let s = json!({"phases": [{"name": "run", "ops": {good: op.clone()}}]});
+            assert_eq!(rows(&files(&m, &s)).unwrap()[0]["operation"], good);
+        }
+        let long = "B".repeat(MAX_OP_NAME + 1);
+        for bad in ["", "../x", "READ ALL", "a\nb", "ÉCRIRE", &long] {
+            let s = json!({"phases": [{"name": "run", "ops": {bad: op.clone()}}]});
+            let e = rows(&files(&m, &s)).unwrap_err().0;
+            assert!(
+                e.starts_with("runs/r1/summary.json: phases[0].ops: key \""),
+                "{e}"
+            );
+            assert!(e.contains("is not an operation name"), "{e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
     }
 }

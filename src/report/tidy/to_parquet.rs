@@ -1,5 +1,8 @@
-//! `kvmeter table --format parquet`: the tidy table as one Parquet file (one row group, every
-//! column OPTIONAL so a missing value is a null), for pandas, R's arrow, DuckDB or Spark.
+//! `kvmeter table --format parquet`: the tidy table as one Parquet file (every column OPTIONAL
+//! so a missing value is a null), for pandas, R's arrow, DuckDB or Spark. The rows come one at
+//! a time (mod.rs streams them) and are kept column by column until a row group is full —
+//! `ROW_GROUP_ROWS` rows or `ROW_GROUP_BYTES` of values, whichever comes first — so a table of
+//! millions of rows holds one row group's values, never the whole table (issue 41 F7).
 //!
 //! Written with arrow-rs's `parquet` crate through its low-level column writers, with its
 //! default features off: no Arrow arrays (the rows are JSON scalars already) and no
@@ -46,30 +49,59 @@ fn as_number(v: &Value) -> Option<Number> {
     }
 }
 
-/// The type every value of the column fits.
-pub fn kind_of(rows: &[Row], col: &str) -> Kind {
-    let (mut bool_, mut int, mut uint, mut float, mut text) = (false, false, false, false, false);
-    for v in rows.iter().filter_map(|r| r.get(col)) {
+/// A row group is written when it has this many rows...
+pub const ROW_GROUP_ROWS: usize = 4096;
+/// ... or when its values reach this many bytes (10 a cell, 2 a null, a text cell 58 plus
+/// its length).
+pub const ROW_GROUP_BYTES: usize = 16 << 20;
+
+/// The kinds of value a column has held so far (the first pass over the runs sees every row
+/// once; `kind` is then the type all of them fit).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Seen {
+    bool_: bool,
+    int: bool,
+    uint: bool,
+    float: bool,
+    text: bool,
+}
+
+impl Seen {
+    pub fn see(&mut self, v: &Value) {
         match (v, as_number(v)) {
-            (Value::Bool(_), _) => bool_ = true,
-            (_, Some(n)) if n.is_i64() => int = true,
-            (_, Some(n)) if n.is_u64() => uint = true,
-            (_, Some(_)) => float = true,
-            _ => text = true,
+            (Value::Bool(_), _) => self.bool_ = true,
+            (_, Some(n)) if n.is_i64() => self.int = true,
+            (_, Some(n)) if n.is_u64() => self.uint = true,
+            (_, Some(_)) => self.float = true,
+            _ => self.text = true,
         }
     }
-    let number = int || uint || float;
-    if text || (bool_ && number) {
-        Kind::Text
-    } else if bool_ {
-        Kind::Bool
-    } else if float {
-        Kind::Double
-    } else if uint {
-        Kind::UInt
-    } else {
-        Kind::Int
+
+    /// The type every value seen fits.
+    pub fn kind(&self) -> Kind {
+        let number = self.int || self.uint || self.float;
+        if self.text || (self.bool_ && number) {
+            Kind::Text
+        } else if self.bool_ {
+            Kind::Bool
+        } else if self.float {
+            Kind::Double
+        } else if self.uint {
+            Kind::UInt
+        } else {
+            Kind::Int
+        }
     }
+}
+
+/// The type every value of the column fits.
+#[cfg(test)]
+fn kind_of(rows: &[Row], col: &str) -> Kind {
+    let mut seen = Seen::default();
+    for v in rows.iter().filter_map(|r| r.get(col)) {
+        seen.see(v);
+    }
+    seen.kind()
 }
 
 fn field(name: &str, kind: Kind) -> parquet::errors::Result<Arc<Type>> {
@@ -87,82 +119,152 @@ fn field(name: &str, kind: Kind) -> parquet::errors::Result<Arc<Type>> {
         .map(Arc::new)
 }
 
-/// The values of one column (nulls left out) and its definition levels (1 = a value).
-struct Column<T> {
-    values: Vec<T>,
+/// One column's values of the row group being filled (nulls left out).
+enum Values {
+    Bool(Vec<bool>),
+    Int(Vec<i64>),
+    Double(Vec<f64>),
+    Text(Vec<ByteArray>),
+}
+
+/// One column of the row group being filled: its values and definition levels (1 = a value).
+struct Column {
+    values: Values,
     levels: Vec<i16>,
 }
 
-fn column<T>(rows: &[Row], col: &str, f: impl Fn(&Value) -> T) -> Column<T> {
-    let mut c = Column {
-        values: vec![],
-        levels: Vec::with_capacity(rows.len()),
-    };
-    for r in rows {
-        match r.get(col) {
-            Some(v) => {
-                c.values.push(f(v));
-                c.levels.push(1);
-            }
-            None => c.levels.push(0),
+impl Column {
+    fn new(kind: Kind) -> Self {
+        let values = match kind {
+            Kind::Bool => Values::Bool(vec![]),
+            Kind::Int | Kind::UInt => Values::Int(vec![]),
+            Kind::Double => Values::Double(vec![]),
+            Kind::Text => Values::Text(vec![]),
+        };
+        Column {
+            values,
+            levels: vec![],
         }
     }
-    c
+
+    /// Adds a cell; returns the bytes it holds, or None when the value does not fit the
+    /// column's type (the run changed since the first pass fixed the types).
+    fn push(&mut self, v: Option<&Value>) -> Option<usize> {
+        let Some(v) = v else {
+            self.levels.push(0);
+            return Some(2);
+        };
+        let mut bytes = 10;
+        match &mut self.values {
+            Values::Bool(b) => b.push(v.as_bool()?),
+            // An unsigned column keeps the u64's bits; its logical type says how to read them.
+            Values::Int(i) => {
+                let n = as_number(v)?;
+                i.push(n.as_i64().or_else(|| n.as_u64().map(|u| u as i64))?);
+            }
+            Values::Double(d) => d.push(as_number(v)?.as_f64()?),
+            Values::Text(t) => {
+                // A ByteArray (32 bytes) and its allocation.
+                let s = super::write::text(v).into_bytes();
+                bytes += 32 + 16 + s.len();
+                t.push(ByteArray::from(s));
+            }
+        }
+        self.levels.push(1);
+        Some(bytes)
+    }
 }
 
-/// Writes the rows with these columns as a Parquet file to `out`.
-pub fn write<W: Write + Send>(rows: &[Row], columns: &[String], out: W) -> anyhow::Result<()> {
-    let kinds: Vec<Kind> = columns.iter().map(|c| kind_of(rows, c)).collect();
-    let fields = columns
-        .iter()
-        .zip(&kinds)
-        .map(|(c, k)| field(c, *k))
-        .collect::<Result<Vec<_>, _>>()?;
-    let schema = Type::group_type_builder("kvmeter_table")
-        .with_fields(fields)
-        .build()?;
-    let props = WriterProperties::builder()
-        .set_created_by(format!("kvmeter {}", env!("CARGO_PKG_VERSION")))
-        .build();
-    let mut w = SerializedFileWriter::new(out, Arc::new(schema), Arc::new(props))?;
-    let mut rg = w.next_row_group()?;
-    let mut i = 0;
-    while let Some(mut cw) = rg.next_column()? {
-        let col = columns[i].as_str();
-        match cw.untyped() {
-            ColumnWriter::BoolColumnWriter(w) => {
-                let c = column(rows, col, |v| v.as_bool().unwrap_or_default());
-                w.write_batch(&c.values, Some(&c.levels), None)?;
-            }
-            ColumnWriter::Int64ColumnWriter(w) => {
-                // An unsigned column keeps the u64's bits; its logical type says how to read them.
-                let c = column(rows, col, |v| {
-                    let n = as_number(v).unwrap_or_else(|| 0.into());
-                    n.as_i64()
-                        .unwrap_or_else(|| n.as_u64().unwrap_or_default() as i64)
-                });
-                w.write_batch(&c.values, Some(&c.levels), None)?;
-            }
-            ColumnWriter::DoubleColumnWriter(w) => {
-                let c = column(rows, col, |v| {
-                    as_number(v).and_then(|n| n.as_f64()).unwrap_or(f64::NAN)
-                });
-                w.write_batch(&c.values, Some(&c.levels), None)?;
-            }
-            ColumnWriter::ByteArrayColumnWriter(w) => {
-                let c = column(rows, col, |v| {
-                    ByteArray::from(super::write::text(v).into_bytes())
-                });
-                w.write_batch(&c.values, Some(&c.levels), None)?;
-            }
-            _ => unreachable!("only the four physical types above are in the schema"),
-        }
-        cw.close()?;
-        i += 1;
+/// A Parquet file being written a row group at a time.
+pub struct Writer<'c, W: Write + Send> {
+    columns: &'c [String],
+    kinds: Vec<Kind>,
+    file: SerializedFileWriter<W>,
+    group: Vec<Column>,
+    rows: usize,
+    bytes: usize,
+}
+
+impl<'c, W: Write + Send> Writer<'c, W> {
+    /// Starts the file: these columns, each of the type the first pass found.
+    pub fn new(columns: &'c [String], kinds: Vec<Kind>, out: W) -> anyhow::Result<Self> {
+        let fields = columns
+            .iter()
+            .zip(&kinds)
+            .map(|(c, k)| field(c, *k))
+            .collect::<Result<Vec<_>, _>>()?;
+        let schema = Type::group_type_builder("kvmeter_table")
+            .with_fields(fields)
+            .build()?;
+        let props = WriterProperties::builder()
+            .set_created_by(format!("kvmeter {}", env!("CARGO_PKG_VERSION")))
+            .build();
+        let file = SerializedFileWriter::new(out, Arc::new(schema), Arc::new(props))?;
+        let group = kinds.iter().map(|k| Column::new(*k)).collect();
+        Ok(Writer {
+            columns,
+            kinds,
+            file,
+            group,
+            rows: 0,
+            bytes: 0,
+        })
     }
-    rg.close()?;
-    w.close()?;
-    Ok(())
+
+    /// Adds a row; writes the row group when it is full. `Ok(false)`: a value does not fit its
+    /// column's type (the caller names the run that changed).
+    pub fn push(&mut self, row: &Row) -> anyhow::Result<bool> {
+        for (c, col) in self.group.iter_mut().zip(self.columns) {
+            match c.push(row.get(col)) {
+                Some(n) => self.bytes += n,
+                None => return Ok(false),
+            }
+        }
+        self.rows += 1;
+        if self.rows >= ROW_GROUP_ROWS || self.bytes >= ROW_GROUP_BYTES {
+            self.flush()?;
+        }
+        Ok(true)
+    }
+
+    /// Writes the rows kept as one row group and empties the columns.
+    fn flush(&mut self) -> anyhow::Result<()> {
+        if self.rows == 0 {
+            return Ok(());
+        }
+        let mut rg = self.file.next_row_group()?;
+        let mut cols = self.group.iter_mut();
+        while let Some(mut cw) = rg.next_column()? {
+            let c = cols.next().expect("one buffered column per schema column");
+            let levels = Some(&c.levels[..]);
+            match (cw.untyped(), &c.values) {
+                (ColumnWriter::BoolColumnWriter(w), Values::Bool(v)) => {
+                    w.write_batch(v, levels, None)?;
+                }
+                (ColumnWriter::Int64ColumnWriter(w), Values::Int(v)) => {
+                    w.write_batch(v, levels, None)?;
+                }
+                (ColumnWriter::DoubleColumnWriter(w), Values::Double(v)) => {
+                    w.write_batch(v, levels, None)?;
+                }
+                (ColumnWriter::ByteArrayColumnWriter(w), Values::Text(v)) => {
+                    w.write_batch(v, levels, None)?;
+                }
+                _ => unreachable!("each column is buffered as its schema type"),
+            }
+            cw.close()?;
+        }
+        rg.close()?;
+        self.group = self.kinds.iter().map(|k| Column::new(*k)).collect();
+        (self.rows, self.bytes) = (0, 0);
+        Ok(())
+    }
+
+    /// Writes the last row group and the footer; returns the output.
+    pub fn finish(mut self) -> anyhow::Result<W> {
+        self.flush()?;
+        Ok(self.file.into_inner()?)
+    }
 }
 
 #[cfg(test)]

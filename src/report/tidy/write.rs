@@ -16,44 +16,80 @@ pub fn text(v: &Value) -> String {
     }
 }
 
-pub fn csv(rows: &[Row], columns: &[String]) -> String {
-    let mut out = String::new();
+/// The CSV header line, appended to `out`.
+pub fn csv_header(columns: &[String], out: &mut String) {
     columns
         .iter()
         .fold(CsvRow::default(), |r, c| r.text(c))
-        .end(&mut out);
+        .end(out);
+}
+
+/// One row as a CSV line, appended to `out`; returns how many of the row's cells had a
+/// column (fewer than the row has: a column the first pass did not see).
+pub fn csv_row(row: &Row, columns: &[String], out: &mut String) -> usize {
+    let mut found = 0;
+    columns
+        .iter()
+        .fold(CsvRow::default(), |r, c| match row.get(c) {
+            Some(v) => {
+                found += 1;
+                match v {
+                    Value::String(s) => r.text(s),
+                    v => r.val(v),
+                }
+            }
+            None => r.val(""),
+        })
+        .end(out);
+    found
+}
+
+pub fn csv(rows: &[Row], columns: &[String]) -> String {
+    let mut out = String::new();
+    csv_header(columns, &mut out);
     for row in rows {
-        columns
-            .iter()
-            .fold(CsvRow::default(), |r, c| match row.get(c) {
-                Some(Value::String(s)) => r.text(s),
-                Some(v) => r.val(v),
-                None => r.val(""),
-            })
-            .end(&mut out);
+        csv_row(row, columns, &mut out);
     }
     out
 }
 
-/// One JSON object a line, its keys in column order (every column, null where missing), so
-/// `pandas.read_json(lines=True)` gets the columns in the same order as the CSV.
-pub fn jsonl(rows: &[Row], columns: &[String]) -> String {
-    let keys: Vec<String> = columns
+/// The columns' names as JSON strings, for `jsonl_row`.
+pub fn jsonl_keys(columns: &[String]) -> Vec<String> {
+    columns
         .iter()
         .map(|c| Value::from(c.as_str()).to_string())
-        .collect();
+        .collect()
+}
+
+/// One JSON object a line, its keys in column order (every column, null where missing), so
+/// `pandas.read_json(lines=True)` gets the columns in the same order as the CSV. Returns how
+/// many of the row's cells had a column, as `csv_row`.
+pub fn jsonl_row(row: &Row, columns: &[String], keys: &[String], out: &mut String) -> usize {
+    let mut found = 0;
+    out.push('{');
+    for (i, (c, k)) in columns.iter().zip(keys).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(k);
+        out.push(':');
+        match row.get(c) {
+            Some(v) => {
+                found += 1;
+                out.push_str(&v.to_string());
+            }
+            None => out.push_str("null"),
+        }
+    }
+    out.push_str("}\n");
+    found
+}
+
+pub fn jsonl(rows: &[Row], columns: &[String]) -> String {
+    let keys = jsonl_keys(columns);
     let mut out = String::new();
     for row in rows {
-        out.push('{');
-        for (i, (c, k)) in columns.iter().zip(&keys).enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(k);
-            out.push(':');
-            out.push_str(&row.get(c).unwrap_or(&Value::Null).to_string());
-        }
-        out.push_str("}\n");
+        jsonl_row(row, columns, &keys, &mut out);
     }
     out
 }
