@@ -115,31 +115,12 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
     let stop_keeper = Arc::new(AtomicBool::new(false));
     let keeper = keep_lease(&s, lease, ttl, stop_keeper.clone())?;
     let interrupted = crate::driver::install_signals();
-    // The agents need the key too: the hint names it as this process got it.
-    let key = match &s.plan_key_file {
-        Some(f) => format!(" --plan-key-file {}", f.display()),
-        None => String::new(),
-    };
-    let key_env = match &s.plan_key_file {
-        Some(_) => String::new(),
-        None => format!(", with {} set to this run's key", super::seal::KEY_ENV),
-    };
-    eprintln!(
-        "dist: plan {hash} published under {prefix} for {n} agents: start them with 'kvmeter agent --coord {} --job {}{key}'{key_env} (index 0..{} from --index or the placing engine)",
-        s.coord,
-        s.job,
-        n - 1
+    announce(
+        &s,
+        &published,
+        &prefix,
+        inbox.as_ref().map(|(_, a)| a.as_str()),
     );
-    match &inbox {
-        Some((_, a)) => eprintln!(
-            "dist: agents push their reports to {a}{} (etcd keeps membership and start times)",
-            if published.reports_tls_sha256.is_some() { " in TLS" } else { "" }
-        ),
-        None => eprintln!(
-            "dist: --reports etcd: every report (2-4 KB) stays in etcd's history until etcd is compacted: {n} agents add about {} MB an hour at 1 s intervals",
-            n * 11
-        ),
-    }
     let mut session = Session {
         coord,
         lease,
@@ -167,6 +148,36 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         e.finish(linger, &interrupted);
     }
     result
+}
+
+/// Says how to start the agents (naming the key as this process got it) and where their
+/// reports go.
+fn announce(s: &Settings, published: &Published, prefix: &str, reports_to: Option<&str>) {
+    let (hash, n) = (&published.hash, published.agents);
+    let key = match &s.plan_key_file {
+        Some(f) => format!(" --plan-key-file {}", f.display()),
+        None => String::new(),
+    };
+    let key_env = match &s.plan_key_file {
+        Some(_) => String::new(),
+        None => format!(", with {} set to this run's key", super::seal::KEY_ENV),
+    };
+    eprintln!(
+        "dist: plan {hash} published under {prefix} for {n} agents: start them with 'kvmeter agent --coord {} --job {}{key}'{key_env} (index 0..{} from --index or the placing engine)",
+        s.coord,
+        s.job,
+        n - 1
+    );
+    match reports_to {
+        Some(a) => eprintln!(
+            "dist: agents push their reports to {a}{} (etcd keeps membership and start times)",
+            if published.reports_tls_sha256.is_some() { " in TLS" } else { "" }
+        ),
+        None => eprintln!(
+            "dist: --reports etcd: every report (2-4 KB) stays in etcd's history until etcd is compacted: {n} agents add about {} MB an hour at 1 s intervals",
+            n * 11
+        ),
+    }
 }
 
 /// The coordinator's etcd session: its lease, kept alive by a thread, and the run's keys.

@@ -1,8 +1,10 @@
 //! `--connections`, `--depth` and `--when-full`: the event-driven engine's settings (issue
-//! 30), checked before anything starts. The engine serves memcached (text protocol) and
-//! Redis (one server, plain RESP) with `--threads` event loops (default: one per CPU) over
-//! `--connections` in all, `--depth` requests in flight on each; embedded stores and plug-ins
-//! keep worker threads. What it cannot serve yet is refused in one line, never approximated.
+//! 30), checked before anything starts. The engine runs `--threads` event loops (default: one
+//! per CPU) over `--connections` in all, `--depth` requests in flight on each, for the stores
+//! whose `StoreKind` declares `EngineSupport` (memcached, Redis, etcd today: their options it
+//! refuses, their servers' connection floor, sockets per connection); embedded stores and
+//! plug-ins keep worker threads. Nothing here names a store (issue 42). What the engine cannot
+//! serve yet is refused in one line, never approximated.
 
 use super::model::{PhaseKind, PhasePlan, PropValue};
 use super::Request;
@@ -104,14 +106,14 @@ pub(super) fn resolve(
                 "--depth, --when-full, --probe-rate and --send-slack go with --connections (the event-driven engine); without it each worker thread has one request in flight",
             ));
         }
-        if adapter.name == "redis" && opts.str("encoding") == "string" {
+        if let Some(why) = (adapter.scans_refused)(opts) {
             for p in phases.iter().filter(|p| p.kind == PhaseKind::Run) {
-                workload_served(p).map_err(|_| {
-                    UsageError::new(format!(
-                        "phase '{}': scans with --store-opt encoding=string: string mode keeps no key index; use encoding=hash",
+                if p.workload.as_ref().is_some_and(|w| w.scanproportion > 0.0) {
+                    return Err(UsageError::new(format!(
+                        "phase '{}': scans with {why}",
                         p.name
-                    ))
-                })?;
+                    )));
+                }
             }
         }
         return Ok(None);
@@ -136,7 +138,7 @@ pub(super) fn resolve(
             )))
         }
     };
-    served(adapter, opts)?;
+    let support = served(adapter, opts)?;
     let probe = probe(req)?;
     let send_slack_ns = send_slack(req)?;
     if req.target.is_some() {
@@ -147,11 +149,7 @@ pub(super) fn resolve(
     let connections = connections as usize;
     // A managed server must take them all (a few more: kvmeter's own readiness checks).
     if opts.str("max_clients") == "auto" {
-        let floor = if adapter.name == "memcached" {
-            4096
-        } else {
-            10_000
-        };
+        let floor = support.min_clients;
         opts.set(
             "max_clients",
             &((connections + probe.map_or(0, |p| p.connections)) as u64 + 64)
@@ -163,12 +161,8 @@ pub(super) fn resolve(
         workload_served(p)?;
         event_loops(req, p, connections);
     }
-    // A Redis Cluster client has a socket per master (`cluster=M` says how many, managed or
-    // not); nodes the map names later (a promoted replica) are opened within the headroom.
-    let masters = match adapter.name {
-        "redis" => opts.str("cluster").parse::<u64>().unwrap_or(0).max(1),
-        _ => 1,
-    };
+    // A Redis Cluster client has a socket per master on each connection.
+    let masters = (support.sockets_per_connection)(opts);
     let fds_needed =
         (connections + probe.map_or(0, |p| p.connections)) as u64 * masters + FD_HEADROOM;
     let (_, hard) = fd_limits();
@@ -216,17 +210,36 @@ fn send_slack(req: &Request) -> Result<u64, UsageError> {
     Ok(ns)
 }
 
-/// The store and options the engine speaks.
-fn served(adapter: &StoreKind, opts: &StoreOptions) -> Result<(), UsageError> {
-    let refusal = match adapter.name {
-        "memcached" => crate::store::memcached::engine_refusal(opts),
-        "redis" => crate::store::redis::engine_refusal(opts),
-        "etcd" => crate::store::etcd::engine_refusal(opts),
-        other => Some(format!(
-            "--connections with --store {other}: the event-driven engine serves memcached, redis and etcd; other stores run on worker threads (--threads)"
-        )),
+/// The store's engine support, if the engine speaks this store with these options.
+fn served(
+    adapter: &StoreKind,
+    opts: &StoreOptions,
+) -> Result<&'static crate::store::EngineSupport, UsageError> {
+    let Some(support) = adapter.engine else {
+        let served: Vec<&str> = crate::store::registry::built_in()
+            .into_iter()
+            .filter(|k| k.engine.is_some())
+            .map(|k| k.name)
+            .collect();
+        return Err(UsageError::new(format!(
+            "--connections with --store {}: the event-driven engine serves {}; other stores run on worker threads (--threads)",
+            adapter.name,
+            and_list(&served)
+        )));
     };
-    refusal.map_or(Ok(()), |r| Err(UsageError::new(r)))
+    match (support.refusal)(opts) {
+        Some(r) => Err(UsageError::new(r)),
+        None => Ok(support),
+    }
+}
+
+/// "a", "a and b", "a, b and c".
+fn and_list(names: &[&str]) -> String {
+    match names.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => "no store in this build".into(),
+    }
 }
 
 /// The operations the engine sends: everything but scans (a read-modify-write, and a partial

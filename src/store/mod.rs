@@ -272,6 +272,33 @@ pub struct StoreKind {
     pub open: fn(dir: &Path, opts: &StoreOptions) -> anyhow::Result<Box<dyn Store>>,
     /// For server stores: how to start, check and empty the server.
     pub server: Option<&'static ServerSpec>,
+    /// The event-driven engine's support (`--connections`), when it serves this store.
+    pub engine: Option<&'static EngineSupport>,
+    /// Why a workload with scans cannot run with these options, if it cannot (Redis with
+    /// `encoding=string` keeps no key index).
+    pub scans_refused: fn(&StoreOptions) -> Option<&'static str>,
+}
+
+/// What the plan needs to know of a store the event-driven engine serves (plan/engine.rs reads
+/// it; the codec itself comes from `Store::event_target`).
+pub struct EngineSupport {
+    /// Options the engine does not serve yet, said in one line naming the option.
+    pub refusal: fn(&StoreOptions) -> Option<String>,
+    /// The least connection limit (`max_clients`) a managed server gets under the engine.
+    pub min_clients: u64,
+    /// Sockets each engine connection opens (a Redis Cluster client: one per master).
+    pub sockets_per_connection: fn(&StoreOptions) -> u64,
+}
+
+/// `scans_refused` of a store that scans whatever its options (or never does: the plan's
+/// capability check says that).
+pub fn scans_always_served(_: &StoreOptions) -> Option<&'static str> {
+    None
+}
+
+/// `sockets_per_connection` of a store with one server per connection.
+pub fn one_socket(_: &StoreOptions) -> u64 {
+    1
 }
 
 /// A server store's server: with `--store-opt addr` empty kvmeter starts it (managed.rs).

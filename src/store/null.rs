@@ -17,6 +17,8 @@ pub static KIND: StoreKind = StoreKind {
     check: |_| Ok(()),
     open: |_dir, _opts| Ok(Box::new(NullStore)),
     server: None,
+    engine: None,
+    scans_refused: super::scans_always_served,
 };
 
 struct NullStore;

@@ -38,6 +38,8 @@ pub static KIND: StoreKind = StoreKind {
     check: |o| settings(o).map(|_| ()),
     open,
     server: None,
+    engine: None,
+    scans_refused: super::scans_always_served,
 };
 
 fn probe() -> Result<(), String> {

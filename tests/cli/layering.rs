@@ -146,3 +146,44 @@ fn the_scan_reads_paths_and_groups_and_skips_comments() {
     let want = [(1, "a"), (1, "b"), (1, "e"), (4, "h")].map(|(l, m)| (l, m.to_string()));
     assert_eq!(got, want);
 }
+
+/// Issue 42 item 3: what the engine serves is the store's own declaration (`StoreKind::engine`,
+/// `scans_refused`), so the plan names no store outside its tests. The names come from
+/// `kvmeter stores`' list, not from the code under test.
+#[test]
+fn the_plan_names_no_store_outside_its_tests() {
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/plan");
+    let mut files = vec![];
+    rust_files(&plan, &mut files);
+    let stores = [
+        "rocksdb",
+        "wiredtiger",
+        "lmdb",
+        "leveldb",
+        "sqlite",
+        "memcached",
+        "redis",
+        "etcd",
+        "null",
+    ];
+    let mut bad = vec![];
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        for (i, line) in code.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for s in stores {
+                if line.contains(&format!("\"{s}\"")) {
+                    bad.push(format!("{}:{}: \"{s}\"", path.display(), i + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "store names in src/plan:\n{}",
+        bad.join("\n")
+    );
+}

@@ -75,6 +75,16 @@ pub static KIND: StoreKind = StoreKind {
     },
     open,
     server: Some(&SERVER),
+    engine: Some(&ENGINE),
+    scans_refused: super::scans_always_served,
+};
+
+/// The event-driven engine serves etcd's JSON gateway with every option (TLS through the
+/// engine's `Link::Tls`).
+static ENGINE: super::EngineSupport = super::EngineSupport {
+    refusal: |_| None,
+    min_clients: 10_000,
+    sockets_per_connection: super::one_socket,
 };
 
 #[derive(Clone)]
@@ -412,13 +422,6 @@ struct EtcdStore {
     s: Settings,
     /// The event-driven engine's token, shared by every phase's connections.
     tokens: std::sync::Arc<codec::Tokens>,
-}
-
-/// Why the event-driven engine (`--connections`) cannot serve these options, if it cannot:
-/// it serves every option (TLS through the engine's `Link::Tls`); kept so a refusal has its
-/// place beside memcached's and Redis's.
-pub fn engine_refusal(_o: &StoreOptions) -> Option<String> {
-    None
 }
 
 fn open(_dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {

@@ -67,6 +67,16 @@ pub static KIND: StoreKind = StoreKind {
     },
     open,
     server: Some(&SERVER),
+    engine: Some(&ENGINE),
+    scans_refused: super::scans_always_served,
+};
+
+/// The event-driven engine serves memcached's text and binary protocols over TCP and the text
+/// protocol over UDP; a managed server takes at least 4,096 connections.
+static ENGINE: super::EngineSupport = super::EngineSupport {
+    refusal: engine_refusal,
+    min_clients: 4096,
+    sockets_per_connection: super::one_socket,
 };
 
 #[derive(Clone, Copy, PartialEq)]

@@ -189,6 +189,8 @@ fn open_library(spec: &str) -> Result<Plugin, UsageError> {
         check: check_options,
         open: session::open,
         server: None,
+        engine: None,
+        scans_refused: crate::store::scans_always_served,
     }));
     Ok(Plugin {
         spec: spec.to_string(),

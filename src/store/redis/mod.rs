@@ -92,6 +92,21 @@ pub static KIND: StoreKind = StoreKind {
     },
     open,
     server: Some(&SERVER),
+    engine: Some(&ENGINE),
+    scans_refused: |o| {
+        (o.str("encoding") == "string").then_some(
+            "--store-opt encoding=string: string mode keeps no key index; use encoding=hash",
+        )
+    },
+};
+
+/// The event-driven engine serves Redis: plain, TLS, Sentinel and Cluster (a socket per
+/// master on each connection: `cluster=M` says how many, managed or not; nodes the map names
+/// later, a promoted replica, are opened within the descriptors' headroom).
+static ENGINE: super::EngineSupport = super::EngineSupport {
+    refusal: engine_refusal,
+    min_clients: 10_000,
+    sockets_per_connection: |o| o.str("cluster").parse::<u64>().unwrap_or(0).max(1),
 };
 
 struct RedisStore {
