@@ -1,16 +1,17 @@
 //! The measured call, after YCSB's `DBWrapper`: read the clock, call the store, read the
 //! clock, record — for every operation kind, for pipelined batches (each reply timed from the
 //! batch's send to its own arrival) and for load inserts with YCSB's retries. Adapters never
-//! time themselves; this is the one place that does (style.md).
+//! time themselves. What is recorded of a completed operation is `call.rs`, shared with the
+//! event-driven engine (style.md).
 //!
 //! Fused into the worker rather than a wrapper session because a read's view borrows the
 //! session until its next call (the data-integrity check must use it in between) and a
 //! pipelined flush reports replies through a callback. Hot path: no allocation, no lock.
 
+use super::call::{self, Done};
 use super::worker::Worker;
 use crate::measure::clock::Clock;
 use crate::measure::{timeline, Metric};
-use crate::report::ErrorSample;
 use crate::store::{ErrorKind, RecordView, Status};
 use crate::workload::{CoreWorkload, Op};
 use std::sync::atomic::Ordering;
@@ -94,18 +95,19 @@ impl Worker<'_, '_> {
         intended: Option<u64>,
         bytes: u64,
     ) {
-        let service = t_end.saturating_sub(t_start);
-        let from_intended = intended.map(|i| t_end.saturating_sub(i)).unwrap_or(service);
-        // Counted in the interval in which it completed.
-        self.rec.at(t_end);
-        self.rec.record(m, st, service, from_intended, bytes);
-        if let Some(t) = &self.timeline {
-            let class = match self.sh.affected_shard {
-                Some(v) if self.session.shard() != Some(v) => timeline::REST,
-                _ => timeline::AFFECTED,
-            };
-            t.record(class, st, t_end, from_intended);
-        }
+        let class = match self.sh.affected_shard {
+            Some(v) if self.session.shard() != Some(v) => timeline::REST,
+            _ => timeline::AFFECTED,
+        };
+        let done = Done {
+            metric: m,
+            status: st,
+            start: t_start,
+            intended: intended.unwrap_or(t_start),
+            end: t_end,
+            bytes,
+        };
+        call::record(&mut self.rec, self.timeline.as_deref(), class, &done);
         if let Status::Error { kind, fatal } = st {
             self.error(m, kind, fatal);
         }
@@ -114,29 +116,11 @@ impl Worker<'_, '_> {
     #[cold]
     fn error(&mut self, m: Metric, kind: ErrorKind, fatal: bool) {
         let msg = self.session.last_error();
-        if fatal && self.sh.tolerate_fatal {
+        if call::failed(self.sh, &mut self.samples, m, (kind, fatal), msg) {
             // A fault is expected to break connections: count it and go on, a little later,
             // so a dead server is not hammered in a tight loop (this bounds the error rate,
             // not the measured gap: the gap ends at the next success).
             std::thread::sleep(std::time::Duration::from_millis(1));
-        } else if fatal {
-            self.sh.fail(format!(
-                "{} failed: {} error{}",
-                m.name(),
-                kind.name(),
-                msg.as_ref().map(|t| format!(": {t}")).unwrap_or_default()
-            ));
-        }
-        if !self
-            .samples
-            .iter()
-            .any(|s| s.metric == m.name() && s.kind == kind.name())
-        {
-            self.samples.push(ErrorSample {
-                metric: m.name().to_string(),
-                kind: kind.name().to_string(),
-                message: msg.unwrap_or_else(|| "(the store gave no message)".into()),
-            });
         }
     }
 

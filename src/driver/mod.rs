@@ -8,6 +8,7 @@
 
 mod antagonists;
 pub mod arrivals;
+mod call;
 mod companion;
 mod conclude;
 pub mod datadir;

@@ -2,8 +2,8 @@
 //!
 //! A store is opened once per phase and hands each worker its own `Session` (thread-local
 //! state). Operations follow YCSB's `DB` interface and return a `Status`; an adapter contains
-//! store code only — all timing and counting happens in one wrapper, `driver/measured.rs`, so
-//! no adapter ever times itself (style.md, after YCSB's `DBWrapper`). The adapters are listed
+//! store code only — all timing and counting happens in the driver (`driver/call.rs`, for
+//! worker threads and the event-driven engine alike), so no adapter ever times itself (style.md, after YCSB's `DBWrapper`). The adapters are listed
 //! once, in `registry.rs`.
 
 pub mod cluster;

@@ -511,6 +511,30 @@ impl Conn {
         Ok(r)
     }
 
+    /// Reads until `decode`, shown the bytes not yet consumed, finds a whole reply: it answers
+    /// `Ok(Some((value, used)))` for a reply of `used` bytes, `Ok(None)` while the reply is not
+    /// whole, `Err(why)` when the bytes break the protocol (the connection is then dropped, a
+    /// `protocol` error). The reply is consumed; its range in the buffer comes back with the
+    /// value. This is how a blocking session drives the engine's incremental decoders, so each
+    /// protocol's replies are parsed in one place, under this request's deadline and limit.
+    #[inline]
+    pub fn read_until<T>(
+        &mut self,
+        mut decode: impl FnMut(&[u8]) -> Result<Option<(T, usize)>, &'static str>,
+    ) -> Result<(T, std::ops::Range<usize>), RawError> {
+        loop {
+            match decode(&self.buf[self.pos..self.end]) {
+                Ok(Some((value, used))) => {
+                    let r = self.pos..self.pos + used;
+                    self.pos += used;
+                    return Ok((value, r));
+                }
+                Ok(None) => self.fill()?,
+                Err(why) => return Err(self.protocol(why)),
+            }
+        }
+    }
+
     #[inline]
     pub fn bytes(&self, r: std::ops::Range<usize>) -> &[u8] {
         &self.buf[r]

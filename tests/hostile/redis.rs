@@ -315,3 +315,45 @@ fn replay_of_huge_keys_against_a_stalled_server_stays_bounded_in_bytes() {
     let s = json(&out.join("summary.json"));
     assert!(phase(&s, "replay").is_object());
 }
+
+// ---- One classification of Redis's errors, on worker threads and on the engine (issue 42) ----
+
+/// A resharding cluster's TRYAGAIN (Redis's own words for a multi-key command while a slot
+/// moves) is `busy` on both paths; before, worker threads counted it as `error`. A real
+/// cluster sends TRYAGAIN only to multi-key commands, which kvmeter does not send, so the
+/// node here is scripted.
+#[test]
+fn redis_tryagain_is_busy_on_worker_threads_and_on_the_engine() {
+    for extra in [&[][..], &["--connections=2"][..]] {
+        let port = redis!(say(
+            b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n"
+        ));
+        let o = run("redis", port, extra);
+        reads_failed(&o, "busy");
+        let summary = json(&o.out.join("summary.json"));
+        let errors = &phase(&summary, "run")["ops"]["READ"]["errors"];
+        assert_eq!(errors.as_object().unwrap().len(), 1, "{extra:?}: {errors}");
+    }
+}
+
+/// A login the server stops accepting mid-run (NOAUTH) ends the phase with one line naming
+/// it, on both paths; before, the engine counted it as an error per request and went on.
+#[test]
+fn redis_noauth_ends_the_phase_on_worker_threads_and_on_the_engine() {
+    for extra in [&[][..], &["--connections=2"][..]] {
+        let port = redis!(say(b"-NOAUTH Authentication required.\r\n"));
+        let o = run("redis", port, extra);
+        sane(&o);
+        assert_eq!(o.code, 1, "{extra:?}: {}", o.stderr);
+        assert!(
+            o.stderr.contains("NOAUTH Authentication required"),
+            "{extra:?}: {}",
+            o.stderr
+        );
+        let summary = json(&o.out.join("summary.json"));
+        validate("summary.schema.json", &summary);
+        let read = &phase(&summary, "run")["ops"]["READ"];
+        assert_eq!(read["ok"].as_u64().unwrap_or(0), 0, "{read}");
+        assert!(read["errors"]["error"].as_u64().unwrap_or(0) >= 1, "{read}");
+    }
+}

@@ -55,6 +55,7 @@ mod udp;
 
 pub use opened::Opened;
 
+use super::call::{self, Done};
 use super::worker::Shared;
 use crate::measure::clock::Clock;
 use crate::measure::{timeline, Metric, WorkerRecorder};
@@ -552,41 +553,34 @@ impl<'s, 'a> Loop<'s, 'a> {
         bytes: u64,
         ack: Option<i64>,
     ) {
-        let start = if at_send == 0 { intended } else { at_send };
-        let service = end.saturating_sub(start);
-        let from_intended = end.saturating_sub(intended);
-        self.rec.at(end);
-        self.rec.record(metric, st, service, from_intended, bytes);
-        if let Some(t) = &self.timeline {
-            t.record(self.class, st, end, from_intended);
-        }
+        let done = Done {
+            metric,
+            status: st,
+            start: if at_send == 0 { intended } else { at_send },
+            intended,
+            end,
+            bytes,
+        };
+        call::record(&mut self.rec, self.timeline.as_deref(), self.class, &done);
         if let Some(k) = ack {
             if let Err(e) = self.sh.workload.acknowledge(k) {
                 self.sh.fail(e.to_string());
             }
         }
-        if let Status::Error { kind, .. } = st {
+        if let Status::Error { kind, fatal } = st {
             let msg = match &self.broken_why {
                 Some(w) => Some(w.clone()),
                 None => self.codec.last_error(),
             };
-            self.error_sample(metric, kind, msg);
+            self.error_sample(metric, (kind, fatal), msg);
         }
     }
 
+    /// A failed request: the rule on fatal errors and the first sample of each metric and kind
+    /// (`call::failed`, as on worker threads); an event loop never waits after one.
     #[cold]
-    fn error_sample(&mut self, m: Metric, kind: ErrorKind, msg: Option<String>) {
-        if !self
-            .samples
-            .iter()
-            .any(|s| s.metric == m.name() && s.kind == kind.name())
-        {
-            self.samples.push(ErrorSample {
-                metric: m.name().to_string(),
-                kind: kind.name().to_string(),
-                message: msg.unwrap_or_else(|| "(the store gave no message)".into()),
-            });
-        }
+    fn error_sample(&mut self, m: Metric, kind: (ErrorKind, bool), msg: Option<String>) {
+        call::failed(self.sh, &mut self.samples, m, kind, msg);
     }
 
     /// Closed loop: fills connection `ci` to `--depth`; open loop: sends held-back arrivals,

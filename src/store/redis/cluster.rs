@@ -598,15 +598,7 @@ impl super::RedisSession {
 
     /// A MOVED or ASK reply's target: `-MOVED 3999 127.0.0.1:6381`.
     pub(super) fn redirect_of(message: &str) -> Option<(std::net::SocketAddr, bool)> {
-        let rest = message.strip_prefix("Redis: ")?;
-        let (kind, rest) = rest.split_once(' ')?;
-        let asking = match kind {
-            "MOVED" => false,
-            "ASK" => true,
-            _ => return None,
-        };
-        let addr = rest.split_whitespace().nth(1)?;
-        Some((net::resolve(addr).ok()?, asking))
+        super::resp::redirect_of(message.strip_prefix("Redis: ")?)
     }
 
     /// After a MOVED or ASK reply: the next attempt goes where the reply said (once).
@@ -668,6 +660,8 @@ mod tests {
         assert_eq!(r("Redis: ASK 3999 127.0.0.1:6381"), Some((a, true)));
         assert_eq!(r("Redis: ERR wrong number of arguments"), None);
         assert_eq!(r("Redis: CLUSTERDOWN The cluster is down"), None);
+        // A host name a server sends is never looked up (the engine's rule too).
+        assert_eq!(r("Redis: MOVED 3999 localhost:6381"), None);
     }
 
     /// A CLUSTER SLOTS reply: each entry (first slot, last slot, host, port), with a node id

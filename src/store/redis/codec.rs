@@ -5,9 +5,8 @@
 //! are bounded before they are trusted: a bulk past `max_reply`, an array with more elements
 //! than `max_reply` bytes can hold, a negative length other than nil, is `Broken`.
 
-use super::resp::{array_head, bulk};
+use super::resp::{self, array_head, bulk, Elem, Reply};
 use crate::record::{self, Span};
-use crate::store::net::parse_usize;
 use crate::store::wire::{self, Codec, EventTarget, Parsed, Sent};
 use crate::store::{ErrorKind, Fields, Queued, Status};
 use std::net::SocketAddr;
@@ -116,96 +115,27 @@ pub(super) struct RedisCodec {
     pub(super) redirect: Option<(std::net::SocketAddr, bool)>,
 }
 
-/// One RESP element's header (a bulk's bytes included).
-enum Elem {
-    Simple,
-    Error(Range<usize>),
-    Int,
-    Bulk(Option<Range<usize>>),
-    Array(usize),
-}
-
-type Step = Result<Option<(Elem, usize)>, &'static str>;
-
 impl RedisCodec {
-    /// The element at `at`, and where the next one starts; `Ok(None)`: not whole yet.
-    fn elem(&self, buf: &[u8], at: usize) -> Step {
-        let Some((l, used)) = wire::line(&buf[at..])? else {
-            return Ok(None);
-        };
-        let next = at + used;
-        let Some((&t, rest)) = l.split_first() else {
-            return Err("Redis: an empty reply line");
-        };
-        let len = |rest: &[u8]| -> Result<Option<usize>, &'static str> {
-            match rest {
-                b"-1" => Ok(None),
-                _ => parse_usize(rest)
-                    .map(Some)
-                    .ok_or("Redis: a malformed length"),
-            }
-        };
-        Ok(Some(match t {
-            b'+' => (Elem::Simple, next),
-            b'-' => (Elem::Error(at + 1..at + 1 + rest.len()), next),
-            b':' => {
-                if rest.is_empty()
-                    || !rest
-                        .iter()
-                        .enumerate()
-                        .all(|(i, c)| c.is_ascii_digit() || (i == 0 && *c == b'-'))
-                {
-                    return Err("Redis: a malformed integer");
-                }
-                (Elem::Int, next)
-            }
-            b'$' => match len(rest)? {
-                None => (Elem::Bulk(None), next),
-                Some(n) if n > self.max_reply => return Err("Redis: a bulk longer than max_reply"),
-                Some(n) => {
-                    if buf.len() < next + n + 2 {
-                        return Ok(None);
-                    }
-                    if &buf[next + n..next + n + 2] != b"\r\n" {
-                        return Err("Redis: a bulk without its end");
-                    }
-                    (Elem::Bulk(Some(next..next + n)), next + n + 2)
-                }
-            },
-            b'*' => match len(rest)? {
-                None => (Elem::Array(0), next),
-                Some(n) if n > self.max_reply / 3 => {
-                    return Err("Redis: an array longer than max_reply can hold")
-                }
-                Some(n) => (Elem::Array(n), next),
-            },
-            _ => return Err("Redis: garbage where a reply was expected"),
-        }))
+    /// The element at `at` (RESP's one reader, `resp::elem`), and where the next one starts;
+    /// `Ok(None)`: not whole yet.
+    #[inline]
+    fn elem(&self, buf: &[u8], at: usize) -> Elem {
+        resp::elem(buf, at, self.max_reply)
     }
 
     #[cold]
     fn error(&mut self, buf: &[u8], r: Range<usize>) -> Status {
         let text = crate::store::net::excerpt(&buf[r]);
-        let kind = if ["BUSY", "LOADING", "TRYAGAIN", "OOM"]
-            .iter()
-            .any(|p| text.starts_with(p))
-        {
-            ErrorKind::Busy
-        } else {
-            ErrorKind::Other
-        };
+        let (kind, fatal) = resp::classify(&text);
         if self.sentinels && text.starts_with("READONLY") {
             self.demoted = true;
         }
-        if ["MOVED ", "ASK ", "CLUSTERDOWN"]
-            .iter()
-            .any(|p| text.starts_with(p))
-        {
+        if resp::rerouted(&text) {
             self.rerouted = true;
-            self.redirect = redirect_of(&text);
+            self.redirect = resp::redirect_of(&text);
         }
         self.last_error = Some(format!("Redis: {text}"));
-        Status::error(kind)
+        Status::Error { kind, fatal }
     }
 
     /// `n` replies that are each +OK or an integer (a write's): the first error is the status.
@@ -218,8 +148,8 @@ impl RedisCodec {
                 Err(why) => return Parsed::Broken(why),
                 Ok(Some((e, next))) => {
                     match e {
-                        Elem::Simple | Elem::Int => {}
-                        Elem::Error(r) => {
+                        Reply::Simple(_) | Reply::Int(_) => {}
+                        Reply::Error(r) => {
                             if status.is_ok() {
                                 status = self.error(buf, r);
                             }
@@ -251,7 +181,7 @@ impl RedisCodec {
                 match self.elem(buf, at) {
                     Ok(None) => return Parsed::More,
                     Err(why) => return Parsed::Broken(why),
-                    Ok(Some((Elem::Bulk(Some(r)), next))) => {
+                    Ok(Some((Reply::Bulk(Some(r)), next))) => {
                         *p = r;
                         at = next;
                     }
@@ -283,10 +213,10 @@ impl RedisCodec {
             view_base,
         };
         match e {
-            Elem::Error(r) => reply(self.error(buf, r), 0, 0),
-            Elem::Bulk(None) => reply(Status::NotFound, 0, 0),
-            Elem::Array(n) if all && !self.string => self.hash(buf, n, next, spans),
-            Elem::Bulk(Some(r)) if self.string => {
+            Reply::Error(r) => reply(self.error(buf, r), 0, 0),
+            Reply::Bulk(None) => reply(Status::NotFound, 0, 0),
+            Reply::Array(n) if all && !self.string => self.hash(buf, n.unwrap_or(0), next, spans),
+            Reply::Bulk(Some(r)) if self.string => {
                 let want = if all { Fields::All } else { Fields::One(field) };
                 match record::index_encoded(&buf[r.clone()], |nm| want.wants(nm), spans) {
                     Ok(()) => reply(
@@ -301,7 +231,7 @@ impl RedisCodec {
                 }
             }
             // HGET: one value; its span has an empty name (the engine knows the field).
-            Elem::Bulk(Some(r)) if !all => {
+            Reply::Bulk(Some(r)) if !all => {
                 spans.clear();
                 spans.push(Span::new(r.start..r.start, r.clone()));
                 reply(Status::Ok, (field.len() + r.len()) as u64, 0)
@@ -399,20 +329,6 @@ impl Codec for RedisCodec {
         bulk(out, b"ASKING");
         true
     }
-}
-
-/// A MOVED or ASK error's target (`MOVED 3999 127.0.0.1:6381`): an address literal only — the
-/// engine follows a redirect to a node its slot map names, and never resolves a name a server
-/// sent.
-fn redirect_of(text: &str) -> Option<(std::net::SocketAddr, bool)> {
-    let mut words = text.split_ascii_whitespace();
-    let asking = match words.next()? {
-        "MOVED" => false,
-        "ASK" => true,
-        _ => return None,
-    };
-    let addr = words.nth(1)?.parse().ok()?;
-    Some((addr, asking))
 }
 
 fn index_cmd(out: &mut Vec<u8>, cmd: &[u8], key: &[u8]) {

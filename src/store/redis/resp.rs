@@ -3,6 +3,7 @@
 
 use super::super::kv::RawError;
 use super::super::net::{parse_usize, push_num, Conn};
+use super::super::wire;
 use super::super::ErrorKind;
 use std::ops::Range;
 
@@ -51,12 +52,28 @@ pub(super) fn bulk(out: &mut Vec<u8>, a: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// One RESP element: its kind, and its bytes as ranges of the buffer it was read from (a
+/// bulk's bytes included; an array's elements follow it).
+#[derive(Debug, PartialEq, Eq)]
 pub(super) enum Reply {
     Simple(Range<usize>),
     Error(Range<usize>),
     Int(i64),
     Bulk(Option<Range<usize>>),
     Array(Option<usize>),
+}
+
+impl Reply {
+    /// The same element with its ranges moved `by` bytes on.
+    fn shifted(self, by: usize) -> Reply {
+        let m = |r: Range<usize>| r.start + by..r.end + by;
+        match self {
+            Reply::Simple(r) => Reply::Simple(m(r)),
+            Reply::Error(r) => Reply::Error(m(r)),
+            Reply::Bulk(Some(r)) => Reply::Bulk(Some(m(r))),
+            other => other,
+        }
+    }
 }
 
 /// RESP's integers (`:n`, and the lengths of `$n` and `*n`): an optional minus and at most
@@ -73,47 +90,66 @@ fn int(b: &[u8]) -> Option<i64> {
     }
 }
 
-/// The next reply's header; a bulk string's bytes are read too (as a range in the buffer).
-/// Lengths come from the server: -1 is nil, any other negative length is malformed, a bulk
-/// larger than the connection's limit or an array with more elements than the limit has
-/// room for (each takes at least 3 bytes) is a `protocol` error, before anything is read.
+/// What `elem` found at a position: the element and where the next one starts, `None` while
+/// it is not whole, or why the bytes break RESP.
+pub(super) type Elem = Result<Option<(Reply, usize)>, &'static str>;
+
+/// The one reader of RESP replies: the element at `buf[at..]` once it is whole. Both the
+/// blocking session (`reply`, through the connection's buffer) and the engine's codec
+/// (`codec.rs`, on whatever bytes have arrived) read replies with it. Lengths come from the
+/// server and are bounded before they are trusted: -1 is nil, any other negative length is
+/// malformed, a bulk longer than `max_reply`, or an array with more elements than
+/// `max_reply` bytes can hold (each takes at least 3), breaks the reply.
+#[inline]
+pub(super) fn elem(buf: &[u8], at: usize, max_reply: usize) -> Elem {
+    let Some((l, used)) = wire::line(&buf[at..])? else {
+        return Ok(None);
+    };
+    let next = at + used;
+    let Some((&t, rest)) = l.split_first() else {
+        return Err("Redis: malformed reply (an empty line)");
+    };
+    let number = || int(rest).ok_or("Redis: malformed reply (a bad integer or length)");
+    Ok(Some(match t {
+        b'+' => (Reply::Simple(at + 1..at + 1 + rest.len()), next),
+        b'-' => (Reply::Error(at + 1..at + 1 + rest.len()), next),
+        b':' => (Reply::Int(number()?), next),
+        b'$' => match number()? {
+            -1 => (Reply::Bulk(None), next),
+            n if n < 0 => return Err("Redis: malformed reply (a negative length)"),
+            n if n as u64 > max_reply as u64 => {
+                return Err("Redis: a reply declares a bulk longer than max_reply")
+            }
+            n => {
+                let n = n as usize;
+                if buf.len() < next + n + 2 {
+                    return Ok(None);
+                }
+                if &buf[next + n..next + n + 2] != b"\r\n" {
+                    return Err("Redis: malformed reply (a bulk without its end)");
+                }
+                (Reply::Bulk(Some(next..next + n)), next + n + 2)
+            }
+        },
+        b'*' => match number()? {
+            -1 => (Reply::Array(None), next),
+            n if n < 0 => return Err("Redis: malformed reply (a negative length)"),
+            n if n as u64 > (max_reply / 3) as u64 => {
+                return Err("Redis: a reply declares an array longer than max_reply bytes can hold")
+            }
+            n => (Reply::Array(Some(n as usize)), next),
+        },
+        _ => return Err("Redis: malformed reply (garbage where a reply was expected)"),
+    }))
+}
+
+/// The next reply's element, read from the connection within its deadline (a bulk's bytes
+/// too, as a range in the connection's buffer).
 #[inline]
 pub(super) fn reply(c: &mut Conn) -> Result<Reply, RawError> {
-    let l = c.line()?;
-    let b = c.bytes(l.clone());
-    let Some(&t) = b.first() else {
-        return Err(malformed(c));
-    };
-    let rest = l.start + 1..l.end;
-    Ok(match t {
-        b'+' => Reply::Simple(rest),
-        b'-' => Reply::Error(rest),
-        b':' => Reply::Int(int(&b[1..]).ok_or_else(|| malformed(c))?),
-        b'$' => match int(&b[1..]).ok_or_else(|| malformed(c))? {
-            -1 => Reply::Bulk(None),
-            n if n < 0 => return Err(malformed(c)),
-            n => {
-                let r = c.take(n as usize)?;
-                let crlf = c.take(2)?;
-                if c.bytes(crlf) != b"\r\n" {
-                    return Err(malformed(c));
-                }
-                Reply::Bulk(Some(r))
-            }
-        },
-        b'*' => match int(&b[1..]).ok_or_else(|| malformed(c))? {
-            -1 => Reply::Array(None),
-            n if n < 0 => return Err(malformed(c)),
-            n if n as u64 > (c.limit() / 3) as u64 => {
-                return Err(c.protocol(format!(
-                    "Redis: a reply declares an array of {n} elements, more than max_reply={} bytes can hold",
-                    c.limit()
-                )))
-            }
-            n => Reply::Array(Some(n as usize)),
-        },
-        _ => return Err(malformed(c)),
-    })
+    let limit = c.limit();
+    let (r, at) = c.read_until(|b| elem(b, 0, limit))?;
+    Ok(r.shifted(at.start))
 }
 
 /// How deep arrays may nest in a reply kvmeter skips (Redis 7's CLUSTER SLOTS metadata is
@@ -154,14 +190,47 @@ pub(super) fn malformed(c: &mut Conn) -> RawError {
 #[cold]
 pub(super) fn redis_error(b: &[u8]) -> RawError {
     let text = super::super::net::excerpt(b);
-    let kind = if text.starts_with("OOM") || text.starts_with("BUSY") || text.starts_with("LOADING")
-    {
+    let (kind, fatal) = classify(&text);
+    RawError::new(kind, fatal, format!("Redis: {text}"))
+}
+
+/// What an error reply's text means, the same on worker threads and on the engine: a server
+/// that cannot take the command now (out of memory, busy with a script, loading its data,
+/// or a cluster asking to try again while a slot moves) is `busy`; a refused login is fatal
+/// (no later command on that connection can succeed); anything else is `error`.
+#[cold]
+pub(super) fn classify(text: &str) -> (ErrorKind, bool) {
+    let starts = |ps: &[&str]| ps.iter().any(|p| text.starts_with(p));
+    let kind = if starts(&["BUSY", "LOADING", "TRYAGAIN", "OOM"]) {
         ErrorKind::Busy
     } else {
         ErrorKind::Other
     };
-    let fatal = text.starts_with("NOAUTH") || text.starts_with("WRONGPASS");
-    RawError::new(kind, fatal, format!("Redis: {text}"))
+    (kind, starts(&["NOAUTH", "WRONGPASS"]))
+}
+
+/// Whether an error reply's text says the cluster's routing changed (MOVED, ASK or
+/// CLUSTERDOWN): the slot map must be asked for again.
+#[cold]
+pub(super) fn rerouted(text: &str) -> bool {
+    ["MOVED ", "ASK ", "CLUSTERDOWN"]
+        .iter()
+        .any(|p| text.starts_with(p))
+}
+
+/// A MOVED or ASK error's target (`MOVED 3999 127.0.0.1:6381`; `true` for ASK): an address
+/// literal only, on both paths. A name a server sends is never resolved (no lookup without
+/// a deadline, nowhere a server did not give as an address); a cluster that announces host
+/// names is followed through its slot map, which is asked for again after every redirect.
+pub(super) fn redirect_of(text: &str) -> Option<(std::net::SocketAddr, bool)> {
+    let mut words = text.split_ascii_whitespace();
+    let asking = match words.next()? {
+        "MOVED" => false,
+        "ASK" => true,
+        _ => return None,
+    };
+    let addr = words.nth(1)?.parse().ok()?;
+    Some((addr, asking))
 }
 
 /// Sends one command whose reply is an array of bulk strings (or nil); returns the strings.
