@@ -408,9 +408,7 @@ impl Http {
         match r {
             Ok(()) => Ok(&self.body),
             Err(e) if self.access.creds.is_some() && token_refused(&e.message) => {
-                // etcd's error replies end with a trailer (`Grpc-Trailer-Content-Type`) that
-                // `request` leaves unread: go on from a fresh connection (once per token).
-                self.conn.broken = true;
+                // A new token, then the request again on the same connection (once per token).
                 self.refresh()?;
                 self.request(method, path, body)
             }
@@ -448,8 +446,6 @@ impl Http {
             .request(b"POST", b"/v3/auth/authenticate", body.as_bytes())
             .map(|_| ());
         if let Err(e) = r {
-            // A refusal's trailer stays unread (as above).
-            self.conn.broken = true;
             return Err(RawError::new(
                 e.kind,
                 e.fatal,

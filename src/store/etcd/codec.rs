@@ -347,7 +347,9 @@ impl Codec for EtcdCodec {
         let (status, used, at) = match frame::frame(buf, self.max_reply, &mut self.joined) {
             frame::Framed::More => return Parsed::More,
             frame::Framed::Broken(why) => return Parsed::Broken(why),
-            frame::Framed::Whole { status, used, body } => (status, used, body),
+            frame::Framed::Whole {
+                status, used, body, ..
+            } => (status, used, body),
         };
         // The body, in the read buffer or (chunked) joined in the codec's own.
         let joined = std::mem::take(&mut self.joined);

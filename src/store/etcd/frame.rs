@@ -1,7 +1,7 @@
-//! One HTTP/1.1 reply at the front of a buffer, for the event-driven engine's etcd codec
-//! (`codec.rs`): the blocking client (`mod.rs`) reads a reply from its socket line by line,
-//! the engine hands the codec whatever bytes have arrived, with later pipelined replies
-//! behind, and asks whether the first reply is whole. Every step is bounded before it is
+//! One HTTP/1.1 reply at the front of a buffer: the one reader of etcd's replies, for the
+//! event-driven engine's codec (`codec.rs`), which hands it whatever bytes have arrived with
+//! later pipelined replies behind, and for the blocking client (`mod.rs`), which reads into
+//! its connection's buffer until the reply is whole (`Conn::read_until`). Every step is bounded before it is
 //! trusted: the status line and header block together (`MAX_HEAD`), the declared length and
 //! the chunks together (`max_reply`), each chunk-size line, and the trailers; anything else is
 //! `Broken`, never waited for. etcd's gateway answers a success with `Content-Length` and an
@@ -26,6 +26,8 @@ pub(super) enum Framed {
         status: u16,
         used: usize,
         body: Option<std::ops::Range<usize>>,
+        /// The server said `Connection: close`: it closes the connection after this reply.
+        close: bool,
     },
 }
 
@@ -46,6 +48,7 @@ pub(super) fn frame(buf: &[u8], max_reply: usize, joined: &mut Vec<u8>) -> Frame
     let mut at = eol + 2;
     let mut length: Option<usize> = None;
     let mut chunked = false;
+    let mut close = false;
     loop {
         let Some(e) = wire::crlf(&head[at..]) else {
             return more_head(buf);
@@ -71,6 +74,8 @@ pub(super) fn frame(buf: &[u8], max_reply: usize, joined: &mut Vec<u8>) -> Frame
                 return Framed::Broken("etcd: a transfer encoding other than chunked");
             }
             chunked = true;
+        } else if let Some(v) = header(h, b"connection:") {
+            close = v.eq_ignore_ascii_case(b"close");
         }
     }
     match (length, chunked) {
@@ -82,9 +87,10 @@ pub(super) fn frame(buf: &[u8], max_reply: usize, joined: &mut Vec<u8>) -> Frame
                 status,
                 used: at + n,
                 body: Some(at..at + n),
+                close,
             }
         }
-        (None, true) => chunks(buf, at, max_reply, joined, status),
+        (None, true) => chunks(buf, at, max_reply, joined, (status, close)),
         (Some(_), true) => Framed::Broken("etcd: both Content-Length and chunked encoding"),
         (None, false) => {
             Framed::Broken("etcd: a reply with neither Content-Length nor chunked encoding")
@@ -131,7 +137,7 @@ fn chunks(
     mut at: usize,
     max_reply: usize,
     joined: &mut Vec<u8>,
-    status: u16,
+    head: (u16, bool),
 ) -> Framed {
     joined.clear();
     loop {
@@ -151,7 +157,7 @@ fn chunks(
         }
         at += used;
         if n == 0 {
-            return trailers(buf, at, status);
+            return trailers(buf, at, head);
         }
         if buf.len() - at < n + 2 {
             return Framed::More;
@@ -165,7 +171,7 @@ fn chunks(
 }
 
 /// Trailer lines after the last chunk, up to the empty line.
-fn trailers(buf: &[u8], start: usize, status: u16) -> Framed {
+fn trailers(buf: &[u8], start: usize, (status, close): (u16, bool)) -> Framed {
     let mut at = start;
     loop {
         let room = &buf[at..buf.len().min(start + MAX_HEAD)];
@@ -182,6 +188,7 @@ fn trailers(buf: &[u8], start: usize, status: u16) -> Framed {
                 status,
                 used: at,
                 body: None,
+                close,
             };
         }
     }

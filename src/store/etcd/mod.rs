@@ -10,7 +10,7 @@
 //! puts.
 
 use super::kv::{KvSession, RawError, RawKv, ScanError, ScanSink};
-use super::net::{self, parse_usize, push_num, Conn};
+use super::net::{self, push_num, Conn};
 
 use super::*;
 
@@ -324,79 +324,34 @@ impl Http {
         w.extend_from_slice(b"\r\n\r\n");
         w.extend_from_slice(body);
         c.send()?;
-        let status_line = c.line()?;
-        let sl = c.bytes(status_line);
-        let status = sl.get(9..12).and_then(parse_usize).ok_or_else(|| bad(c))?;
-        let mut length = None;
-        let mut chunked = false;
-        let mut close = false;
-        loop {
-            let l = c.line()?;
-            let h = c.bytes(l);
-            if h.is_empty() {
-                break;
-            }
-            let lower = |p: &[u8]| h.len() >= p.len() && h[..p.len()].eq_ignore_ascii_case(p);
-            if lower(b"content-length:") {
-                length = parse_usize(trim(&h[15..]));
-            } else if lower(b"transfer-encoding:") {
-                chunked = trim(&h[18..]).eq_ignore_ascii_case(b"chunked");
-            } else if lower(b"connection:") {
-                close = trim(&h[11..]).eq_ignore_ascii_case(b"close");
-            }
-        }
-        self.body.clear();
-        if chunked {
-            loop {
-                let l = c.line()?;
-                let hex = c.bytes(l);
-                let hex = &hex[..net::memchr(b';', hex).unwrap_or(hex.len())];
-                // The size is the server's: `take` refuses one above the limit, and the
-                // chunks together stay within it (they all sit in the buffer).
-                let n = usize::from_str_radix(std::str::from_utf8(trim(hex)).unwrap_or("x"), 16)
-                    .map_err(|_| bad(c))?;
-                if n == 0 {
-                    c.line()?; // the empty line after the last chunk (no trailers)
-                    break;
-                }
-                let r = c.take(n)?;
-                self.body.extend_from_slice(c.bytes(r));
-                let end = c.line()?;
-                if !c.bytes(end).is_empty() {
-                    return Err(bad(c));
-                }
-            }
-        } else {
-            let n = length.ok_or_else(|| bad(c))?;
-            let r = c.take(n)?;
-            self.body.extend_from_slice(c.bytes(r));
+        // The reply is framed by `frame.rs`, as on the engine: a chunked error reply's trailer
+        // is read with it, so the next request on this connection starts clean.
+        let limit = c.limit();
+        let body = &mut self.body;
+        let ((status, range, close), at) =
+            c.read_until(|b| match frame::frame(b, limit, body) {
+                frame::Framed::More => Ok(None),
+                frame::Framed::Broken(why) => Err(why),
+                frame::Framed::Whole {
+                    status,
+                    used,
+                    body,
+                    close,
+                } => Ok(Some(((status, body, close), used))),
+            })?;
+        if let Some(r) = range {
+            self.body.clear();
+            self.body
+                .extend_from_slice(c.bytes(at.start + r.start..at.start + r.end));
         }
         if close {
             c.broken = true;
         }
         if status != 200 {
-            return Err(http_error(status, &self.body));
+            return Err(http_error(status as usize, &self.body));
         }
         Ok(&self.body)
     }
-}
-
-fn trim(b: &[u8]) -> &[u8] {
-    let s = b
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(b.len());
-    let e = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map(|i| i + 1)
-        .unwrap_or(s);
-    &b[s..e]
-}
-
-#[cold]
-fn bad(c: &mut Conn) -> RawError {
-    c.protocol("etcd: malformed HTTP reply (connection reset)")
 }
 
 #[cold]
