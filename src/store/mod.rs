@@ -25,6 +25,7 @@ pub mod registry;
 pub mod rocksdb;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod udp_frame;
 pub mod wire;
 #[cfg(feature = "wiredtiger")]
 pub mod wiredtiger;

@@ -10,11 +10,9 @@
 //! request id not in flight breaks the link. A lost datagram leaves its request without a
 //! reply: it times out (`timeout_ms`) and the connection is replaced, as for TCP.
 
+use crate::store::udp_frame::{self, Filed, Reply};
 use mio::net::UdpSocket;
 use std::io;
-
-/// The most datagrams one reply may span (memcached sends at most 1,400 bytes each).
-const MAX_PARTS: usize = 4096;
 
 pub(crate) struct UdpLink {
     pub(super) sock: UdpSocket,
@@ -22,21 +20,12 @@ pub(crate) struct UdpLink {
     sent: u64,
     delivered: u64,
     /// A reply per request in flight, at `number % slots.len()`.
-    slots: Vec<Part>,
+    slots: Vec<Reply>,
     dgram: Vec<u8>,
     /// Whole replies in order, not yet read.
     ready: Vec<u8>,
     ready_at: usize,
     limit: usize,
-}
-
-#[derive(Default)]
-struct Part {
-    total: u16,
-    got: u16,
-    /// Each datagram's sequence number and where its payload sits in `bytes`.
-    seqs: Vec<(u16, usize, usize)>,
-    bytes: Vec<u8>,
 }
 
 impl UdpLink {
@@ -45,7 +34,7 @@ impl UdpLink {
             sock,
             sent: 0,
             delivered: 0,
-            slots: (0..depth.max(1)).map(|_| Part::default()).collect(),
+            slots: (0..depth.max(1)).map(|_| Reply::default()).collect(),
             dgram: vec![0; 65_536],
             ready: Vec::new(),
             ready_at: 0,
@@ -74,8 +63,7 @@ impl UdpLink {
                 break;
             }
             let id = (self.sent & 0xFFFF) as u16;
-            self.dgram[..2].copy_from_slice(&id.to_be_bytes());
-            self.dgram[2..8].copy_from_slice(&[0, 0, 0, 1, 0, 0]);
+            self.dgram[..8].copy_from_slice(&udp_frame::request_header(id));
             self.dgram[8..8 + len].copy_from_slice(req);
             match self.sock.send(&self.dgram[..8 + len]) {
                 Ok(_) => {}
@@ -83,11 +71,7 @@ impl UdpLink {
                 Err(e) => return Err(e),
             }
             let slot = (self.sent % self.slots.len() as u64) as usize;
-            let p = &mut self.slots[slot];
-            p.total = 0;
-            p.got = 0;
-            p.seqs.clear();
-            p.bytes.clear();
+            self.slots[slot].clear();
             self.sent += 1;
             used += 4 + len;
         }
@@ -119,46 +103,29 @@ impl UdpLink {
     /// turn to `ready`.
     fn take(&mut self, n: usize) -> io::Result<()> {
         let bad = |why: &str| Err(io::Error::other(format!("UDP: {why}")));
-        if n < 8 {
-            return bad("a datagram shorter than its frame header");
-        }
-        let h = |i: usize| u16::from_be_bytes([self.dgram[i], self.dgram[i + 1]]);
-        let (id, seq, total) = (h(0), h(2), h(4));
-        if total == 0 || seq >= total || total as usize > MAX_PARTS {
-            return bad("a frame header whose sequence does not add up");
-        }
+        let (id, seq, total) = match udp_frame::reply_header(&self.dgram[..n]) {
+            Ok(h) => h,
+            Err(why) => return bad(why),
+        };
         // The request this answers: within the ones in flight, or it is not ours.
         let ahead = id.wrapping_sub((self.delivered & 0xFFFF) as u16) as u64;
         if ahead >= self.sent - self.delivered {
             return bad("a reply to a request id not in flight");
         }
         let slot = ((self.delivered + ahead) % self.slots.len() as u64) as usize;
-        let p = &mut self.slots[slot];
-        if p.got == 0 {
-            p.total = total;
-        } else if p.total != total || p.seqs.iter().any(|s| s.0 == seq) {
-            return bad("a reply's datagrams that disagree");
+        let payload = &self.dgram[udp_frame::HEADER..n];
+        match self.slots[slot].file(seq, total, payload, self.limit) {
+            Ok(Filed::More | Filed::Whole) => {}
+            Ok(Filed::Again) => return bad("a reply's datagrams that disagree"),
+            Err(why) => return bad(why),
         }
-        if p.bytes.len() + n - 8 > self.limit {
-            return bad("a reply larger than max_reply");
-        }
-        let at = p.bytes.len();
-        p.bytes.extend_from_slice(&self.dgram[8..n]);
-        p.seqs.push((seq, at, n - 8));
-        p.got += 1;
         while self.delivered < self.sent {
             let slot = (self.delivered % self.slots.len() as u64) as usize;
             let p = &mut self.slots[slot];
-            if p.got == 0 || p.got < p.total {
+            if !p.is_whole() {
                 break;
             }
-            p.seqs.sort_unstable_by_key(|s| s.0);
-            for &(_, at, len) in &p.seqs {
-                self.ready.extend_from_slice(&p.bytes[at..at + len]);
-            }
-            p.got = 0;
-            p.seqs.clear();
-            p.bytes.clear();
+            p.join_into(&mut self.ready);
             self.delivered += 1;
         }
         Ok(())

@@ -147,8 +147,11 @@ fn chunks(
             Err(_) => return Framed::Broken("etcd: a chunk-size line past 1024 bytes"),
         };
         let hex = l[..crate::store::net::memchr(b';', l).unwrap_or(l.len())].trim_ascii();
-        if hex.is_empty() || hex.len() > 15 || !hex.iter().all(u8::is_ascii_hexdigit) {
+        if hex.is_empty() || !hex.iter().all(u8::is_ascii_hexdigit) {
             return Framed::Broken("etcd: malformed chunk size");
+        }
+        if hex.len() > 15 {
+            return Framed::Broken("etcd: a chunk size past max_reply");
         }
         let n = usize::from_str_radix(std::str::from_utf8(hex).unwrap_or("x"), 16)
             .unwrap_or(usize::MAX);

@@ -1,31 +1,16 @@
 //! memcached's binary protocol for the event-driven engine (`store::wire`): GETK of the record,
-//! SET of the encoded record, DELETE — the requests of the blocking binary session
-//! (`binary.rs`), with every reply checked against the request it answers.
-//!
-//! One `Codec` serves every connection of an event-loop thread, so it keeps nothing per
-//! request: each request's `opaque` is the 32-bit FNV-1a of its key, and `decode` (which is
-//! handed the key) recomputes it. A reply must carry the 0x81 magic, the request's opcode and
-//! that opaque, and a GETK reply that names a key must name the one asked for; otherwise the
-//! connection is out of step (`Broken`). The header's lengths are checked against each other
-//! and against `max_reply` before any of them is trusted, so a hostile header never makes the
-//! engine wait for (or buffer) bytes it would refuse. GETK rather than GET: its reply carries
-//! the key, a second check beside the opaque at no cost to the server (memcached counts both
-//! as `cmd_get`). No SASL: the blocking binary session does not authenticate either.
+//! SET of the encoded record, DELETE — the blocking binary session's requests, each reply
+//! framed and checked by `binary.rs` (the one reader of binary replies). One `Codec` serves
+//! every connection of an event-loop thread and keeps nothing per request (a request's
+//! opaque is its key's hash). No SASL: the blocking binary session does not authenticate
+//! either.
 
-use super::binary::{bin_header, bin_status, OP_DELETE, OP_SET};
+use super::binary::{bin_status, frame, request, KEY_ENOENT, OP_DELETE, OP_GETK, OP_SET};
 use crate::record::{self, Span};
 use crate::store::wire::{self, Codec, EventTarget, Parsed, Sent};
 use crate::store::{ErrorKind, Fields, Queued, Status};
 use std::net::SocketAddr;
 use std::time::Duration;
-
-/// Get with the key in the reply (protocol_binary.h `PROTOCOL_BINARY_CMD_GETK`).
-const OP_GETK: u8 = 0x0c;
-const HEADER: usize = 24;
-/// `PROTOCOL_BINARY_RESPONSE_KEY_ENOENT`.
-const KEY_ENOENT: u16 = 0x0001;
-/// The most extras a reply to these requests carries (a GETK hit: its 4 bytes of flags).
-const MAX_EXTRAS: usize = 4;
 
 pub(super) struct BinTarget {
     pub(super) addr: SocketAddr,
@@ -66,75 +51,7 @@ pub(super) struct BinCodec {
     last_error: Option<String>,
 }
 
-/// The request's `opaque`: 32-bit FNV-1a of its key (the reply must echo it).
-#[inline]
-fn opaque(key: &[u8]) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for &b in key {
-        h ^= b as u32;
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
-}
-
-/// A request header with the key's opaque, then the extras, key and value are appended.
-#[inline]
-fn request(out: &mut Vec<u8>, op: u8, key: &[u8], extras: usize, value: usize) {
-    let at = out.len();
-    bin_header(out, op, key.len(), extras, value);
-    out[at + 12..at + 16].copy_from_slice(&opaque(key).to_be_bytes());
-}
-
-/// A reply header's fields, read once its 24 bytes are there.
-struct Header {
-    opcode: u8,
-    keylen: usize,
-    extras: usize,
-    status: u16,
-    total: usize,
-    opaque: u32,
-}
-
-impl Header {
-    #[inline]
-    fn read(h: &[u8]) -> Result<Header, &'static str> {
-        if h[0] != 0x81 {
-            return Err("memcached binary: a reply without the 0x81 magic");
-        }
-        Ok(Header {
-            opcode: h[1],
-            keylen: u16::from_be_bytes([h[2], h[3]]) as usize,
-            extras: h[4] as usize,
-            status: u16::from_be_bytes([h[6], h[7]]),
-            total: u32::from_be_bytes([h[8], h[9], h[10], h[11]]) as usize,
-            opaque: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
-        })
-    }
-}
-
 impl BinCodec {
-    /// The header checked against the request (`op`, `key`) and its lengths against each other
-    /// and `max_reply`: plain integer compares, before any length is trusted.
-    #[inline]
-    fn check(&self, h: &Header, op: u8, key: &[u8]) -> Result<(), &'static str> {
-        if h.opcode != op {
-            return Err("memcached binary: a reply to another opcode");
-        }
-        if h.opaque != opaque(key) {
-            return Err("memcached binary: a reply to another request (its opaque)");
-        }
-        if h.extras > MAX_EXTRAS || h.extras + h.keylen > h.total {
-            return Err("memcached binary: a reply whose lengths disagree");
-        }
-        if h.keylen != 0 && h.keylen != key.len() {
-            return Err("memcached binary: a reply for another key");
-        }
-        if h.total - h.extras - h.keylen > self.max_reply {
-            return Err("memcached binary: a body longer than max_reply");
-        }
-        Ok(())
-    }
-
     #[cold]
     fn server_error(&mut self, what: &str, status: u16, body: &[u8]) -> Status {
         let e = bin_status(what, status, body);
@@ -188,30 +105,17 @@ impl Codec for BinCodec {
         buf: &[u8],
         spans: &mut Vec<Span>,
     ) -> Parsed {
-        if buf.len() < HEADER {
-            return Parsed::More;
-        }
-        let h = match Header::read(&buf[..HEADER]) {
-            Ok(h) => h,
-            Err(why) => return Parsed::Broken(why),
-        };
         let op = match sent {
             Sent::Read { .. } => OP_GETK,
             Sent::Insert | Sent::Update => OP_SET,
             Sent::Delete => OP_DELETE,
         };
-        if let Err(why) = self.check(&h, op, key) {
-            return Parsed::Broken(why);
-        }
-        let used = HEADER + h.total;
-        if buf.len() < used {
-            return Parsed::More;
-        }
-        let body = &buf[HEADER..used];
-        if h.keylen != 0 && &body[h.extras..h.extras + h.keylen] != key {
-            return Parsed::Broken("memcached binary: a reply for another key");
-        }
-        let value_at = HEADER + h.extras + h.keylen;
+        let (h, used) = match frame(buf, op, key, self.max_reply) {
+            Ok(Some(x)) => x,
+            Ok(None) => return Parsed::More,
+            Err(why) => return Parsed::Broken(why),
+        };
+        let value_at = h.value_at();
         let reply = |status, bytes, view_base| Parsed::Reply {
             status,
             used,
@@ -249,6 +153,7 @@ impl Codec for BinCodec {
 
 #[cfg(test)]
 mod tests {
+    use super::super::binary::opaque;
     use super::*;
 
     fn codec() -> BinCodec {

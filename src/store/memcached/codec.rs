@@ -1,8 +1,9 @@
 //! memcached's text protocol for the event-driven engine (`store::wire`): `get`, `set` of the
-//! encoded record, `delete`; every reply checked against the request it answers (a `VALUE`
-//! line must name the key that was asked for, or the connection is out of step).
+//! encoded record, `delete`; every reply read by `text.rs` (the one reader of text replies)
+//! and checked against the request it answers (a `VALUE` line must name the key that was
+//! asked for, or the connection is out of step).
 
-use super::text::{is_error_line, value_length};
+use super::text::{self, Answer, Got};
 use crate::record::{self, Span};
 use crate::store::net::push_num;
 use crate::store::wire::{self, Codec, EventTarget, Parsed, Sent};
@@ -124,72 +125,50 @@ impl Codec for McCodec {
         buf: &[u8],
         spans: &mut Vec<Span>,
     ) -> Parsed {
-        let (l, used) = match wire::line(buf) {
-            Ok(Some(x)) => x,
-            Ok(None) => return Parsed::More,
-            Err(why) => return Parsed::Broken(why),
-        };
         let reply = |status, used, bytes, view_base| Parsed::Reply {
             status,
             used,
             bytes,
             view_base,
         };
+        let line = |what: &str, judge: fn(&[u8]) -> Answer, this: &mut Self| {
+            let (l, used) = match wire::line(buf) {
+                Ok(Some(x)) => x,
+                Ok(None) => return Parsed::More,
+                Err(why) => return Parsed::Broken(why),
+            };
+            match judge(l) {
+                Answer::Done => reply(Status::Ok, used, 0, 0),
+                Answer::Refused => reply(this.server_error(what, l), used, 0, 0),
+                Answer::Garbage(why) => Parsed::Broken(why),
+            }
+        };
         match sent {
             Sent::Read { all } => {
-                if l == b"END" {
-                    return reply(Status::NotFound, used, 0, 0);
-                }
-                let Some(n) = value_length(l) else {
-                    if is_error_line(l) {
-                        let st = self.server_error("get", l);
-                        return reply(st, used, 0, 0);
-                    }
-                    return Parsed::Broken("memcached get: malformed reply");
+                let (got, used) = match text::get_reply(buf, key, self.max_reply) {
+                    Ok(Some(x)) => x,
+                    Ok(None) => return Parsed::More,
+                    Err(why) => return Parsed::Broken(why),
                 };
-                // "VALUE <key> ..." must name the key asked for.
-                if l.get(6..6 + key.len()) != Some(key) || l.get(6 + key.len()) != Some(&b' ') {
-                    return Parsed::Broken("memcached get: a reply for another key");
-                }
-                if n > self.max_reply {
-                    return Parsed::Broken("memcached get: a value longer than max_reply");
-                }
-                let end = used + n + 2 + 5; // data, \r\n, END\r\n
-                if buf.len() < end {
-                    return Parsed::More;
-                }
-                if &buf[used + n..end] != b"\r\nEND\r\n" {
-                    return Parsed::Broken("memcached get: malformed reply");
-                }
-                let value = &buf[used..used + n];
+                let data = match got {
+                    Got::Missing => return reply(Status::NotFound, used, 0, 0),
+                    Got::Refused(r) => return reply(self.server_error("get", &buf[r]), used, 0, 0),
+                    Got::Value(data) => data,
+                };
                 let want = if all { Fields::All } else { Fields::One(field) };
-                match record::index_encoded(value, |nm| want.wants(nm), spans) {
+                match record::index_encoded(&buf[data.clone()], |nm| want.wants(nm), spans) {
                     Ok(()) => {
                         let bytes = spans.iter().map(|s| s.data_len()).sum();
-                        reply(Status::Ok, end, bytes, used)
+                        reply(Status::Ok, used, bytes, data.start)
                     }
                     Err(e) => {
                         self.last_error = Some(format!("stored record cannot be decoded: {}", e.0));
-                        reply(Status::error(ErrorKind::Corruption), end, 0, used)
+                        reply(Status::error(ErrorKind::Corruption), used, 0, data.start)
                     }
                 }
             }
-            Sent::Insert | Sent::Update => match l {
-                b"STORED" => reply(Status::Ok, used, 0, 0),
-                _ if is_error_line(l) || l == b"NOT_STORED" => {
-                    let st = self.server_error("set", l);
-                    reply(st, used, 0, 0)
-                }
-                _ => Parsed::Broken("memcached set: malformed reply"),
-            },
-            Sent::Delete => match l {
-                b"DELETED" | b"NOT_FOUND" => reply(Status::Ok, used, 0, 0),
-                _ if is_error_line(l) => {
-                    let st = self.server_error("delete", l);
-                    reply(st, used, 0, 0)
-                }
-                _ => Parsed::Broken("memcached delete: malformed reply"),
-            },
+            Sent::Insert | Sent::Update => line("set", text::stored, self),
+            Sent::Delete => line("delete", text::deleted, self),
         }
     }
 

@@ -11,10 +11,10 @@ impl McSession {
         i: usize,
         queued: &[McQueued],
         done: &mut dyn FnMut(Status, u64),
-        answered: &mut usize,
+        answered_n: &mut usize,
     ) -> Result<(), RawError> {
         let mut results = std::mem::take(&mut self.group);
-        let r = self.replies_into(i, queued, done, answered, &mut results);
+        let r = self.replies_into(i, queued, done, answered_n, &mut results);
         self.group = results;
         r
     }
@@ -24,7 +24,7 @@ impl McSession {
         i: usize,
         queued: &[McQueued],
         done: &mut dyn FnMut(Status, u64),
-        answered: &mut usize,
+        answered_n: &mut usize,
         results: &mut Vec<(Status, u64)>,
     ) -> Result<(), RawError> {
         let c = &mut self.conns[i];
@@ -33,12 +33,11 @@ impl McSession {
         while k < queued.len() {
             match &queued[k] {
                 McQueued::Set => {
-                    let l = c.line()?;
-                    let st = match c.bytes(l.clone()) {
-                        b"STORED" => Status::Ok,
-                        other => {
-                            let e = server_error("set", other);
-                            self.last_error = Some(e.message.clone());
+                    let st = match answered(c, "set", text::stored) {
+                        Ok(()) => Status::Ok,
+                        Err(e) if e.kind == ErrorKind::Protocol => return Err(e),
+                        Err(e) => {
+                            self.last_error = Some(e.message);
                             Status::Error {
                                 kind: e.kind,
                                 fatal: false,
@@ -46,7 +45,7 @@ impl McSession {
                         }
                     };
                     done(st, 0);
-                    *answered += 1;
+                    *answered_n += 1;
                     k += 1;
                 }
                 McQueued::Read(..) => {
@@ -60,24 +59,17 @@ impl McSession {
                     results.clear();
                     results.resize(group.len(), (Status::NotFound, 0));
                     let mut next = 0; // values come in the order asked
+                    let limit = c.limit();
                     loop {
-                        let l = c.line()?;
-                        let line = c.bytes(l.clone());
-                        if line == b"END" {
-                            break;
-                        }
-                        let Some(n) = value_length(line) else {
-                            return Err(unexpected(c, "get", l));
-                        };
-                        let key_end = line[6..].iter().position(|&b| b == b' ').map(|p| 6 + p);
-                        let key = key_end.map(|e| l.start + 6..l.start + e);
-                        let v = c.take(n)?;
-                        let crlf = c.line()?;
-                        if !c.bytes(crlf).is_empty() {
-                            return Err(desync(c, "get"));
-                        }
-                        let Some(key) = key else {
-                            return Err(desync(c, "get"));
+                        let (it, at) = c.read_until(|b| text::item(b, 0, limit))?;
+                        let shift =
+                            |r: std::ops::Range<usize>| at.start + r.start..at.start + r.end;
+                        let (key, v) = match it {
+                            text::Item::End => break,
+                            text::Item::Refused(r) => {
+                                return Err(server_error("get", c.bytes(shift(r))))
+                            }
+                            text::Item::Value { key, data } => (shift(key), shift(data)),
                         };
                         let found = (next..group.len()).find(|&g| match &group[g] {
                             McQueued::Read(kr, _) => {
@@ -86,7 +78,9 @@ impl McSession {
                             McQueued::Set => false,
                         });
                         let Some(g) = found else {
-                            return Err(desync(c, "get"));
+                            return Err(
+                                c.protocol("memcached get: a value for a key not asked for")
+                            );
                         };
                         next = g + 1;
                         let McQueued::Read(_, field) = &group[g] else {
@@ -110,7 +104,7 @@ impl McSession {
                     for &(st, b) in results.iter() {
                         done(st, b);
                     }
-                    *answered += group.len();
+                    *answered_n += group.len();
                     k = end;
                 }
             }

@@ -7,23 +7,22 @@
 
 use super::super::kv::RawError;
 use super::super::net::{self};
+use super::super::udp_frame::{self, Reply};
 use super::super::ErrorKind;
-use super::text::{is_error_line, server_error, value_length};
+use super::text::{self, server_error, Got};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 /// GETs over UDP: each request carries an 8-byte frame header (request id, sequence 0,
 /// 1 datagram, reserved); the reply's datagrams carry the same request id, their sequence
-/// number and the total count, and are put back in order here.
+/// number and the total count, and are put back in order (`store::udp_frame`).
 pub(super) struct Udp {
     pub(super) sock: UdpSocket,
     pub(super) request_id: u16,
     /// The reassembled reply; a read's value is a range in it.
     pub(super) buf: Vec<u8>,
     pub(super) datagram: Vec<u8>,
-    /// Payload of each sequence number (start, length in `parts`), reused.
-    pub(super) parts: Vec<u8>,
-    pub(super) seen: Vec<(usize, usize)>,
+    reply: Reply,
     timeout: Duration,
     limit: usize,
     /// The socket's timeout was shortened to what was left of a deadline.
@@ -44,8 +43,7 @@ impl Udp {
             request_id: 0,
             buf: Vec::with_capacity(4096),
             datagram: vec![0; 65536],
-            parts: Vec::new(),
-            seen: Vec::new(),
+            reply: Reply::default(),
             timeout,
             limit: limit.clamp(net::MIN_MAX_REPLY, net::MAX_MAX_REPLY),
             short: false,
@@ -57,8 +55,7 @@ impl Udp {
         self.request_id = self.request_id.wrapping_add(1);
         let id = self.request_id;
         self.buf.clear();
-        self.buf.extend_from_slice(&id.to_be_bytes());
-        self.buf.extend_from_slice(&[0, 0, 0, 1, 0, 0]);
+        self.buf.extend_from_slice(&udp_frame::request_header(id));
         self.buf.extend_from_slice(b"get ");
         self.buf.extend_from_slice(key);
         self.buf.extend_from_slice(b"\r\n");
@@ -72,12 +69,9 @@ impl Udp {
         self.sock
             .send(&self.buf)
             .map_err(|e| udp_error("send", e))?;
-        self.parts.clear();
-        self.seen.clear();
-        let mut total = usize::MAX;
-        let mut got = 0;
+        self.reply.clear();
         let mut waited = false;
-        while got < total {
+        while !self.reply.is_whole() {
             if waited {
                 self.shorten(deadline)?;
             }
@@ -86,60 +80,35 @@ impl Udp {
                 .sock
                 .recv(&mut self.datagram)
                 .map_err(|e| udp_error("receive", e))?;
-            if n < 8 {
+            // Not this request's (a late reply to one that timed out), or not a frame: skipped.
+            let Ok((got_id, seq, total)) = udp_frame::reply_header(&self.datagram[..n]) else {
+                continue;
+            };
+            if got_id != id {
                 continue;
             }
-            let d = &self.datagram[..n];
-            if u16::from_be_bytes([d[0], d[1]]) != id {
-                continue; // a late reply to an earlier, timed-out request
-            }
-            let seq = u16::from_be_bytes([d[2], d[3]]) as usize;
-            let count = u16::from_be_bytes([d[4], d[5]]) as usize;
-            if total == usize::MAX {
-                total = count.max(1);
-                self.seen.resize(total, (0, usize::MAX));
-            }
-            if seq >= total || self.seen[seq].1 != usize::MAX {
-                continue;
-            }
-            if self.parts.len() + (n - 8) > self.limit {
+            let payload = &self.datagram[udp_frame::HEADER..n];
+            if let Err(why) = self.reply.file(seq, total, payload, self.limit) {
                 return Err(RawError::new(
                     ErrorKind::Protocol,
                     false,
                     format!(
-                        "memcached UDP get: the reply's datagrams pass {} bytes (max_reply)",
+                        "memcached UDP get: {why} ({} bytes is max_reply)",
                         self.limit
                     ),
                 ));
             }
-            self.seen[seq] = (self.parts.len(), n - 8);
-            self.parts.extend_from_slice(&d[8..]);
-            got += 1;
         }
         self.buf.clear();
-        for &(start, len) in &self.seen {
-            self.buf.extend_from_slice(&self.parts[start..start + len]);
-        }
-        // "VALUE k f n\r\n<data>\r\nEND\r\n" or "END\r\n".
-        let b = &self.buf;
-        let nl = net::memchr(b'\n', b).ok_or_else(|| udp_malformed(b))?;
-        let line = &b[..nl.saturating_sub(1)];
-        if line == b"END" {
-            return Ok(None);
-        }
-        let Some(n) = value_length(line) else {
-            return Err(match is_error_line(line) {
-                true => server_error("get (UDP)", line),
-                false => udp_malformed(b),
-            });
-        };
-        let start = nl + 1;
-        // `n` is the server's: the value and its trailer must be in what arrived.
-        match start.checked_add(n) {
-            Some(end) if b.len() >= end + 7 && &b[end..end + 7] == b"\r\nEND\r\n" => {
-                Ok(Some(start..end))
-            }
-            _ => Err(udp_malformed(b)),
+        self.reply.join_into(&mut self.buf);
+        // The reassembled reply, read as over TCP (`text.rs`): all of it, nothing after.
+        match text::get_reply(&self.buf, key, self.limit) {
+            Ok(Some((got, used))) if used == self.buf.len() => match got {
+                Got::Value(r) => Ok(Some(r)),
+                Got::Missing => Ok(None),
+                Got::Refused(r) => Err(server_error("get (UDP)", &self.buf[r])),
+            },
+            _ => Err(udp_malformed(&self.buf)),
         }
     }
 
