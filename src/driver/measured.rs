@@ -95,8 +95,9 @@ impl Worker<'_, '_> {
         intended: Option<u64>,
         bytes: u64,
     ) {
+        // The recovery timeline's class: asked of the session only while a timeline is kept.
         let class = match self.sh.affected_shard {
-            Some(v) if self.session.shard() != Some(v) => timeline::REST,
+            Some(v) if self.timeline.is_some() && self.session.shard() != Some(v) => timeline::REST,
             _ => timeline::AFFECTED,
         };
         let done = Done {

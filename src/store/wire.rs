@@ -61,6 +61,21 @@ pub enum Parsed {
     Broken(&'static str),
 }
 
+/// What an error reply asks of the engine beyond counting it (Redis's replicated and
+/// clustered servers; every field is false or `None` for the other stores).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AfterError {
+    /// The connection must be replaced: the server will not serve it any more (a primary
+    /// Sentinels demoted answers READONLY; a new connection goes to the primary they name).
+    pub replace_connection: bool,
+    /// The store's routing changed (Redis Cluster's MOVED, ASK or CLUSTERDOWN): the slot map
+    /// must be asked for again.
+    pub rerouted: bool,
+    /// Where the store redirected this one request (`MOVED slot addr`, or `ASK slot addr`:
+    /// `true`), so the engine sends it there once, as the worker threads' session does.
+    pub redirect: Option<(SocketAddr, bool)>,
+}
+
 /// Encodes requests and recognises their replies for one event-loop thread.
 pub trait Codec: Send {
     /// Appends `op`'s request to `out`; `false`: this operation is not sent by the engine.
@@ -85,22 +100,10 @@ pub trait Codec: Send {
     fn last_error(&mut self) -> Option<String> {
         None
     }
-    /// After an error reply: whether its connection must be replaced, because the server will
-    /// not serve it any more (a primary Sentinels demoted answers READONLY; a new connection
-    /// goes to the primary they name). Taken: the next call starts afresh.
-    fn replace_connection(&mut self) -> bool {
-        false
-    }
-    /// After an error reply: whether the store's routing changed (Redis Cluster's MOVED, ASK
-    /// or CLUSTERDOWN), so the slot map must be asked for again. Taken.
-    fn rerouted(&mut self) -> bool {
-        false
-    }
-    /// After an error reply: where the store redirected this one request (Redis Cluster's
-    /// `MOVED slot addr`, or `ASK slot addr`: `true`), so the engine sends it there once, as
-    /// the worker threads' session does. Taken.
-    fn redirect(&mut self) -> Option<(SocketAddr, bool)> {
-        None
+    /// What the latest error reply asks of the engine beyond counting it (taken: the next
+    /// call starts afresh). Stores that route nothing keep the default: nothing.
+    fn after_error(&mut self) -> AfterError {
+        AfterError::default()
     }
     /// Appends the command that lets the next one through on a node importing its slot (Redis
     /// Cluster's `ASKING`, answered `+OK`); `false`: the store has none.

@@ -18,7 +18,7 @@
 
 use super::conn::Conn;
 use super::{Loop, Metric, RETRY_NS};
-use crate::store::wire::{ClusterMap, Sent};
+use crate::store::wire::{AfterError, ClusterMap, Sent};
 use crate::store::{Fields, Queued};
 use crate::workload::{Op, Rng};
 use mio::{Interest, Token};
@@ -319,15 +319,15 @@ impl Loop<'_, '_> {
     /// as does the second command of a hash insert (DEL, HSET) that an ASK let only the first
     /// of through — as the worker threads' session counts them.
     #[cold]
-    pub(super) fn redirect(&mut self, ci: usize, i: usize, now: u64) -> bool {
-        let Some((addr, ask)) = self.codec.redirect() else {
+    pub(super) fn redirect(&mut self, ci: usize, i: usize, now: u64, after: AfterError) -> bool {
+        let Some((addr, ask)) = after.redirect else {
             return false;
         };
         let s = &self.conns[ci].slots[i];
         if s.redirected || s.chain != super::conn::Chain::None {
             return false;
         }
-        if self.codec.rerouted() {
+        if after.rerouted {
             self.refresh_routes(now);
         }
         let r = self.routes.as_ref().expect("cluster");

@@ -62,7 +62,7 @@ use crate::measure::{timeline, Metric, WorkerRecorder};
 use crate::plan::engine::Engine;
 use crate::record::{Record, Span};
 use crate::report::ErrorSample;
-use crate::store::wire::{ClusterMap, Codec, EventTarget, Parsed};
+use crate::store::wire::{AfterError, ClusterMap, Codec, EventTarget, Parsed};
 use crate::store::{ErrorKind, Status};
 use crate::workload::{OpBuffers, Rng};
 use conn::{Chain, Conn};
@@ -484,17 +484,24 @@ impl<'s, 'a> Loop<'s, 'a> {
                     c.rstart += used;
                     let i = c.pop_index();
                     let s = &c.slots[i];
+                    let after = if status != Status::Ok {
+                        self.codec.after_error()
+                    } else {
+                        AfterError::default()
+                    };
                     if s.chain == Chain::Asking {
                         if status != Status::Ok {
                             // Refused: the request behind it answers for itself.
-                            let _ = (self.codec.redirect(), self.codec.rerouted());
                             let _ = self.codec.last_error();
                         }
                         continue;
                     }
                     let shard = s.shard;
                     self.class = self.class_of(shard);
-                    if status != Status::Ok && self.routes.is_some() && self.redirect(ci, i, now) {
+                    if after.redirect.is_some()
+                        && self.routes.is_some()
+                        && self.redirect(ci, i, now, after)
+                    {
                         self.refill(ci, now);
                         continue;
                     }
@@ -524,10 +531,10 @@ impl<'s, 'a> Loop<'s, 'a> {
                         };
                         self.rec.record(Metric::Verify, st, took, took, 0);
                     }
-                    if status != Status::Ok && self.codec.rerouted() {
+                    if after.rerouted {
                         self.refresh_routes(now);
                     }
-                    if status != Status::Ok && self.codec.replace_connection() {
+                    if after.replace_connection {
                         self.broken(
                             ci,
                             ErrorKind::Io,

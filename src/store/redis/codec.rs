@@ -7,7 +7,7 @@
 
 use super::resp::{self, array_head, bulk, Elem, Reply};
 use crate::record::{self, Span};
-use crate::store::wire::{self, Codec, EventTarget, Parsed, Sent};
+use crate::store::wire::{self, AfterError, Codec, EventTarget, Parsed, Sent};
 use crate::store::{ErrorKind, Fields, Queued, Status};
 use std::net::SocketAddr;
 use std::ops::Range;
@@ -312,16 +312,12 @@ impl Codec for RedisCodec {
         self.last_error.take()
     }
 
-    fn replace_connection(&mut self) -> bool {
-        std::mem::take(&mut self.demoted)
-    }
-
-    fn rerouted(&mut self) -> bool {
-        std::mem::take(&mut self.rerouted)
-    }
-
-    fn redirect(&mut self) -> Option<(std::net::SocketAddr, bool)> {
-        self.redirect.take()
+    fn after_error(&mut self) -> AfterError {
+        AfterError {
+            replace_connection: std::mem::take(&mut self.demoted),
+            rerouted: std::mem::take(&mut self.rerouted),
+            redirect: self.redirect.take(),
+        }
     }
 
     fn asking(&mut self, out: &mut Vec<u8>) -> bool {
@@ -517,9 +513,10 @@ mod tests {
         ] {
             let p = c.decode(Sent::Update, b"k", b"", reply, &mut spans);
             assert!(matches!(p, Parsed::Reply { status, .. } if status != Status::Ok));
-            assert_eq!(c.redirect(), want, "{}", String::from_utf8_lossy(reply));
-            assert!(c.rerouted());
-            assert_eq!(c.redirect(), None, "taken");
+            let after = c.after_error();
+            assert_eq!(after.redirect, want, "{}", String::from_utf8_lossy(reply));
+            assert!(after.rerouted);
+            assert_eq!(c.after_error(), AfterError::default(), "taken");
         }
         let mut out = vec![];
         assert!(c.asking(&mut out));
