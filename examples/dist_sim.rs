@@ -25,10 +25,10 @@
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
-use kvmeter::dist::coord::{Coord, CoordFlags, CoordSpec};
-use kvmeter::dist::relay::Sender;
-use kvmeter::dist::seal::{Seal, KEY_ENV};
-use kvmeter::dist::{IntervalPost, PhaseDone, Published, Registration};
+use kvmeter::distributed::keys::{Coord, CoordFlags, CoordSpec};
+use kvmeter::distributed::relay::Sender;
+use kvmeter::distributed::seal::{Seal, KEY_ENV};
+use kvmeter::distributed::{IntervalPost, PhaseDone, Published, Registration};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -152,7 +152,7 @@ fn report(
 // bench-merge
 
 fn bench_merge(a: BenchArgs) -> anyhow::Result<()> {
-    use kvmeter::dist::merge::{sum, DistInfo, Merger};
+    use kvmeter::distributed::merge::{sum, DistInfo, Merger};
     let rec = recorded(&a.from)?;
     let posts: Vec<IntervalPost> = (0..a.agents)
         .map(|i| report(&rec, i, (0, "run"), 0, 1.0))
@@ -201,7 +201,7 @@ fn bench_merge(a: BenchArgs) -> anyhow::Result<()> {
     req.quiet = true;
     let plan = kvmeter::plan::build(&req).map_err(|e| anyhow::anyhow!(e.0))?;
     let mut m = Merger::create(plan, DistInfo::default()).map_err(|e| anyhow::anyhow!(e.0))?;
-    m.begin_phase(0, kvmeter::dist::unix_ns());
+    m.begin_phase(0, kvmeter::distributed::unix_ns());
     let (min, med) = time(&mut || m.interval(&refs))?;
     println!(
         "Merger::interval ({} thread(s) for the sum): {min:.1} / {med:.1}",
@@ -351,9 +351,9 @@ fn wait_plan(coord: &mut Coord, wait: Duration) -> anyhow::Result<Published> {
 
 /// The plan's phase names, from the published request resolved here (as an agent does).
 fn phase_names(p: &Published) -> anyhow::Result<Vec<String>> {
-    let local = kvmeter::dist::trust::Local::default();
-    kvmeter::dist::trust::check_published(&p.request, &local).map_err(|e| anyhow::anyhow!(e))?;
-    let mut req = kvmeter::dist::trust::join(&p.request, &local);
+    let local = kvmeter::distributed::trust::Local::default();
+    kvmeter::distributed::trust::check_published(&p.request, &local).map_err(|e| anyhow::anyhow!(e))?;
+    let mut req = kvmeter::distributed::trust::join(&p.request, &local);
     req.out = Some(std::env::temp_dir().join("dist-sim-unused"));
     let plan = kvmeter::plan::build(&req).map_err(|e| anyhow::anyhow!(e.0))?;
     Ok(plan.phases.iter().map(|p| p.name.clone()).collect())
@@ -396,7 +396,7 @@ fn play(s: &Shared, th: usize, threads: usize) -> anyhow::Result<()> {
             count: s.args.agents,
             placed_by: "dist_sim".into(),
             hash: s.published.hash.clone(),
-            host: kvmeter::dist::Host::here(),
+            host: kvmeter::distributed::Host::here(),
             threads: 1,
             reports: if relay.is_some() { "direct" } else { "etcd" }.into(),
         };
@@ -464,7 +464,7 @@ impl Keeper {
     fn sleep_until(&mut self, s: &Shared, c: &mut Coord, agents: &[Sim], t: u64) {
         loop {
             self.tick(s, c, agents);
-            let now = kvmeter::dist::unix_ns();
+            let now = kvmeter::distributed::unix_ns();
             if now >= t || s.stop.load(Ordering::Relaxed) {
                 return;
             }
@@ -529,7 +529,7 @@ fn phase(
             let key = format!("iv/{p}/{k:06}/{:04}", a.index);
             send(s, c, a, &key, &body, run_lease);
         }
-        let behind = kvmeter::dist::unix_ns().saturating_sub(due) / 1_000_000;
+        let behind = kvmeter::distributed::unix_ns().saturating_sub(due) / 1_000_000;
         s.counts.behind_ms_max.fetch_max(behind, Ordering::Relaxed);
     }
     for a in agents.iter_mut().filter(|a| a.alive) {
@@ -541,7 +541,7 @@ fn phase(
             outcome: "completed".into(),
             error: None,
             threads: 1,
-            started_at: kvmeter::dist::rfc3339_of_unix_ns(t0),
+            started_at: kvmeter::distributed::rfc3339_of_unix_ns(t0),
             wall_seconds: s.args.intervals as f64 * every_s,
             measured_seconds: s.args.intervals as f64 * every_s,
             late_ms: 0.0,

@@ -6,7 +6,7 @@ pub mod antagonist;
 pub mod args;
 pub mod calibrate;
 pub mod cli;
-pub mod dist;
+pub mod distributed;
 pub mod doctor;
 pub mod driver;
 pub mod error;

@@ -5,8 +5,10 @@ use crate::args::{AgentArgs, AgentLocalArgs, CoordArgs, DistCommand};
 
 /// The coordination flags checked and their files read (exit 2 on a bad one, before anything
 /// runs).
-fn coord_spec(c: &CoordArgs) -> Result<crate::dist::coord::CoordSpec, crate::error::UsageError> {
-    let flags = crate::dist::coord::CoordFlags {
+fn coord_spec(
+    c: &CoordArgs,
+) -> Result<crate::distributed::keys::CoordSpec, crate::error::UsageError> {
+    let flags = crate::distributed::keys::CoordFlags {
         url: c.coord.clone(),
         ca: c.coord_ca.clone(),
         cert: c.coord_cert.clone(),
@@ -15,12 +17,12 @@ fn coord_spec(c: &CoordArgs) -> Result<crate::dist::coord::CoordSpec, crate::err
         user: c.coord_user.clone(),
         password_file: c.coord_password_file.clone(),
     };
-    crate::dist::coord::CoordSpec::resolve(&flags, |k| std::env::var(k).ok())
+    crate::distributed::keys::CoordSpec::resolve(&flags, |k| std::env::var(k).ok())
 }
 
 /// What an agent decides itself (dist::trust), from its own flags.
-fn local(a: AgentLocalArgs) -> crate::dist::trust::Local {
-    crate::dist::trust::Local {
+fn local(a: AgentLocalArgs) -> crate::distributed::trust::Local {
+    crate::distributed::trust::Local {
         power: a.power,
         power_model: a.power_model,
         calibration: a.calibration,
@@ -35,7 +37,7 @@ fn local(a: AgentLocalArgs) -> crate::dist::trust::Local {
 }
 
 pub(super) fn agent(a: AgentArgs) -> anyhow::Result<i32> {
-    crate::dist::agent::run(crate::dist::agent::Settings {
+    crate::distributed::agent::run(crate::distributed::agent::Settings {
         coord: coord_spec(&a.coord)?,
         job: a.coord.job,
         index: a.index,
@@ -51,23 +53,27 @@ pub(super) fn agent(a: AgentArgs) -> anyhow::Result<i32> {
 
 pub(super) fn run(command: DistCommand) -> anyhow::Result<i32> {
     match command {
-        DistCommand::Merge { dirs, out, store } => crate::dist::merge::offline(&dirs, out, store),
-        DistCommand::Run(a) => crate::dist::coordinator::run(crate::dist::coordinator::Settings {
-            coord: coord_spec(&a.coord)?,
-            job: a.coord.job,
-            agents: a.agents,
-            register_timeout: a.register_timeout,
-            lease_ttl: a.lease_ttl,
-            start_delay: a.start_delay,
-            abort_on_loss: a.on_agent_loss == "abort",
-            plan_key_file: a.coord.plan_key_file,
-            reports: a.reports,
-            reports_tls_cert: a.reports_tls_cert,
-            reports_tls_key: a.reports_tls_key,
-            request: a
-                .run
-                .common
-                .into_request("run", a.run.workload, Some(a.run.phase)),
-        }),
+        DistCommand::Merge { dirs, out, store } => {
+            crate::distributed::merge::offline(&dirs, out, store)
+        }
+        DistCommand::Run(a) => {
+            crate::distributed::coordinator::run(crate::distributed::coordinator::Settings {
+                coord: coord_spec(&a.coord)?,
+                job: a.coord.job,
+                agents: a.agents,
+                register_timeout: a.register_timeout,
+                lease_ttl: a.lease_ttl,
+                start_delay: a.start_delay,
+                abort_on_loss: a.on_agent_loss == "abort",
+                plan_key_file: a.coord.plan_key_file,
+                reports: a.reports,
+                reports_tls_cert: a.reports_tls_cert,
+                reports_tls_key: a.reports_tls_key,
+                request: a
+                    .run
+                    .common
+                    .into_request("run", a.run.workload, Some(a.run.phase)),
+            })
+        }
     }
 }

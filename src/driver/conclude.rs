@@ -4,9 +4,9 @@
 //! phase.
 
 use super::arrivals::Arrivals;
+use super::ctx::PhaseCtx;
 use super::intervals::Intervals;
 use super::open_loop;
-use super::phase::PhaseCtx;
 use crate::plan::PhasePlan;
 use crate::report::{self, Outcome, PhaseSummary};
 use std::time::Duration;

@@ -9,7 +9,7 @@
 
 use super::arrivals::Arrivals;
 use super::companion::Companion;
-use super::phase::{empty_summary, PhaseCtx};
+use super::ctx::{empty_summary, PhaseCtx};
 use super::{open_loop, test_panic, worker};
 use crate::measure::cpu::CpuTime;
 use crate::measure::{Collector, Grid, Stats};

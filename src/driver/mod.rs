@@ -11,9 +11,11 @@ pub mod arrivals;
 mod call;
 mod companion;
 mod conclude;
+mod ctx;
 pub mod datadir;
 mod engine;
 mod faults;
+mod feed;
 mod intervals;
 mod live;
 mod measured;
@@ -27,7 +29,7 @@ mod signals;
 mod test_panic;
 mod worker;
 
-pub use phase::empty_summary;
+pub use ctx::empty_summary;
 pub(crate) use setup::check_user_server;
 
 use crate::antagonist::io::IoAntagonists;
@@ -220,7 +222,7 @@ impl Run<'_> {
                 // A thread panicked between phases: `finish` fails the run with its message.
                 break;
             }
-            let mut ctx = phase::PhaseCtx {
+            let mut ctx = ctx::PhaseCtx {
                 plan: self.plan,
                 adapter: self.adapter,
                 opts: &self.opts,
@@ -249,7 +251,7 @@ impl Run<'_> {
             .unwrap_or_else(|p| Err(anyhow::anyhow!("{}", crate::panics::message_of(p.as_ref()))));
             let (mut ps, ycsb) = match ran {
                 Ok(r) => r,
-                Err(e) => (phase::failed(phase, format!("{e:#}")), None),
+                Err(e) => (ctx::failed(phase, format!("{e:#}")), None),
             };
             if let Some(s) = sync.as_deref_mut() {
                 s.after_phase(i, &ps);

@@ -6,99 +6,22 @@
 
 use super::arrivals::Arrivals;
 use super::companion::Companion;
-use super::datadir::DataDir;
+use super::ctx::{empty_summary, PhaseCtx};
 use super::intervals::Intervals;
-use super::progress::Progress;
 use super::test_panic;
-use super::{antagonists, conclude, faults, metrics_for, now_rfc3339, pressure, worker};
-use crate::antagonist::io::IoAntagonists;
-use crate::measure::clock::Clock;
+use super::{antagonists, conclude, faults, metrics_for, pressure, worker};
 use crate::measure::cpu::CpuTime;
 use crate::measure::timeline::Timeline;
 use crate::measure::{Collector, WorkerRecorder};
 use crate::plan::{PhaseKind, PhasePlan, Plan};
 use crate::report::rundir::RunDir;
-use crate::report::{self, ErrorSample, Outcome, PhaseSummary};
-use crate::store::{Session, Store, StoreKind, StoreOptions};
+use crate::report::{ErrorSample, PhaseSummary};
+use crate::store::{Session, Store};
 use crate::telemetry::counters::CounterFigures;
-use crate::telemetry::Telemetry;
 use crate::workload::{CoreWorkload, Op};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
-
-/// What a phase needs from its run.
-pub(super) struct PhaseCtx<'a> {
-    pub plan: &'a Plan,
-    pub adapter: &'static StoreKind,
-    pub opts: &'a StoreOptions,
-    pub data: &'a DataDir,
-    pub rundir: &'a mut RunDir,
-    pub progress: &'a mut Progress,
-    pub clock: &'a Clock,
-    pub interrupted: &'a AtomicBool,
-    pub telemetry: Option<&'a Telemetry>,
-    pub idle: Option<&'a (f64, String)>,
-    pub io: Option<&'a IoAntagonists>,
-    pub peak_gbps: Option<f64>,
-    /// The managed server or cluster (faults act on it).
-    pub cluster: Option<&'a std::sync::Arc<std::sync::Mutex<crate::store::cluster::Cluster>>>,
-    /// This phase's position, for progress lines.
-    pub index: usize,
-    pub phases: usize,
-    /// A distributed run's agent: start on the coordinator's time, report each interval.
-    pub sync: Option<&'a mut (dyn super::PhaseSync + 'static)>,
-    /// The run's summary and manifest so far, for `super::abandon` (workers that never stop).
-    pub summary: &'a report::Summary,
-    pub manifest: &'a crate::report::manifest::Manifest<'a>,
-    /// The live metrics endpoint's feed (`--metrics-addr`).
-    pub live: Option<&'a super::live::Live>,
-}
-
-/// A phase that ended before it could run, with why.
-pub(super) fn failed(phase: &PhasePlan, error: String) -> PhaseSummary {
-    let mut ps = empty_summary(phase);
-    ps.outcome = Outcome::Failed;
-    ps.error = Some(error);
-    ps
-}
-
-pub fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
-    PhaseSummary {
-        name: phase.name.clone(),
-        kind: phase.kind,
-        workload_files: phase.workload_files.clone(),
-        threads: phase.threads,
-        outcome: Outcome::Completed,
-        error: None,
-        started_at: now_rfc3339(),
-        wall_seconds: 0.0,
-        warmup_seconds: phase.warmup.as_secs_f64(),
-        measured_seconds: 0.0,
-        window_note: None,
-        truncated: None,
-        target_ops_per_s: phase.target,
-        operations: 0,
-        errors: 0,
-        throughput_ops_per_s: 0.0,
-        throughput_mb_per_s: 0.0,
-        intervals: 0,
-        ops: Default::default(),
-        not_applicable: vec![],
-        error_samples: vec![],
-        telemetry: None,
-        energy: None,
-        pressure: None,
-        antagonists: vec![],
-        all_ops: None,
-        open_loop: None,
-        faults: vec![],
-        fault_events: vec![],
-        sent_to: Default::default(),
-        kvmeter_cpu: None,
-        engine: None,
-    }
-}
 
 /// Runs one phase; returns its summary and, for load and run phases, YCSB's text report.
 pub(super) fn run(
@@ -131,7 +54,7 @@ pub(super) fn run(
         .as_ref()
         .map(|r| {
             let scan = ctx.adapter.capabilities.scan;
-            super::replay::Feed::open(r, threads, phase.operations, scan)
+            super::feed::Feed::open(r, threads, phase.operations, scan)
         })
         .transpose()?;
     // Checked before anything starts; its origin is set when the phase does.
@@ -335,7 +258,7 @@ fn clear(ctx: &mut PhaseCtx, phase: &PhasePlan) -> anyhow::Result<PhaseSummary> 
 struct Started<'a, 't> {
     workload: &'a CoreWorkload,
     arrivals: Option<&'a Arrivals>,
-    replay: Option<&'a super::replay::Feed>,
+    replay: Option<&'a super::feed::Feed>,
     /// Only read for the workers' rings (the fault companion takes the timeline next).
     timeline: Option<&'t Timeline>,
     t0: Instant,
@@ -581,7 +504,7 @@ impl Opened {
             || phase.replay.is_some()
             || ctx.plan.engine.is_some();
         let metrics = match phase.replay {
-            Some(_) => super::replay::metrics(),
+            Some(_) => super::feed::metrics(),
             None => metrics_for(load, &ops, workload.cfg.dataintegrity),
         };
         let mut collector = Collector::new(&metrics, paced);

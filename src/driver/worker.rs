@@ -36,7 +36,7 @@ pub struct Shared<'a> {
     /// The open-loop schedule the pool serves (`--rate`).
     pub arrivals: Option<&'a super::arrivals::Arrivals>,
     /// A replay phase's records (`kvmeter replay`), instead of the workload.
-    pub replay: Option<&'a super::replay::Feed>,
+    pub replay: Option<&'a super::feed::Feed>,
     pub seed: u64,
     /// The first worker's random stream: 0 on one host; agent i of a distributed run with T
     /// threads per agent starts at i·T, so its workers replay one big host's (`plan::share`).

@@ -6,11 +6,11 @@
 //! plug-ins keep worker threads. Nothing here names a store (issue 42). What the engine cannot
 //! serve yet is refused in one line, never approximated.
 
+pub use super::model::{Engine, Probe, WhenFull};
 use super::model::{PhaseKind, PhasePlan, PropValue};
 use super::Request;
 use crate::error::UsageError;
 use crate::store::{StoreKind, StoreOptions};
-use serde::Serialize;
 
 /// The most connections one kvmeter process opens (each is a file descriptor and a few KiB).
 pub const MAX_CONNECTIONS: i64 = 100_000;
@@ -19,45 +19,6 @@ pub const MAX_DEPTH: i64 = 1024;
 /// Descriptors kept free beside the connections: the run directory's files, telemetry's
 /// /proc readers, a managed server's pipes, the epoll instances.
 pub const FD_HEADROOM: u64 = 256;
-
-/// What an open-loop arrival does when every connection of its event loop has `depth`
-/// requests in flight.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum WhenFull {
-    /// Waits in the loop's backlog (counted) and is sent when a slot frees: its from-intended
-    /// latency includes the wait.
-    Queue,
-    /// Is not sent (counted as skipped).
-    Skip,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Engine {
-    pub connections: usize,
-    pub depth: usize,
-    pub when_full: WhenFull,
-    /// File descriptors the run needs (connections + headroom): the soft limit is raised to
-    /// it at the start (up to the hard limit, checked here).
-    pub fds_needed: u64,
-    /// Probe connections (`--probe-rate`): a Poisson stream at `rate` on `connections` of
-    /// their own, run phases only, measured apart.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub probe: Option<Probe>,
-    /// Open loop: each loop wakes at most once per this many ns to send the arrivals due
-    /// (`--send-slack`; 0: at each arrival).
-    pub send_slack_ns: u64,
-    /// A distributed run's agent: the number (across the run) of its first connection, which
-    /// is also that connection's stream (`plan::share`); 0 on one host.
-    #[serde(skip)]
-    pub first_conn: u64,
-}
-
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct Probe {
-    pub rate: f64,
-    pub connections: usize,
-}
 
 /// The most probe connections (the probe is a light stream beside the load).
 pub const MAX_PROBE_CONNECTIONS: i64 = 1000;

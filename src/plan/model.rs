@@ -147,7 +147,7 @@ pub struct Plan {
     pub share: Option<Share>,
     /// The event-driven engine (`--connections`): network stores only; `None`: worker threads.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub engine: Option<super::engine::Engine>,
+    pub engine: Option<Engine>,
     /// The live Prometheus endpoint (`--metrics-addr`); recorded, served by the caller.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics: Option<MetricsPlan>,
@@ -274,4 +274,44 @@ impl Plan {
             counters: self.counters,
         })
     }
+}
+/// The event-driven engine's settings, resolved by `engine.rs` (`--connections`, `--depth`,
+/// `--when-full`, the probe).
+/// What an open-loop arrival does when every connection of its event loop has `depth`
+/// requests in flight.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WhenFull {
+    /// Waits in the loop's backlog (counted) and is sent when a slot frees: its from-intended
+    /// latency includes the wait.
+    Queue,
+    /// Is not sent (counted as skipped).
+    Skip,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Engine {
+    pub connections: usize,
+    pub depth: usize,
+    pub when_full: WhenFull,
+    /// File descriptors the run needs (connections + headroom): the soft limit is raised to
+    /// it at the start (up to the hard limit, checked here).
+    pub fds_needed: u64,
+    /// Probe connections (`--probe-rate`): a Poisson stream at `rate` on `connections` of
+    /// their own, run phases only, measured apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
+    /// Open loop: each loop wakes at most once per this many ns to send the arrivals due
+    /// (`--send-slack`; 0: at each arrival).
+    pub send_slack_ns: u64,
+    /// A distributed run's agent: the number (across the run) of its first connection, which
+    /// is also that connection's stream (`plan::share`); 0 on one host.
+    #[serde(skip)]
+    pub first_conn: u64,
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Probe {
+    pub rate: f64,
+    pub connections: usize,
 }

@@ -49,7 +49,7 @@ pub fn mark_interrupted() -> MutexGuard<'static, Option<PathBuf>> {
                 v["error"] = "interrupted again: kvmeter exited at once; the phase in progress has its intervals in intervals.csv but no summary".into();
             }
             if let Ok(text) = serde_json::to_string_pretty(&v) {
-                let _ = super::rundir::write_atomic(&path, (text + "\n").as_bytes());
+                let _ = super::atomic::write_atomic(&path, (text + "\n").as_bytes());
             }
         }
     }

@@ -2,6 +2,7 @@
 //! report, JSON. Every figure here is computed from the measured histograms and counters; the
 //! views never recompute a measurement.
 
+mod atomic;
 pub mod chart;
 pub mod compare;
 mod compare_page;

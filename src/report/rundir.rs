@@ -9,6 +9,8 @@
 //! new (`O_CREAT|O_EXCL`) and opened with `O_NOFOLLOW`, and `write_atomic`'s temporary has a
 //! random name, so a symbolic link planted inside is never followed: the open fails instead.
 
+use super::atomic::random_suffix;
+pub use super::atomic::{create_new, write_atomic};
 use crate::measure::{percentile, Stats};
 use anyhow::Context;
 use base64::Engine;
@@ -128,22 +130,6 @@ fn claim_new(root: &Path) -> Result<PathBuf, String> {
     ))
 }
 
-/// Eight hex digits nobody can predict (the kernel's random numbers).
-fn random_suffix() -> String {
-    let mut b = [0u8; 4];
-    // SAFETY: getrandom writes at most b.len() bytes into b.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != b.len() as isize {
-        // No getrandom: the clock and the process id still differ between attempts.
-        let t = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .subsec_nanos();
-        b = (t ^ std::process::id().rotate_left(16)).to_le_bytes();
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// A parent directory another user may write in (and not sticky, as /tmp is) lets that user
 /// rename the run directory away and put their own in its place: said once, on stderr.
 fn warn_if_shared(parent: &Path) {
@@ -164,16 +150,6 @@ fn warn_if_shared(parent: &Path) {
     }
 }
 
-/// Opens a new file in a run directory: created new (`O_EXCL`) and never through a link.
-pub fn create_new(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-}
-
 /// Opens a file of a run directory for appending (events.csv, timeline.csv, pressure.csv,
 /// which every phase extends), never through a link; returns whether it was just created (and
 /// needs its header).
@@ -187,36 +163,6 @@ pub fn append(path: &Path) -> std::io::Result<(File, bool)> {
             .map(|f| (f, false)),
         Err(e) => Err(e),
     }
-}
-
-/// Replaces `path` with `bytes` atomically (write, fsync, rename), so it is always whole. The
-/// temporary has a random name and is created new, so a link planted in its place is never
-/// written through; the rename replaces a link at `path` rather than following it.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut attempt = 0;
-    let (tmp, file) = loop {
-        let tmp = path.with_file_name(format!(".{name}.{}.tmp", random_suffix()));
-        match create_new(&tmp) {
-            Ok(f) => break (tmp, f),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => attempt += 1,
-            Err(e) => return Err(e).with_context(|| format!("cannot write {}", path.display())),
-        }
-    };
-    let mut file = file;
-    let written = file
-        .write_all(bytes)
-        .and_then(|()| file.sync_data())
-        .and_then(|()| fs::rename(&tmp, path));
-    if let Err(e) = written {
-        // A full disk must not leave a half-written temporary next to the last good file.
-        let _ = fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("cannot write {}", path.display()));
-    }
-    Ok(())
 }
 
 impl RunDir {

@@ -9,7 +9,7 @@ use std::path::Path;
 /// Top first. `error` has a line of its own: every leaf above it returns its `UsageError`.
 const LAYERS: &[&[&str]] = &[
     &["cli"],
-    &["experiment", "dist"],
+    &["experiment", "distributed"],
     &["driver"],
     &["report"],
     &["fault", "args", "metrics"],
@@ -66,7 +66,7 @@ fn imports(text: &str) -> Vec<(usize, String)> {
     out
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+pub fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         if p.is_dir() {

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod circles;
 mod endings;
 mod harness_cost;
 mod input;

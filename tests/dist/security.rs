@@ -12,7 +12,7 @@ mod channel;
 use base64::Engine;
 use common::servers::*;
 use common::{copy_dir, json, kvmeter, phase, TEST_PLAN_KEY};
-use kvmeter::dist::seal::Seal;
+use kvmeter::distributed::seal::Seal;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -61,7 +61,7 @@ fn plan_text(edit: impl Fn(&mut kvmeter::plan::Request)) -> String {
         ..Default::default()
     };
     edit(&mut request);
-    let p = kvmeter::dist::Published {
+    let p = kvmeter::distributed::Published {
         kvmeter_version: env!("CARGO_PKG_VERSION").into(),
         agents: 1,
         hash: "ab".repeat(32),
@@ -69,7 +69,7 @@ fn plan_text(edit: impl Fn(&mut kvmeter::plan::Request)) -> String {
         request,
         lease: 7,
         lease_ttl_s: 10,
-        coordinator: kvmeter::dist::Host::here(),
+        coordinator: kvmeter::distributed::Host::here(),
         reports: None,
         reports_tls_sha256: None,
     };
@@ -176,15 +176,15 @@ fn a_hostile_writer_cannot_join_stop_or_stall_a_job_that_completes_and_merges_ex
     // A forged registration for agent 1 before any agent runs (the old coordinator counted it
     // and started without the real one), and one sealed with another key for agent 0.
     let forged_reg = |i: usize| {
-        serde_json::to_string(&kvmeter::dist::Registration {
+        serde_json::to_string(&kvmeter::distributed::Registration {
             index: i,
             count: 2,
             placed_by: "--index".into(),
             hash: "00".repeat(32),
-            host: kvmeter::dist::Host {
+            host: kvmeter::distributed::Host {
                 host: "evil".into(),
                 pid: 1,
-                clock: kvmeter::dist::ClockSync::read(),
+                clock: kvmeter::distributed::ClockSync::read(),
             },
             threads: 1,
             reports: "etcd".into(),
@@ -431,7 +431,7 @@ fn an_interval_gap_or_a_huge_index_does_not_stall_the_coordinator() {
         }
     };
     let plan_value = wait_for("plan");
-    let published: kvmeter::dist::Published =
+    let published: kvmeter::distributed::Published =
         serde_json::from_str(key.open(&format!("{pre}plan"), &plan_value).unwrap()).unwrap();
     let run = key.for_run(&published.nonce);
     let lease = etcd_post(&url, "/v3/lease/grant", r#"{"TTL":"30"}"#).unwrap()["ID"]
@@ -451,12 +451,12 @@ fn an_interval_gap_or_a_huge_index_does_not_stall_the_coordinator() {
         b.push('}');
         etcd_post(&url, "/v3/kv/put", &b).unwrap();
     };
-    let reg = kvmeter::dist::Registration {
+    let reg = kvmeter::distributed::Registration {
         index: 0,
         count: 1,
         placed_by: "--index".into(),
         hash: published.hash.clone(),
-        host: kvmeter::dist::Host::here(),
+        host: kvmeter::distributed::Host::here(),
         threads: 1,
         reports: "etcd".into(),
     };
@@ -468,7 +468,7 @@ fn an_interval_gap_or_a_huge_index_does_not_stall_the_coordinator() {
     for (p, name) in ["load", "run"].into_iter().enumerate() {
         wait_for(&format!("start/{p}"));
         let post = |k: usize| {
-            serde_json::to_string(&kvmeter::dist::IntervalPost {
+            serde_json::to_string(&kvmeter::distributed::IntervalPost {
                 agent: 0,
                 phase_index: p,
                 phase: name.into(),

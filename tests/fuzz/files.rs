@@ -64,8 +64,8 @@ const RELAY_DICT: &[&str] = &[
     "\u{ff}\u{ff}",
 ];
 
-fn relay_key() -> kvmeter::dist::seal::Seal {
-    kvmeter::dist::seal::Seal::load(None, Some("fuzz-plan-key-0123456789".into()))
+fn relay_key() -> kvmeter::distributed::seal::Seal {
+    kvmeter::distributed::seal::Seal::load(None, Some("fuzz-plan-key-0123456789".into()))
         .unwrap()
         .for_run("fuzz-nonce")
 }
@@ -73,7 +73,7 @@ fn relay_key() -> kvmeter::dist::seal::Seal {
 /// Byte streams an agent could send: a hello (sealed for a challenge the coordinator never
 /// sent: the real inbox refuses it, the direct parse goes on), reports, an old hello.
 fn seeds_relay() -> Vec<Vec<u8>> {
-    use kvmeter::dist::relay::encode_frame;
+    use kvmeter::distributed::relay::encode_frame;
     let seal = relay_key();
     let pre = "/kvmeter/fuzz/";
     let c = "00112233445566778899aabbccddeeff";
@@ -99,7 +99,7 @@ fn seeds_relay() -> Vec<Vec<u8>> {
 /// connection's buffer, each frame opened at its place), then the input sent to a real
 /// `relay::Inbox` on 127.0.0.1, which must close the connection (a bad frame, or the end).
 fn relay_frames(input: &[u8]) -> bool {
-    use kvmeter::dist::relay::{parse_frame, Inbox, MAX_FRAME, MAX_HELLO_FRAME};
+    use kvmeter::distributed::relay::{parse_frame, Inbox, MAX_FRAME, MAX_HELLO_FRAME};
     use std::io::{Read, Write};
     use std::sync::OnceLock;
     static INBOX: OnceLock<Inbox> = OnceLock::new();
@@ -436,7 +436,7 @@ fn merge(input: &[u8]) -> bool {
     .unwrap();
     let out = base.join("merged");
     let _ = std::fs::remove_dir_all(&out);
-    let ok = kvmeter::dist::merge::offline(&[dir], Some(out.clone()), None).is_ok();
+    let ok = kvmeter::distributed::merge::offline(&[dir], Some(out.clone()), None).is_ok();
     let _ = std::fs::remove_dir_all(&out);
     ok
 }

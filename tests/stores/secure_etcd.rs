@@ -267,9 +267,9 @@ fn dist_job(dir: &Path, coord: &[String], agents: [AgentSetup; 2]) {
 }
 
 /// Keys under /kvmeter/ in etcd, through kvmeter's own client with the same settings.
-fn keys_left(flags: kvmeter::dist::coord::CoordFlags) -> usize {
-    let spec = kvmeter::dist::coord::CoordSpec::resolve(&flags, |_| None).unwrap();
-    let mut c = kvmeter::dist::coord::Coord::connect(&spec, "check").unwrap();
+fn keys_left(flags: kvmeter::distributed::keys::CoordFlags) -> usize {
+    let spec = kvmeter::distributed::keys::CoordSpec::resolve(&flags, |_| None).unwrap();
+    let mut c = kvmeter::distributed::keys::Coord::connect(&spec, "check").unwrap();
     c.count_all_runs().unwrap()
 }
 
@@ -294,7 +294,7 @@ fn a_distributed_job_runs_through_etcd_with_tls_and_client_certificates() {
         &flags,
         [(flags.clone(), vec![]), (flags.clone(), vec![])],
     );
-    let left = keys_left(kvmeter::dist::coord::CoordFlags {
+    let left = keys_left(kvmeter::distributed::keys::CoordFlags {
         url,
         ca: Some(c.ca.clone().into()),
         cert: Some(c.client_cert.clone().into()),
@@ -345,16 +345,16 @@ fn a_distributed_job_runs_through_etcd_with_auth_and_expiring_tokens() {
         .as_str()
         .unwrap()
         .to_string();
-    let flags = kvmeter::dist::coord::CoordFlags {
+    let flags = kvmeter::distributed::keys::CoordFlags {
         url,
         user: Some("root".into()),
         password_file: Some(pw_file),
         ..Default::default()
     };
-    let spec = kvmeter::dist::coord::CoordSpec::resolve(&flags, |_| None).unwrap();
-    let mut c = kvmeter::dist::coord::Coord::connect(&spec, "refresh").unwrap();
+    let spec = kvmeter::distributed::keys::CoordSpec::resolve(&flags, |_| None).unwrap();
+    let mut c = kvmeter::distributed::keys::Coord::connect(&spec, "refresh").unwrap();
     // A second connection of the same client shares the token.
-    let mut c2 = kvmeter::dist::coord::Coord::connect(&spec, "refresh").unwrap();
+    let mut c2 = kvmeter::distributed::keys::Coord::connect(&spec, "refresh").unwrap();
     c.put("k", "v", None).unwrap();
     std::thread::sleep(Duration::from_millis(3000));
     let (status, reply) = post(port, "/v3/kv/range", r#"{"key":"AA=="}"#, Some(&token));

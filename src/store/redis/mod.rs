@@ -86,7 +86,7 @@ pub static KIND: StoreKind = StoreKind {
     version: || super::managed::binary_version("redis-server", &["--version"]),
     probe: || probe_server(&SERVER),
     check: |o| {
-        settings(o)?;
+        checked_settings(o)?;
         replication::check_input(o)?;
         super::managed::check_cpus(o)
     },
@@ -113,8 +113,16 @@ struct RedisStore {
     s: Settings,
 }
 
+/// The options checked whole: replication's and the cluster's (each in its own file), then the
+/// server's. Composed here, so that server.rs, which both use, imports neither.
+fn checked_settings(o: &StoreOptions) -> Result<Settings, crate::error::UsageError> {
+    replication::check(o)?;
+    cluster::check(o)?;
+    settings(o)
+}
+
 fn open(_dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
-    let mut s = settings(o)?;
+    let mut s = checked_settings(o)?;
     if s.addr.is_none() {
         s.addr = Some(net::resolve(o.str("addr")).map_err(|e| anyhow::anyhow!(e))?);
     }

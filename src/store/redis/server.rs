@@ -44,8 +44,6 @@ pub(super) fn password(o: &StoreOptions) -> String {
 
 pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
     o.choice("persistence", &["none", "rdb", "aof", "aof-always"])?;
-    super::replication::check(o)?;
-    super::cluster::check(o)?;
     o.u64("maxmemory_mb")?;
     if o.str("max_clients") != "auto" {
         o.positive("max_clients")?;

@@ -8,7 +8,7 @@
 //! the run directory (`dist/intervals.jsonl` too), so neither the workers nor the interval loop
 //! wait for etcd or the coordinator.
 
-use super::coord::Coord;
+use super::keys::Coord;
 use super::seal::{Seal, KEY_ENV};
 use super::trust::{self, Local};
 use super::{AgentRecord, IntervalPost, PhaseDone, Published, Registration};
@@ -29,7 +29,7 @@ use post::{keepalive, open_relay, poster, Flags, Post};
 
 /// `kvmeter agent`'s settings (cli/dist.rs maps its flags here).
 pub struct Settings {
-    pub coord: super::coord::CoordSpec,
+    pub coord: super::keys::CoordSpec,
     pub job: String,
     pub index: Option<usize>,
     pub count: Option<usize>,

@@ -583,7 +583,7 @@ fn offline_info(agents: &Agents, first: &super::AgentRecord) -> DistInfo {
         .iter()
         .map(|(i, (_, r))| (*i, r.registration.clone()))
         .collect();
-    info.warnings = super::coordinator::clock_warnings(&regs, Some(&first.published.coordinator));
+    info.warnings = super::clock_warnings(&regs, Some(&first.published.coordinator));
     for (i, (d, r)) in agents {
         info.agent_hosts.insert(
             *i,

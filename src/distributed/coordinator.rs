@@ -6,9 +6,9 @@
 //! expires is lost: later intervals merge the rest, and the run is marked degraded (or stopped
 //! with `--on-agent-loss abort`). At the end it deletes every key of the run.
 
-use super::coord::Coord;
+use super::keys::Coord;
 use super::merge::{AgentInfo, DistInfo, Loss, Merger};
-use super::{IntervalPost, PhaseDone, Published, Registration};
+use super::{clock_warnings, IntervalPost, PhaseDone, Published, Registration};
 use crate::error::{UsageError, EXIT_INTERRUPTED};
 use crate::plan;
 use crate::report::RunStatus;
@@ -529,36 +529,10 @@ fn merge_the_rest(ph: &mut PhasePoll, merger: &mut Merger) -> anyhow::Result<()>
     Ok(())
 }
 
-/// Start times are wall-clock times: agents on other hosts than the coordinator start together
-/// only as well as the clocks agree.
-pub fn clock_warnings(
-    regs: &BTreeMap<usize, Registration>,
-    coordinator: Option<&super::Host>,
-) -> Vec<String> {
-    let hosts: BTreeSet<&str> = regs
-        .values()
-        .map(|r| r.host.host.as_str())
-        .chain(coordinator.map(|c| c.host.as_str()))
-        .collect();
-    if hosts.len() < 2 {
-        return vec![];
-    }
-    regs.values()
-        .filter_map(|r| {
-            r.host.clock.problem().map(|p| {
-                format!(
-                    "agent {} on {}: {p}; start skew across hosts is bounded only by clock agreement",
-                    r.index, r.host.host
-                )
-            })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dist::{ClockSync, Host};
+    use crate::distributed::{ClockSync, Host};
 
     fn reg(i: usize, host: &str, synced: bool, max_us: i64) -> (usize, Registration) {
         (

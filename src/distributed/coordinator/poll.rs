@@ -218,7 +218,7 @@ impl Session {
                 continue;
             }
             live.remove(&a);
-            let at_s = (crate::dist::unix_ns().saturating_sub(ph.t0)) as f64 / 1e9;
+            let at_s = (crate::distributed::unix_ns().saturating_sub(ph.t0)) as f64 / 1e9;
             eprintln!(
                 "dist: agent {a} lost {at_s:.1} s into phase {} (its lease expired); {} agents go on",
                 ph.name,

@@ -19,7 +19,7 @@
 //! Everything decoded is bounded (`decode`).
 
 use super::decode::{decode_into, Counts, Scratch};
-use crate::dist::IntervalPost;
+use crate::distributed::IntervalPost;
 use crate::measure::wire::{WireOp, WireStats};
 use crate::measure::{Metric, Stats, STATUS_SLOTS};
 use base64::Engine;

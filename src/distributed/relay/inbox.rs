@@ -20,7 +20,7 @@ use super::{
     encode_frame, hello_agent, parse_frame, CHALLENGE, HELLO_V1, MAX_FRAME, MAX_HELLO_FRAME,
     PROTOCOL, WELCOME,
 };
-use crate::dist::seal::{fresh_nonce, Seal};
+use crate::distributed::seal::{fresh_nonce, Seal};
 use mio::net::{TcpListener, TcpStream as MioStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::{BTreeSet, HashMap, VecDeque};

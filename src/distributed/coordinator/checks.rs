@@ -4,14 +4,14 @@
 //! line naming the flag, exit 2, with nothing created.
 
 use super::reports;
-use crate::dist::seal::{Seal, KEY_ENV};
+use crate::distributed::seal::{Seal, KEY_ENV};
 use crate::error::UsageError;
 use crate::plan::{self, Request};
 use std::time::Duration;
 
 /// `kvmeter dist run`'s settings (cli/dist.rs maps its flags here).
 pub struct Settings {
-    pub coord: crate::dist::coord::CoordSpec,
+    pub coord: crate::distributed::keys::CoordSpec,
     pub job: String,
     pub agents: usize,
     pub register_timeout: String,
@@ -38,7 +38,7 @@ pub(super) struct Checked {
     pub(super) ttl: i64,
     pub(super) delay: Duration,
     pub(super) reports: reports::ReportsFlag,
-    pub(super) reports_tls: Option<crate::dist::relay::ServerTls>,
+    pub(super) reports_tls: Option<crate::distributed::relay::ServerTls>,
 }
 
 /// The checks a coordinator makes before it touches etcd.
@@ -112,9 +112,11 @@ pub(super) fn checked(s: &Settings) -> Result<Checked, UsageError> {
     }
     // What agents get, and the hash of what it resolves to with this host's own part (each
     // agent resolves it with its own part: the hash leaves those fields out).
-    let (mut published, mine) = crate::dist::trust::split(&req)?;
+    let (mut published, mine) = crate::distributed::trust::split(&req)?;
     published.seed = Some(plan.seed);
-    let hash = plan::plan_hash(&plan::build(&crate::dist::trust::join(&published, &mine))?);
+    let hash = plan::plan_hash(&plan::build(&crate::distributed::trust::join(
+        &published, &mine,
+    ))?);
     Ok(Checked {
         plan,
         published,
@@ -133,7 +135,7 @@ pub(super) fn checked(s: &Settings) -> Result<Checked, UsageError> {
 fn reports_tls(
     s: &Settings,
     flag: &reports::ReportsFlag,
-) -> Result<Option<crate::dist::relay::ServerTls>, UsageError> {
+) -> Result<Option<crate::distributed::relay::ServerTls>, UsageError> {
     match (&s.reports_tls_cert, &s.reports_tls_key) {
         (None, None) => Ok(None),
         (Some(_), None) | (None, Some(_)) => Err(UsageError::new(
@@ -142,7 +144,7 @@ fn reports_tls(
         (Some(_), Some(_)) if *flag == reports::ReportsFlag::Etcd => Err(UsageError::new(
             "--reports-tls-cert: --reports etcd has no report channel to secure (use --reports auto or HOST:PORT, or leave the TLS flags out)",
         )),
-        (Some(cert), Some(key)) => crate::dist::relay::ServerTls::load(cert, key)
+        (Some(cert), Some(key)) => crate::distributed::relay::ServerTls::load(cert, key)
             .map(Some)
             .map_err(UsageError::new),
     }

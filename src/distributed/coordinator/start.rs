@@ -3,7 +3,7 @@
 //! it) and where their reports go.
 
 use super::checks::Settings;
-use crate::dist::Published;
+use crate::distributed::Published;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +15,7 @@ pub(super) fn keep_lease(
     ttl: i64,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<std::thread::JoinHandle<()>> {
-    let mut c = crate::dist::coord::Coord::connect(&s.coord, &s.job)?;
+    let mut c = crate::distributed::keys::Coord::connect(&s.coord, &s.job)?;
     let every = Duration::from_millis((ttl as u64 * 1000 / 3).clamp(200, 2000));
     Ok(std::thread::Builder::new()
         .name("kvm-dist-lease".into())
@@ -48,7 +48,7 @@ pub(super) fn announce(
         Some(_) => String::new(),
         None => format!(
             ", with {} set to this run's key",
-            crate::dist::seal::KEY_ENV
+            crate::distributed::seal::KEY_ENV
         ),
     };
     eprintln!(

@@ -31,8 +31,8 @@
 //! the merged view, not the measurement.
 
 pub mod agent;
-pub mod coord;
 pub mod coordinator;
+pub mod keys;
 pub mod merge;
 pub mod placement;
 pub mod relay;
@@ -213,4 +213,30 @@ pub fn unix_ns() -> u64 {
 pub fn rfc3339_of_unix_ns(ns: u64) -> String {
     humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns))
         .to_string()
+}
+/// Start times are wall-clock times: agents on other hosts than the coordinator start together
+/// only as well as the clocks agree. Here, not in coordinator.rs: `dist run` and `dist merge`
+/// (merge.rs) both warn.
+pub fn clock_warnings(
+    regs: &std::collections::BTreeMap<usize, Registration>,
+    coordinator: Option<&Host>,
+) -> Vec<String> {
+    let hosts: std::collections::BTreeSet<&str> = regs
+        .values()
+        .map(|r| r.host.host.as_str())
+        .chain(coordinator.map(|c| c.host.as_str()))
+        .collect();
+    if hosts.len() < 2 {
+        return vec![];
+    }
+    regs.values()
+        .filter_map(|r| {
+            r.host.clock.problem().map(|p| {
+                format!(
+                    "agent {} on {}: {p}; start skew across hosts is bounded only by clock agreement",
+                    r.index, r.host.host
+                )
+            })
+        })
+        .collect()
 }

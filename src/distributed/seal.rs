@@ -25,7 +25,7 @@ const MIN_KEY: usize = 16;
 /// A key file larger than this is not a key.
 const MAX_KEY_FILE: u64 = 4096;
 const TAG: &[u8] = b"kvmeter-dist/1";
-/// The report channel's frames (src/dist/relay.rs): a tag of their own, so a value sealed for
+/// The report channel's frames (src/distributed/relay.rs): a tag of their own, so a value sealed for
 /// etcd never verifies as a frame, nor a frame as an etcd value.
 const FRAME_TAG: &[u8] = b"kvmeter-relay/2";
 

@@ -6,8 +6,8 @@
 //! etcd, so they are likely to reach that address too; one that cannot says so in its
 //! registration and posts through etcd instead.
 
-use crate::dist::relay::{self, Inbox};
-use crate::dist::seal::Seal;
+use crate::distributed::relay::{self, Inbox};
+use crate::distributed::seal::Seal;
 use crate::error::UsageError;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 

@@ -4,10 +4,10 @@
 //! presence), and the flags they share with the run (docs/distributed.md "Where reports go").
 
 use super::Settings;
-use crate::dist::coord::Coord;
-use crate::dist::relay::Sender;
-use crate::dist::seal::Seal;
-use crate::dist::Published;
+use crate::distributed::keys::Coord;
+use crate::distributed::relay::Sender;
+use crate::distributed::seal::Seal;
+use crate::distributed::Published;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -210,7 +210,7 @@ mod tests {
             request: Default::default(),
             lease: 1,
             lease_ttl_s: 10,
-            coordinator: crate::dist::Host::here(),
+            coordinator: crate::distributed::Host::here(),
             reports: reports.map(str::to_string),
             reports_tls_sha256: None,
         }
