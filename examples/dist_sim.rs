@@ -352,7 +352,8 @@ fn wait_plan(coord: &mut Coord, wait: Duration) -> anyhow::Result<Published> {
 /// The plan's phase names, from the published request resolved here (as an agent does).
 fn phase_names(p: &Published) -> anyhow::Result<Vec<String>> {
     let local = kvmeter::distributed::trust::Local::default();
-    kvmeter::distributed::trust::check_published(&p.request, &local).map_err(|e| anyhow::anyhow!(e))?;
+    kvmeter::distributed::trust::check_published(&p.request, &local)
+        .map_err(|e| anyhow::anyhow!(e))?;
     let mut req = kvmeter::distributed::trust::join(&p.request, &local);
     req.out = Some(std::env::temp_dir().join("dist-sim-unused"));
     let plan = kvmeter::plan::build(&req).map_err(|e| anyhow::anyhow!(e.0))?;

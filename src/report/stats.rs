@@ -180,20 +180,14 @@ pub struct Spread {
 /// What a sweep's interval is, as sweep.json's `confidence` and the figures say it.
 pub const CONFIDENCE: &str = "95 % interval of the geometric mean: Student's t with n − 1 degrees of freedom on the logarithms of the repetitions' values, exponentiated (stays positive); none from fewer than 2 repetitions (too few repeats) or when a value is 0";
 
-/// Two-sided 95 % critical values of Student's t for 1..=30 degrees of freedom.
-const T95: [f64; 30] = [
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-    2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-    2.052, 2.048, 2.045, 2.042,
-];
-
+/// The two-sided 95 % critical value of Student's t with `df` degrees of freedom (its 97.5 %
+/// quantile, statrs's inverse CDF): exact for every `df`, where a printed table steps (its 2.000
+/// for 31 to 60 degrees of freedom is up to 2 % low: t(31) = 2.0395). NaN for 0.
 pub fn t95(df: usize) -> f64 {
-    match df {
-        0 => f64::NAN,
-        1..=30 => T95[df - 1],
-        31..=60 => 2.000,
-        61..=120 => 1.980,
-        _ => 1.960,
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    match StudentsT::new(0.0, 1.0, df as f64) {
+        Ok(t) if df > 0 => t.inverse_cdf(0.975),
+        _ => f64::NAN,
     }
 }
 
@@ -266,16 +260,16 @@ mod tests {
     #[test]
     fn spread_matches_hand_computation() {
         // 10, 12, 14: mean 12, s = 2. Logs: ln 10 = 2.302585, ln 12 = 2.484907, ln 14 =
-        // 2.639057; their mean 2.475516 (geomean 11.8878), sd 0.168433; t(2) = 4.303, half-width
-        // 4.303·0.168433/√3 = 0.418443: interval e^2.057073 = 7.8230 to e^2.893959 = 18.0647.
+        // 2.639057; their mean 2.475516 (geomean 11.8878), sd 0.168433; t(2) = 4.302653, half-width
+        // 4.302653·0.168433/√3 = 0.418409: interval e^2.057107 = 7.8233 to e^2.893925 = 18.0641.
         let s = Spread::of(&[10.0, 12.0, 14.0]);
         assert_eq!(s.n, 3);
         assert_eq!(s.mean, 12.0);
         assert!((s.stddev.unwrap() - 2.0).abs() < 1e-12);
         assert!((s.geomean.unwrap() - 11.8878).abs() < 1e-4, "{s:?}");
-        assert!((s.geomean_ci95_low.unwrap() - 7.8230).abs() < 1e-3, "{s:?}");
+        assert!((s.geomean_ci95_low.unwrap() - 7.8233).abs() < 1e-4, "{s:?}");
         assert!(
-            (s.geomean_ci95_high.unwrap() - 18.0647).abs() < 1e-3,
+            (s.geomean_ci95_high.unwrap() - 18.0641).abs() < 1e-4,
             "{s:?}"
         );
         assert_eq!(s.ci95_unavailable, None);
@@ -288,23 +282,32 @@ mod tests {
         let zero = Spread::of(&[0.0, 3.0]);
         assert_eq!((zero.geomean, zero.geomean_ci95_low), (None, None));
         assert!(zero.ci95_unavailable.unwrap().contains("0 or less"));
-        assert_eq!(t95(1000), 1.960);
+        // R's qt(0.975, df): 12.706205, 4.302653, 2.039513, 1.962339.
+        for (df, t) in [
+            (1, 12.706205),
+            (2, 4.302653),
+            (31, 2.039513),
+            (1000, 1.962339),
+        ] {
+            assert!((t95(df) - t).abs() < 1e-6, "t95({df}) = {}", t95(df));
+        }
+        assert!(t95(0).is_nan());
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
     }
 
-    /// Issue 40 item 6: two repeats of a positive figure (t = 12.706) that differ by 3×: an
+    /// Issue 40 item 6: two repeats of a positive figure (t = 12.706205) that differ by 3×: an
     /// interval on the values is 2M ± 12.7M, below zero; on logarithms it stays positive.
     /// ln 1e6 = 13.815511, ln 3e6 = 14.914123: mean 14.364817 (geomean 1.732051e6), sd
-    /// 0.776836, half-width 12.706·0.776836/√2 = 6.979484: e^7.385333 = 1612.16 to
-    /// e^21.344301 = 1.86085e9.
+    /// 0.776836, half-width 12.706205·0.776836/√2 = 6.979596: e^7.385221 = 1611.98 to
+    /// e^21.344413 = 1.861062e9.
     #[test]
     fn two_repeats_give_a_positive_interval() {
         let s = Spread::of(&[1e6, 3e6]);
         let (lo, hi) = (s.geomean_ci95_low.unwrap(), s.geomean_ci95_high.unwrap());
         assert!(lo > 0.0, "{s:?}");
-        assert!((lo - 1612.16).abs() < 0.1, "{s:?}");
-        assert!((hi / 1.86085e9 - 1.0).abs() < 1e-4, "{s:?}");
+        assert!((lo - 1611.98).abs() < 0.01, "{s:?}");
+        assert!((hi / 1.861062e9 - 1.0).abs() < 1e-6, "{s:?}");
         assert!((s.geomean.unwrap() - 1.732051e6).abs() < 1.0);
         assert!(lo < s.geomean.unwrap() && s.geomean.unwrap() < hi);
     }

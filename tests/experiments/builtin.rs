@@ -107,7 +107,7 @@ fn capacity_checks_its_flags_before_creating_anything() {
 
 /// Two points × three runs on the null store: index, per-run directories, and mean, stddev,
 /// geometric mean and its 95 % CI on logarithms recomputed from the runs' own summaries
-/// (t = 4.303 for 2 degrees of freedom).
+/// (t = 4.302653 for 2 degrees of freedom: R's qt(0.975, 2)).
 #[test]
 fn sweep_repeats_points_and_reports_confidence_intervals() {
     let dir = tempfile::tempdir().unwrap();
@@ -159,7 +159,7 @@ fn sweep_repeats_points_and_reports_confidence_intervals() {
         let logs: Vec<f64> = tput.iter().map(|x| x.ln()).collect();
         let lmean = logs.iter().sum::<f64>() / 3.0;
         let lsd = (logs.iter().map(|x| (x - lmean).powi(2)).sum::<f64>() / 2.0).sqrt();
-        let half = 4.303 * lsd / 3f64.sqrt();
+        let half = 4.302652729749464 * lsd / 3f64.sqrt();
         let got = &p["phases"]["run"]["throughput_ops_per_s"];
         assert_eq!(got["n"], 3);
         assert!((f(&got["mean"]) - mean).abs() <= 1e-6 * mean);

@@ -210,7 +210,7 @@ mod tests {
     use super::*;
     use crate::report::stats::Spread;
 
-    /// Issue 40 item 6: two repeats 3× apart (t = 12.706). The whiskers and the y axis stay
+    /// Issue 40 item 6: two repeats 3× apart (t = 12.706205). The whiskers and the y axis stay
     /// positive: every whisker's low end and every y tick is above zero.
     #[test]
     fn two_repeats_draw_no_interval_below_zero() {
