@@ -85,5 +85,6 @@ pub fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
         sent_to: Default::default(),
         kvmeter_cpu: None,
         engine: None,
+        store_stats: None,
     }
 }

@@ -65,6 +65,12 @@ pub(super) fn run(
     // The antagonists are up before the clock starts: the phase measures under them from its
     // first interval, and starting them is not charged to the phase's duration.
     let mut companions = start_companions(ctx, phase, &collector);
+    // The store's own statistics: the first sample just before the phase's clock starts.
+    if let Some(s) =
+        super::store_stats::StoreSampler::start(store.as_ref(), ctx.rundir, &phase.name)
+    {
+        companions.push(Box::new(s));
+    }
     // The phase's start: the deadline, the interval grid, the schedule and the timeline all
     // count from here (one instant, one clock reading).
     let t0 = Instant::now();

@@ -19,6 +19,7 @@ pub mod output;
 pub mod rundata;
 pub mod rundir;
 pub mod stats;
+pub mod store_stats;
 pub mod table;
 pub mod tidy;
 pub mod trace_stats;
@@ -207,6 +208,9 @@ pub struct PhaseSummary {
     /// The event-driven engine's phase (`--connections`): its shape and what it counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineSummary>,
+    /// What the store said about itself over the phase (its own statistics; issue 43).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_stats: Option<store_stats::StoreStats>,
 }
 
 /// What the event-driven engine did in one phase.

@@ -64,6 +64,9 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
                 energy_line(&mut out, p, t);
             }
         }
+        if let Some(s) = &p.store_stats {
+            out.push_str(&s.lines());
+        }
         pressure_lines(&mut out, p);
         fault_lines(&mut out, p);
         for a in &p.antagonists {

@@ -25,6 +25,7 @@ pub mod registry;
 pub mod rocksdb;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod stats;
 pub mod udp_frame;
 pub mod wire;
 #[cfg(feature = "wiredtiger")]
@@ -243,6 +244,14 @@ pub trait Store: Send + Sync {
     fn event_target(&self) -> Option<Box<dyn wire::EventTarget>> {
         None
     }
+    /// The statistics the store reports about itself (`stats.rs`), in the order
+    /// `sample_stats` writes them; empty: none.
+    fn stats(&self) -> &'static [stats::StatSpec] {
+        &[]
+    }
+    /// The current value of each declared statistic into `out` (as long as `stats()`);
+    /// `None`: not available at this moment. Called off the measured path, once per interval.
+    fn sample_stats(&self, _out: &mut [Option<u64>]) {}
     /// Flushes and closes; after it returns the data is durable where the store promises it.
     fn close(self: Box<Self>) -> anyhow::Result<()>;
 }

@@ -6,8 +6,10 @@
 //! databases; a scan then merges the N ordered streams.
 
 use super::kv::{undecodable, RawError};
+use super::stats::{Role, StatKind, StatSpec};
 use super::*;
 use crate::error::UsageError;
+use ::rocksdb::statistics::{Histogram, StatsLevel, Ticker};
 use ::rocksdb::{
     BlockBasedOptions, Cache, DBCompressionType, DBPinnableSlice, Options, ReadOptions,
     WriteOptions, DB,
@@ -60,6 +62,8 @@ struct RocksStore {
     write_opts_wal: bool,
     write_opts_sync: bool,
     _cache: Cache,
+    /// The options the databases were opened with: their `Statistics` object (`STATS`).
+    opts: Options,
 }
 
 struct Settings {
@@ -143,6 +147,10 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
     opts.set_write_buffer_size((write_buffer_mb as usize) << 20);
     opts.set_max_background_jobs(jobs as i32);
     opts.set_block_based_table_factory(&table);
+    // The store's own accounting (issue 43): RocksDB's default level, which db_bench's
+    // --statistics also uses (every ticker and histogram but the detailed timers).
+    opts.enable_statistics();
+    opts.set_statistics_level(StatsLevel::ExceptDetailedTimers);
 
     let mut dbs = Vec::with_capacity(databases as usize);
     for i in 0..databases {
@@ -156,10 +164,88 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
         write_opts_wal: wal,
         write_opts_sync: sync,
         _cache: cache,
+        opts,
     }))
 }
 
+/// The statistics RocksDB reports (db_bench `--statistics`, `DB::GetIntProperty`): tickers
+/// and histogram counts from the `Statistics` object all of a store's databases share, and
+/// properties summed over them (the block cache's usage once: the cache is shared).
+pub static STATS: &[StatSpec] = &[
+    StatSpec { name: "flushes", unit: "count", kind: StatKind::Counter, role: Role::Plain, meaning: "memtable flushes finished (rocksdb.db.flush.micros count)" },
+    StatSpec { name: "flush_bytes", unit: "bytes", kind: StatKind::Counter, role: Role::StorageWrite, meaning: "bytes flushes wrote to SST files (rocksdb.flush.write.bytes)" },
+    StatSpec { name: "compactions", unit: "count", kind: StatKind::Counter, role: Role::Plain, meaning: "compactions finished (rocksdb.compaction.times.micros count)" },
+    StatSpec { name: "compaction_read_bytes", unit: "bytes", kind: StatKind::Counter, role: Role::Plain, meaning: "bytes compactions read (rocksdb.compact.read.bytes)" },
+    StatSpec { name: "compaction_write_bytes", unit: "bytes", kind: StatKind::Counter, role: Role::StorageWrite, meaning: "bytes compactions wrote (rocksdb.compact.write.bytes)" },
+    StatSpec { name: "wal_bytes", unit: "bytes", kind: StatKind::Counter, role: Role::StorageWrite, meaning: "bytes written to the write-ahead log (rocksdb.wal.bytes)" },
+    StatSpec { name: "wal_syncs", unit: "count", kind: StatKind::Counter, role: Role::Plain, meaning: "write-ahead log syncs (rocksdb.wal.synced)" },
+    StatSpec { name: "user_bytes_written", unit: "bytes", kind: StatKind::Counter, role: Role::UserWrite, meaning: "bytes of the write batches the application wrote: keys, values and their framing, 16 bytes a put (rocksdb.bytes.written)" },
+    StatSpec { name: "user_bytes_read", unit: "bytes", kind: StatKind::Counter, role: Role::Plain, meaning: "value bytes point reads returned (rocksdb.bytes.read)" },
+    StatSpec { name: "stall_us", unit: "us", kind: StatKind::Counter, role: Role::Stall, meaning: "time writers were delayed or stopped by a write stall (rocksdb.stall.micros)" },
+    StatSpec { name: "block_cache_hits", unit: "count", kind: StatKind::Counter, role: Role::CacheHit, meaning: "block cache hits (rocksdb.block.cache.hit)" },
+    StatSpec { name: "block_cache_misses", unit: "count", kind: StatKind::Counter, role: Role::CacheMiss, meaning: "block cache misses (rocksdb.block.cache.miss)" },
+    StatSpec { name: "bloom_useful", unit: "count", kind: StatKind::Counter, role: Role::Plain, meaning: "reads a bloom filter answered without reading the file (rocksdb.bloom.filter.useful)" },
+    StatSpec { name: "l0_files", unit: "files", kind: StatKind::Gauge, role: Role::Backlog, meaning: "SST files in level 0 (rocksdb.num-files-at-level0)" },
+    StatSpec { name: "pending_compaction_bytes", unit: "bytes", kind: StatKind::Gauge, role: Role::Backlog, meaning: "bytes compaction still has to rewrite to reach the level targets (rocksdb.estimate-pending-compaction-bytes)" },
+    StatSpec { name: "running_flushes", unit: "count", kind: StatKind::Gauge, role: Role::Plain, meaning: "flushes running (rocksdb.num-running-flushes)" },
+    StatSpec { name: "running_compactions", unit: "count", kind: StatKind::Gauge, role: Role::Plain, meaning: "compactions running (rocksdb.num-running-compactions)" },
+    StatSpec { name: "write_stopped", unit: "bool", kind: StatKind::Gauge, role: Role::Plain, meaning: "1 while writes are stopped (rocksdb.is-write-stopped)" },
+    StatSpec { name: "delayed_write_rate", unit: "bytes/s", kind: StatKind::Gauge, role: Role::Plain, meaning: "the write rate a slowdown allows, 0 when none (rocksdb.actual-delayed-write-rate)" },
+    StatSpec { name: "memtable_bytes", unit: "bytes", kind: StatKind::Gauge, role: Role::Plain, meaning: "bytes of all memtables, active and immutable (rocksdb.cur-size-all-mem-tables)" },
+    StatSpec { name: "block_cache_bytes", unit: "bytes", kind: StatKind::Gauge, role: Role::Plain, meaning: "bytes in the block cache (rocksdb.block-cache-usage)" },
+    StatSpec { name: "live_sst_bytes", unit: "bytes", kind: StatKind::Gauge, role: Role::Plain, meaning: "bytes of the SST files of the current version (rocksdb.live-sst-files-size)" },
+];
+
+/// The DB properties behind `STATS`' gauges, in their order (after the 13 counters).
+const PROPERTIES: [&str; 9] = [
+    "rocksdb.num-files-at-level0",
+    "rocksdb.estimate-pending-compaction-bytes",
+    "rocksdb.num-running-flushes",
+    "rocksdb.num-running-compactions",
+    "rocksdb.is-write-stopped",
+    "rocksdb.actual-delayed-write-rate",
+    "rocksdb.cur-size-all-mem-tables",
+    "rocksdb.block-cache-usage",
+    "rocksdb.live-sst-files-size",
+];
+
 impl Store for RocksStore {
+    fn stats(&self) -> &'static [StatSpec] {
+        STATS
+    }
+
+    fn sample_stats(&self, out: &mut [Option<u64>]) {
+        let o = &self.opts;
+        let t = |k| Some(o.get_ticker_count(k));
+        let counters = [
+            Some(o.get_histogram_data(Histogram::FlushTime).count()),
+            t(Ticker::FlushWriteBytes),
+            Some(o.get_histogram_data(Histogram::CompactionTime).count()),
+            t(Ticker::CompactReadBytes),
+            t(Ticker::CompactWriteBytes),
+            t(Ticker::WalFileBytes),
+            t(Ticker::WalFileSynced),
+            t(Ticker::BytesWritten),
+            t(Ticker::BytesRead),
+            t(Ticker::StallMicros),
+            t(Ticker::BlockCacheHit),
+            t(Ticker::BlockCacheMiss),
+            t(Ticker::BloomFilterUseful),
+        ];
+        let n = counters.len();
+        out[..n].copy_from_slice(&counters);
+        for (i, p) in PROPERTIES.iter().enumerate() {
+            let dbs = if *p == "rocksdb.block-cache-usage" {
+                &self.dbs[..1]
+            } else {
+                &self.dbs[..]
+            };
+            out[n + i] = dbs.iter().try_fold(0u64, |sum, db| {
+                Some(sum + db.property_int_value(*p).ok().flatten()?)
+            });
+        }
+    }
+
     fn session(&self) -> anyhow::Result<Box<dyn Session>> {
         let mut write = WriteOptions::default();
         write.disable_wal(!self.write_opts_wal);

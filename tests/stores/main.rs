@@ -13,3 +13,4 @@ mod durability;
 mod plugins;
 mod runs;
 mod secure_etcd;
+mod store_stats;

@@ -1,0 +1,107 @@
+//! The store's own statistics on the phase's clock (issue 43): a companion that samples what
+//! the store declares (`Store::stats`) when the phase starts, at every interval boundary
+//! (a row of store_stats.csv, written at once) and when the workers have stopped, and puts
+//! the phase's figures into its summary. Sampling runs on the interval loop's thread, off the
+//! measured path: one call into the store per interval, the cost measured in BENCHMARKS.md.
+
+use super::companion::Companion;
+use crate::report::rundir::RunDir;
+use crate::report::store_stats::{StatsCsv, StoreStats};
+use crate::report::PhaseSummary;
+use crate::store::stats::{StatKind, StatSpec};
+use crate::store::Store;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub(super) struct StoreSampler<'s> {
+    store: &'s dyn Store,
+    specs: &'static [StatSpec],
+    first: Vec<Option<u64>>,
+    now: Vec<Option<u64>>,
+    /// Each gauge's highest sample so far.
+    max: Vec<Option<u64>>,
+    /// None when store_stats.csv could not be opened (the summary still gets the figures).
+    csv: Option<StatsCsv>,
+    /// Why rows are missing from store_stats.csv, once.
+    lost: Option<String>,
+}
+
+impl<'s> StoreSampler<'s> {
+    /// Takes the phase's first sample; `None` for a store that declares no statistics.
+    pub(super) fn start(store: &'s dyn Store, rundir: &RunDir, phase: &str) -> Option<Self> {
+        let specs = store.stats();
+        if specs.is_empty() {
+            return None;
+        }
+        let mut first = vec![None; specs.len()];
+        let t = unix_us();
+        store.sample_stats(&mut first);
+        let (csv, lost) = match StatsCsv::open(rundir.root(), phase, specs) {
+            Ok(c) => (Some(c), None),
+            Err(e) => (None, Some(format!("store_stats.csv: {e}"))),
+        };
+        let mut s = StoreSampler {
+            store,
+            specs,
+            max: first.clone(),
+            now: first.clone(),
+            first,
+            csv,
+            lost,
+        };
+        s.write(Duration::ZERO, t);
+        Some(s)
+    }
+
+    /// Samples the store; returns the wall clock just before (Unix µs).
+    fn sample(&mut self) -> u64 {
+        let unix_us = unix_us();
+        self.store.sample_stats(&mut self.now);
+        for (i, s) in self.specs.iter().enumerate() {
+            if s.kind == StatKind::Gauge {
+                self.max[i] = self.max[i].max(self.now[i]);
+            }
+        }
+        unix_us
+    }
+
+    fn write(&mut self, at: Duration, unix_us: u64) {
+        if let Some(c) = &mut self.csv {
+            if let Err(e) = c.row(at.as_secs_f64(), unix_us, &self.now) {
+                self.lost.get_or_insert(format!("store_stats.csv: {e}"));
+                self.csv = None;
+            }
+        }
+    }
+}
+
+fn unix_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros() as u64
+}
+
+impl Companion for StoreSampler<'_> {
+    fn boundary(&mut self, at: Duration) {
+        let t = self.sample();
+        self.write(at, t);
+    }
+
+    fn finish(
+        mut self: Box<Self>,
+        end: Duration,
+        ps: &mut PhaseSummary,
+        _rundir: &mut RunDir,
+    ) -> anyhow::Result<()> {
+        let t = self.sample();
+        self.write(end, t);
+        let mut figures = StoreStats::of(self.specs, &self.first, &self.now, &self.max);
+        if let Some(why) = self.lost.take() {
+            figures
+                .unavailable
+                .insert("store_stats.csv".into(), format!("unavailable: {why}"));
+        }
+        ps.store_stats = Some(figures);
+        Ok(())
+    }
+}

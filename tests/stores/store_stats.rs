@@ -1,0 +1,190 @@
+//! RocksDB's own statistics on the run's clock (issue 43), against RocksDB's own books: the
+//! EVENT_LOG_v1 lines of the LOG in the kept data directory. A write-heavy load with 1 MiB
+//! memtables flushes and compacts; at a sample where nothing runs (store_stats.csv), the
+//! flushes (not the manual one a close makes, after the phase) and compactions the LOG shows
+//! ended by then, and the table-file bytes they wrote, must equal kvmeter's figures (a flush's
+//! MANIFEST edit is counted with it by RocksDB: at most 256 bytes each). The user bytes and
+//! the WAL's are computed by the test from the keys and values it asked for and RocksDB's
+//! write-batch format, so every part of write amplification is checked. No timing is asserted.
+
+use crate::common::*;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Each EVENT_LOG_v1 object of a RocksDB LOG file.
+fn events(log: &str) -> Vec<Value> {
+    log.lines()
+        .filter_map(|l| l.split_once("EVENT_LOG_v1 ").map(|(_, j)| j))
+        .filter_map(|j| serde_json::from_str(j).ok())
+        .collect()
+}
+
+/// store_stats.csv's rows of `phase`: each a map from column to value (empty: None).
+fn rows(csv: &str, phase: &str) -> Vec<BTreeMap<String, Option<u64>>> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    lines
+        .filter(|l| l.starts_with(&format!("{phase},")))
+        .map(|l| {
+            header
+                .iter()
+                .zip(l.split(','))
+                .skip(1)
+                .map(|(h, v)| (h.to_string(), v.parse::<f64>().ok().map(|x| x as u64)))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn rocksdb_flushes_and_compactions_match_its_own_log() {
+    let t = tempfile::tempdir().unwrap();
+    let (data, out) = (t.path().join("data"), t.path().join("run"));
+    let records = 30_000u64;
+    // Paced (10,000 puts a second) and sampled every 50 ms: the store's background work
+    // comes and goes, so many samples find none of it running.
+    let o = kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloada",
+            "--phase",
+            "load",
+            "--threads",
+            "1",
+        ])
+        .args(["--records", &records.to_string(), "--target", "10000"])
+        .args(["--interval", "50ms"])
+        .args([
+            "-p",
+            "fieldcount=1",
+            "-p",
+            "fieldlength=1000",
+            "-p",
+            "insertorder=ordered",
+        ])
+        .args(["--store-opt", "write_buffer_mb=1", "--data-dir"])
+        .arg(&data)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("  store    "),
+        "the phase's store line:\n{stdout}"
+    );
+    let summary = json(&out.join("summary.json"));
+    validate("summary.schema.json", &summary);
+    let ss = &phase(&summary, "load")["store_stats"];
+    let inc = |n: &str| {
+        ss["stats"][n]["increase"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{n}: {ss}"))
+    };
+
+    // The user bytes, computed here: each put a write batch of a 12-byte header, a type byte,
+    // the key's and the value's varint lengths (1 and 2 bytes), key "user<n>" and the value
+    // (field name length u16, "field0", value length u32, 1,000 bytes). Logged once each.
+    let key_bytes: u64 = (0..records).map(|n| 4 + n.to_string().len() as u64).sum();
+    let user = key_bytes + records * (12 + 1 + 1 + 2 + (2 + 6 + 4 + 1000));
+    assert_eq!(inc("user_bytes_written"), user, "{ss}");
+    assert_eq!(inc("wal_bytes"), user, "{ss}");
+    // Write amplification is the store's storage writes over its user bytes.
+    let wa = (inc("wal_bytes") + inc("flush_bytes") + inc("compaction_write_bytes")) as f64
+        / user as f64;
+    assert!(
+        (ss["write_amplification"].as_f64().unwrap() - wa).abs() < 1e-9,
+        "{ss}"
+    );
+
+    // RocksDB's books, read by the test: flushes (the close's manual one is after the phase)
+    // and compactions, each with the bytes of the table files it wrote, and when it ended.
+    let log = std::fs::read_to_string(data.join("store/db0/LOG")).unwrap();
+    let ev = events(&log);
+    let by = |e: &Value, k: &str| e[k].as_u64().unwrap_or(0);
+    let mut file_bytes: BTreeMap<u64, u64> = BTreeMap::new();
+    for e in ev.iter().filter(|e| e["event"] == "table_file_creation") {
+        *file_bytes.entry(by(e, "job")).or_default() += by(e, "file_size");
+    }
+    let flush_jobs: BTreeSet<u64> = ev
+        .iter()
+        .filter(|e| e["event"] == "flush_started" && e["flush_reason"] != "Manual Flush")
+        .map(|e| by(e, "job"))
+        .collect();
+    // (time ended, is a flush, bytes written)
+    let mut ended: Vec<(u64, bool, u64)> = vec![];
+    for e in &ev {
+        let job = by(e, "job");
+        if e["event"] == "flush_finished" && flush_jobs.contains(&job) {
+            ended.push((
+                by(e, "time_micros"),
+                true,
+                file_bytes.get(&job).copied().unwrap_or(0),
+            ));
+        } else if e["event"] == "compaction_finished" {
+            ended.push((by(e, "time_micros"), false, by(e, "total_output_size")));
+        }
+    }
+    let busy: Vec<u64> = ev.iter().map(|e| by(e, "time_micros")).collect();
+
+    // A sample with nothing running and no event of the LOG within 5 ms of it: there the
+    // counters are whole jobs, and both books must agree exactly.
+    let rows = rows(
+        &std::fs::read_to_string(out.join("store_stats.csv")).unwrap(),
+        "load",
+    );
+    let first = &rows[0];
+    let quiet = rows
+        .iter()
+        .rev()
+        .find(|r| {
+            let at = r["unix_us"].unwrap();
+            r["running_flushes"] == Some(0)
+                && r["running_compactions"] == Some(0)
+                && busy.iter().all(|b| b.abs_diff(at) > 5_000)
+                && ended.iter().filter(|e| e.0 <= at && !e.1).count() > 0
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "no quiet sample after a compaction among {} rows",
+                rows.len()
+            )
+        });
+    let at = quiet["unix_us"].unwrap();
+    let since = |n: &str| quiet[n].unwrap() - first[n].unwrap();
+    let (mut flushes, mut flush_bytes, mut compactions, mut compaction_bytes) = (0, 0, 0, 0);
+    for &(_, flush, bytes) in ended.iter().filter(|e| e.0 <= at) {
+        if flush {
+            flushes += 1;
+            flush_bytes += bytes;
+        } else {
+            compactions += 1;
+            compaction_bytes += bytes;
+        }
+    }
+    eprintln!("at {at}: LOG {flushes} flushes {flush_bytes} B, {compactions} compactions {compaction_bytes} B");
+    assert!(flushes >= 5, "{flushes} flushes by the quiet sample");
+    assert_eq!(since("flushes"), flushes, "{quiet:?}");
+    // A flush's I/O also appends its version edit to the MANIFEST (about 120 bytes), which
+    // RocksDB counts with the flush's bytes; the table files are the rest.
+    let extra = since("flush_bytes") - flush_bytes;
+    assert!(
+        extra <= 256 * flushes,
+        "{extra} bytes over the table files: {quiet:?}"
+    );
+    assert_eq!(since("compactions"), compactions, "{quiet:?}");
+    assert_eq!(
+        since("compaction_write_bytes"),
+        compaction_bytes,
+        "{quiet:?}"
+    );
+    // The phase's figures are its last row's.
+    let last = rows.last().unwrap();
+    assert_eq!(
+        last["flushes"].unwrap() - first["flushes"].unwrap(),
+        inc("flushes")
+    );
+}
