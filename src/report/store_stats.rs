@@ -93,7 +93,7 @@ impl StoreStats {
             let Some(f) = figure else {
                 unavailable.insert(
                     s.name.to_string(),
-                    "unavailable: the store did not give it at the phase's start and end".into(),
+                    "unavailable: the store gave no value at the phase's start or end at this setting".into(),
                 );
                 continue;
             };

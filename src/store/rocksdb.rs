@@ -28,6 +28,7 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "bloom_bits", default: "10", help: "bloom filter bits per key (0: no filter)" },
     OptSpec { name: "max_background_jobs", default: "2", help: "flush and compaction threads" },
     OptSpec { name: "databases", default: "1", help: "independent DB instances the keys are spread over (papers/000 uses 4-16)" },
+    OptSpec { name: "statistics", default: "basic", help: "RocksDB's Statistics object, sampled into store_stats.csv: basic (its counters only, no histogram or timer: StatsLevel kExceptHistogramOrTimers), timers (RocksDB's and db_bench's default level: adds the latency histograms, so the count of compactions, at a cost to every operation), all (timers inside the mutex and of compression too), or off (none: the DB properties only); costs in BENCHMARKS.md" },
 ];
 
 pub static KIND: StoreKind = StoreKind {
@@ -64,6 +65,9 @@ struct RocksStore {
     _cache: Cache,
     /// The options the databases were opened with: their `Statistics` object (`STATS`).
     opts: Options,
+    /// The Statistics object's level; `None` (statistics=off): no counters, the properties
+    /// remain.
+    statistics: Option<StatsLevel>,
 }
 
 struct Settings {
@@ -78,6 +82,7 @@ struct Settings {
     bloom_bits: u64,
     jobs: u64,
     databases: u64,
+    statistics: Option<StatsLevel>,
 }
 
 fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
@@ -111,6 +116,12 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         bloom_bits: o.u64("bloom_bits")?,
         jobs: o.positive("max_background_jobs")?,
         databases,
+        statistics: match o.choice("statistics", &["basic", "timers", "all", "off"])? {
+            "basic" => Some(StatsLevel::ExceptHistogramOrTimers),
+            "timers" => Some(StatsLevel::ExceptDetailedTimers),
+            "all" => Some(StatsLevel::All),
+            _ => None,
+        },
     })
 }
 
@@ -127,6 +138,7 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
         bloom_bits,
         jobs,
         databases,
+        statistics,
     } = settings(o)?;
     let cache = if hyper_clock {
         // 0: the entry charge is estimated as the cache fills (AutoHyperClockCache).
@@ -147,10 +159,14 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
     opts.set_write_buffer_size((write_buffer_mb as usize) << 20);
     opts.set_max_background_jobs(jobs as i32);
     opts.set_block_based_table_factory(&table);
-    // The store's own accounting (issue 43): RocksDB's default level, which db_bench's
-    // --statistics also uses (every ticker and histogram but the detailed timers).
-    opts.enable_statistics();
-    opts.set_statistics_level(StatsLevel::ExceptDetailedTimers);
+    // The store's own accounting (issue 43): by default its counters only. On 2 vCPUs
+    // (BENCHMARKS.md) RocksDB's own default level (db_bench --statistics), which times every
+    // call, cost 4-9 % of throughput, and histograms without timers 5-11 % of reads: past the
+    // 2 % a default may cost; counters alone are within the noise.
+    if let Some(level) = statistics {
+        opts.enable_statistics();
+        opts.set_statistics_level(level);
+    }
 
     let mut dbs = Vec::with_capacity(databases as usize);
     for i in 0..databases {
@@ -165,6 +181,7 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
         write_opts_sync: sync,
         _cache: cache,
         opts,
+        statistics,
     }))
 }
 
@@ -172,9 +189,9 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
 /// and histogram counts from the `Statistics` object all of a store's databases share, and
 /// properties summed over them (the block cache's usage once: the cache is shared).
 pub static STATS: &[StatSpec] = &[
-    StatSpec { name: "flushes", unit: "count", kind: StatKind::Counter, role: Role::Plain, meaning: "memtable flushes finished (rocksdb.db.flush.micros count)" },
+    StatSpec { name: "flushes", unit: "count", kind: StatKind::Counter, role: Role::Plain, meaning: "memtables RocksDB itself sent to flush: full, over the memory limit or past its range deletions (rocksdb.flush.reason.*; a manual flush is not counted; one flush job may write two)" },
     StatSpec { name: "flush_bytes", unit: "bytes", kind: StatKind::Counter, role: Role::StorageWrite, meaning: "bytes flushes wrote to SST files (rocksdb.flush.write.bytes)" },
-    StatSpec { name: "compactions", unit: "count", kind: StatKind::Counter, role: Role::Plain, meaning: "compactions finished (rocksdb.compaction.times.micros count)" },
+    StatSpec { name: "compactions", unit: "count", kind: StatKind::Counter, role: Role::Plain, meaning: "compactions finished (rocksdb.compaction.times.micros count: statistics=timers or all only, the timers basic skips)" },
     StatSpec { name: "compaction_read_bytes", unit: "bytes", kind: StatKind::Counter, role: Role::Plain, meaning: "bytes compactions read (rocksdb.compact.read.bytes)" },
     StatSpec { name: "compaction_write_bytes", unit: "bytes", kind: StatKind::Counter, role: Role::StorageWrite, meaning: "bytes compactions wrote (rocksdb.compact.write.bytes)" },
     StatSpec { name: "wal_bytes", unit: "bytes", kind: StatKind::Counter, role: Role::StorageWrite, meaning: "bytes written to the write-ahead log (rocksdb.wal.bytes)" },
@@ -187,6 +204,7 @@ pub static STATS: &[StatSpec] = &[
     StatSpec { name: "bloom_useful", unit: "count", kind: StatKind::Counter, role: Role::Plain, meaning: "reads a bloom filter answered without reading the file (rocksdb.bloom.filter.useful)" },
     StatSpec { name: "l0_files", unit: "files", kind: StatKind::Gauge, role: Role::Backlog, meaning: "SST files in level 0 (rocksdb.num-files-at-level0)" },
     StatSpec { name: "pending_compaction_bytes", unit: "bytes", kind: StatKind::Gauge, role: Role::Backlog, meaning: "bytes compaction still has to rewrite to reach the level targets (rocksdb.estimate-pending-compaction-bytes)" },
+    StatSpec { name: "flush_pending", unit: "bool", kind: StatKind::Gauge, role: Role::Plain, meaning: "1 while a flush waits to start (rocksdb.mem-table-flush-pending)" },
     StatSpec { name: "running_flushes", unit: "count", kind: StatKind::Gauge, role: Role::Plain, meaning: "flushes running (rocksdb.num-running-flushes)" },
     StatSpec { name: "running_compactions", unit: "count", kind: StatKind::Gauge, role: Role::Plain, meaning: "compactions running (rocksdb.num-running-compactions)" },
     StatSpec { name: "write_stopped", unit: "bool", kind: StatKind::Gauge, role: Role::Plain, meaning: "1 while writes are stopped (rocksdb.is-write-stopped)" },
@@ -196,19 +214,6 @@ pub static STATS: &[StatSpec] = &[
     StatSpec { name: "live_sst_bytes", unit: "bytes", kind: StatKind::Gauge, role: Role::Plain, meaning: "bytes of the SST files of the current version (rocksdb.live-sst-files-size)" },
 ];
 
-/// The DB properties behind `STATS`' gauges, in their order (after the 13 counters).
-const PROPERTIES: [&str; 9] = [
-    "rocksdb.num-files-at-level0",
-    "rocksdb.estimate-pending-compaction-bytes",
-    "rocksdb.num-running-flushes",
-    "rocksdb.num-running-compactions",
-    "rocksdb.is-write-stopped",
-    "rocksdb.actual-delayed-write-rate",
-    "rocksdb.cur-size-all-mem-tables",
-    "rocksdb.block-cache-usage",
-    "rocksdb.live-sst-files-size",
-];
-
 impl Store for RocksStore {
     fn stats(&self) -> &'static [StatSpec] {
         STATS
@@ -216,11 +221,35 @@ impl Store for RocksStore {
 
     fn sample_stats(&self, out: &mut [Option<u64>]) {
         let o = &self.opts;
-        let t = |k| Some(o.get_ticker_count(k));
-        let counters = [
-            Some(o.get_histogram_data(Histogram::FlushTime).count()),
+        let on = self.statistics.is_some();
+        let t = |k| on.then(|| o.get_ticker_count(k));
+        // Timer histograms are recorded from `timers` up (RocksDB's kExceptDetailedTimers).
+        let timed = matches!(
+            self.statistics,
+            Some(StatsLevel::ExceptDetailedTimers | StatsLevel::All)
+        );
+        let prop = |name: &str| {
+            let dbs = if name == "rocksdb.block-cache-usage" {
+                &self.dbs[..1] // one cache shared by every database
+            } else {
+                &self.dbs[..]
+            };
+            dbs.iter().try_fold(0u64, |sum, db| {
+                Some(sum + db.property_int_value(name).ok().flatten()?)
+            })
+        };
+        let flushes = [
+            Ticker::FlushReasonWriteBufferFull,
+            Ticker::FlushReasonWriteBufferManager,
+            Ticker::FlushReasonMemtableMaxRangeDeletions,
+        ]
+        .into_iter()
+        .map(t)
+        .sum::<Option<u64>>();
+        let values = [
+            flushes,
             t(Ticker::FlushWriteBytes),
-            Some(o.get_histogram_data(Histogram::CompactionTime).count()),
+            timed.then(|| o.get_histogram_data(Histogram::CompactionTime).count()),
             t(Ticker::CompactReadBytes),
             t(Ticker::CompactWriteBytes),
             t(Ticker::WalFileBytes),
@@ -231,19 +260,18 @@ impl Store for RocksStore {
             t(Ticker::BlockCacheHit),
             t(Ticker::BlockCacheMiss),
             t(Ticker::BloomFilterUseful),
+            prop("rocksdb.num-files-at-level0"),
+            prop("rocksdb.estimate-pending-compaction-bytes"),
+            prop("rocksdb.mem-table-flush-pending"),
+            prop("rocksdb.num-running-flushes"),
+            prop("rocksdb.num-running-compactions"),
+            prop("rocksdb.is-write-stopped"),
+            prop("rocksdb.actual-delayed-write-rate"),
+            prop("rocksdb.cur-size-all-mem-tables"),
+            prop("rocksdb.block-cache-usage"),
+            prop("rocksdb.live-sst-files-size"),
         ];
-        let n = counters.len();
-        out[..n].copy_from_slice(&counters);
-        for (i, p) in PROPERTIES.iter().enumerate() {
-            let dbs = if *p == "rocksdb.block-cache-usage" {
-                &self.dbs[..1]
-            } else {
-                &self.dbs[..]
-            };
-            out[n + i] = dbs.iter().try_fold(0u64, |sum, db| {
-                Some(sum + db.property_int_value(*p).ok().flatten()?)
-            });
-        }
+        out.copy_from_slice(&values);
     }
 
     fn session(&self) -> anyhow::Result<Box<dyn Session>> {
