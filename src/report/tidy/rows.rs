@@ -128,6 +128,28 @@ fn flatten(prefix: &str, v: &Value, row: &mut Row, depth: usize) {
     }
 }
 
+/// The store's own statistics over a phase (summary.json's `store_stats`): `store.<name>` is a
+/// counter's increase or a gauge's value at the end, `store.<name>.max` a gauge's highest
+/// sample; then `store.write_amplification` and `store.cache_hit_ratio`. Units are in
+/// docs/run-directory.md, not in the cells.
+fn store_columns(ss: &Map<String, Value>, row: &mut Row) {
+    if let Some(stats) = ss.get("stats").and_then(Value::as_object) {
+        for (name, f) in stats {
+            if let Some(v) = f.get("increase").or_else(|| f.get("end")) {
+                row.insert(format!("store.{name}"), v.clone());
+            }
+            if let Some(v) = f.get("max") {
+                row.insert(format!("store.{name}.max"), v.clone());
+            }
+        }
+    }
+    for key in ["write_amplification", "cache_hit_ratio"] {
+        if let Some(v) = ss.get(key).filter(|v| !v.is_null()) {
+            row.insert(format!("store.{key}"), v.clone());
+        }
+    }
+}
+
 /// The columns every row of a run shares: the run, the store and its options, the machine.
 fn run_columns(f: &RunFiles) -> Result<Row, UsageError> {
     let m = object(f.manifest, f.manifest_name, "(the file)")?;
@@ -245,6 +267,9 @@ fn phase_columns(f: &RunFiles, p: &Map<String, Value>, at: &str) -> Result<Row, 
         if let Some(v) = p.get(key) {
             flatten(key, v, &mut row, 1);
         }
+    }
+    if let Some(ss) = p.get("store_stats").and_then(Value::as_object) {
+        store_columns(ss, &mut row);
     }
     let name = p.get("name").and_then(Value::as_str).unwrap_or("");
     if let Some(plan) = plan_phase(f.manifest, name) {
@@ -467,6 +492,10 @@ mod tests {
             {"name": "run", "kind": "run", "threads": 2, "throughput_ops_per_s": 123.456,
              "errors": 1, "not_applicable": ["SCAN"],
              "energy": {"source": "estimate", "estimate": true, "energy_j": 5.0},
+             "store_stats": {"stats": {"flushes": {"kind": "counter", "unit": "count", "increase": 3},
+                 "l0_files": {"kind": "gauge", "unit": "files", "end": 2, "max": 5}},
+                 "write_amplification": 2.5, "write_amplification_source": "x",
+                 "cache_hit_ratio": null},
              "ops": {"READ": {"count": 4, "ok": 3, "errors": {"timeout": 1},
                               "ops_per_s": 0.1, "latency_us": lat.clone()},
                      "SCAN": {"count": 0, "ok": 0, "errors": {}, "ops_per_s": 0.0}},
@@ -487,6 +516,12 @@ mod tests {
         assert_eq!(read["p.recordcount"], 10);
         assert_eq!(read["rate"], 500.0);
         assert_eq!(read["energy.estimate"], true);
+        assert_eq!(
+            (&read["store.flushes"], &read["store.l0_files"], &read["store.l0_files.max"]),
+            (&json!(3), &json!(2), &json!(5))
+        );
+        assert_eq!(read["store.write_amplification"], 2.5);
+        assert!(!read.contains_key("store.cache_hit_ratio"), "null is an empty cell");
         assert_eq!(read["not_applicable"], false);
         assert_eq!(rows[1]["not_applicable"], true);
         assert!(!rows[1].contains_key("duration_s"), "null is an empty cell");
