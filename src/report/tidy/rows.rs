@@ -517,11 +517,18 @@ mod tests {
         assert_eq!(read["rate"], 500.0);
         assert_eq!(read["energy.estimate"], true);
         assert_eq!(
-            (&read["store.flushes"], &read["store.l0_files"], &read["store.l0_files.max"]),
+            (
+                &read["store.flushes"],
+                &read["store.l0_files"],
+                &read["store.l0_files.max"]
+            ),
             (&json!(3), &json!(2), &json!(5))
         );
         assert_eq!(read["store.write_amplification"], 2.5);
-        assert!(!read.contains_key("store.cache_hit_ratio"), "null is an empty cell");
+        assert!(
+            !read.contains_key("store.cache_hit_ratio"),
+            "null is an empty cell"
+        );
         assert_eq!(read["not_applicable"], false);
         assert_eq!(rows[1]["not_applicable"], true);
         assert!(!rows[1].contains_key("duration_s"), "null is an empty cell");
