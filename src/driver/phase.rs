@@ -64,13 +64,7 @@ pub(super) fn run(
     }
     // The antagonists are up before the clock starts: the phase measures under them from its
     // first interval, and starting them is not charged to the phase's duration.
-    let mut companions = start_companions(ctx, phase, &collector);
-    // The store's own statistics: the first sample just before the phase's clock starts.
-    if let Some(s) =
-        super::store_stats::StoreSampler::start(store.as_ref(), ctx.rundir, &phase.name)
-    {
-        companions.push(Box::new(s));
-    }
+    let mut companions = start_companions(ctx, phase, &collector, store.as_ref());
     // The phase's start: the deadline, the interval grid, the schedule and the timeline all
     // count from here (one instant, one clock reading).
     let t0 = Instant::now();
@@ -542,18 +536,24 @@ impl Opened {
     }
 }
 
-/// The companions that load the machine: the pressure scale (run phases of `kvmeter
-/// pressure`) and the `--antagonist` loads (every run phase), in the order they finish. They
+/// The store's statistics sampler (every phase whose store declares statistics), then the
+/// companions that load the machine: the pressure scale (run phases of `kvmeter pressure`)
+/// and the `--antagonist` loads (every run phase), in the order they finish. They
 /// start before the phase's clock, so the phase measures under them from its first interval
 /// and starting them is not charged to it; the third companion, `faults::FaultCompanion` (the
 /// `--fault` schedule and the `--timeline` buckets), starts on the clock, since both count from
 /// the phase's start, and finishes after them.
-fn start_companions<'a>(
+fn start_companions<'a: 's, 's>(
     ctx: &PhaseCtx<'a>,
     phase: &'a PhasePlan,
     collector: &Collector,
-) -> Vec<Box<dyn Companion + 'a>> {
-    let mut out: Vec<Box<dyn Companion + 'a>> = vec![];
+    store: &'s dyn Store,
+) -> Vec<Box<dyn Companion + 's>> {
+    let mut out: Vec<Box<dyn Companion + 's>> = vec![];
+    // The store's own statistics (every phase): the first sample before the phase's clock.
+    if let Some(s) = super::store_stats::StoreSampler::start(store, ctx.rundir, &phase.name) {
+        out.push(Box::new(s));
+    }
     if phase.kind != PhaseKind::Run {
         return out;
     }
