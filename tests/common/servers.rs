@@ -1,6 +1,7 @@
-//! Real servers on loopback for the distributed-run tests (tests/dist/runs.rs): etcd (one member
-//! or a Raft group), memcached, Redis, and a coordinator with its agents; the helpers that
-//! read etcd, HDR logs and memcached's command log independently of kvmeter's code.
+//! Real servers on loopback for the tests: `Launch` starts memcached and Redis (plain, UDP,
+//! TLS) alike everywhere; etcd (one member or a Raft group), a coordinator with its agents;
+//! the helpers that read etcd, HDR logs and memcached's command log independently of
+//! kvmeter's code.
 
 use super::{bin, free_port};
 use hdrhistogram::serialization::Deserializer;
@@ -46,8 +47,9 @@ pub fn listening(port: u16) -> bool {
 
 /// Starts a server on a free loopback port (`command(port)` builds its command line) and
 /// waits until it listens. Between `free_port` releasing a port and the server binding it,
-/// another process can take it; a server that exits before it listens is started again on
-/// another port (five tries).
+/// another process can take it: a server that exits before it listens, or a port whose
+/// listener is another process's (another test's server that won the race), is started
+/// again on another port (five tries).
 pub fn spawn_listening(mut command: impl FnMut(u16) -> Command) -> (Proc, u16) {
     for _ in 0..5 {
         let port = free_port();
@@ -58,7 +60,10 @@ pub fn spawn_listening(mut command: impl FnMut(u16) -> Command) -> (Proc, u16) {
                 break;
             }
             if listening(port) {
-                return (c, port);
+                match listener_is(c.0.id(), port) {
+                    Some(false) => break,
+                    _ => return (c, port),
+                }
             }
             assert!(
                 t.elapsed() < Duration::from_secs(60),
@@ -68,6 +73,106 @@ pub fn spawn_listening(mut command: impl FnMut(u16) -> Command) -> (Proc, u16) {
         }
     }
     panic!("the server exited before listening, five times (ports taken?)");
+}
+
+/// Whether the socket listening on loopback `port` is one of process `pid`'s, from
+/// /proc/net/tcp (the listener's inode) and /proc/PID/fd (the process's sockets); None where
+/// that cannot be read.
+pub fn listener_is(pid: u32, port: u16) -> Option<bool> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    let local = format!("0100007F:{port:04X}");
+    let inode = table.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.get(1) == Some(&local.as_str()) && f.get(3) == Some(&"0A")).then(|| f.get(9).copied())?
+    })?;
+    let socket = format!("socket:[{inode}]");
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    Some(
+        fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == socket.as_str())
+        }),
+    )
+}
+
+/// One way to start memcached or redis-server on loopback for a test, so that every test
+/// starts them alike (a free port, waiting until it is this server that listens, killed when
+/// the test ends). `Launch::memcached().args(["-m", "8"]).start()`.
+pub struct Launch {
+    program: &'static str,
+    args: Vec<String>,
+    port_flags: Vec<&'static str>,
+    log: Option<PathBuf>,
+}
+
+impl Launch {
+    /// memcached: two worker threads, no UDP, 1,024 connections unless `-c` follows.
+    pub fn memcached() -> Self {
+        Launch {
+            program: "memcached",
+            args: s(&["-u", "nobody", "-l", "127.0.0.1", "-t", "2", "-U", "0"]),
+            port_flags: vec!["-p"],
+            log: None,
+        }
+    }
+
+    /// memcached answering UDP on the same port number as TCP.
+    pub fn memcached_udp() -> Self {
+        Launch {
+            args: s(&["-u", "nobody", "-l", "127.0.0.1", "-t", "2"]),
+            port_flags: vec!["-p", "-U"],
+            ..Launch::memcached()
+        }
+    }
+
+    /// redis-server without persistence, its files in `dir`.
+    pub fn redis(dir: &Path) -> Self {
+        let mut args = s(&["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+        args.extend(["--dir".to_string(), dir.to_str().unwrap().to_string()]);
+        Launch {
+            program: "redis-server",
+            args,
+            port_flags: vec!["--port"],
+            log: None,
+        }
+    }
+
+    /// Redis answering TLS only (its plain port closed), with these files.
+    pub fn redis_tls(dir: &Path, cert: &str, key: &str, ca: &str) -> Self {
+        let r = Launch::redis(dir).args(&["--port", "0", "--tls-auth-clients", "no"]);
+        Launch {
+            port_flags: vec!["--tls-port"],
+            ..r.args(&["--tls-cert-file", cert, "--tls-key-file", key])
+                .args(&["--tls-ca-cert-file", ca])
+        }
+    }
+
+    pub fn args(mut self, more: &[&str]) -> Self {
+        self.args.extend(more.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// The server's stderr into this file (otherwise discarded).
+    pub fn log(mut self, path: &Path) -> Self {
+        self.log = Some(path.to_path_buf());
+        self
+    }
+
+    pub fn start(self) -> (Proc, u16) {
+        let log = self.log.map(|p| std::fs::File::create(p).unwrap());
+        spawn_listening(|port| {
+            let mut c = Command::new(self.program);
+            c.args(&self.args);
+            for flag in &self.port_flags {
+                c.args([flag.to_string(), port.to_string()]);
+            }
+            c.stdout(Stdio::null());
+            match &log {
+                Some(f) => c.stderr(f.try_clone().unwrap()),
+                None => c.stderr(Stdio::null()),
+            };
+            c
+        })
+    }
 }
 
 /// A POST to etcd's JSON gateway (the first member that answers); the reply's JSON.
@@ -175,30 +280,17 @@ pub fn etcd_with(dir: &Path, members: usize, extra: &[&str]) -> (Vec<Proc>, Stri
 
 /// memcached on loopback with one worker thread; `-vv` logs every command it serves.
 pub fn memcached(dir: &Path, name: &str, verbose: bool) -> (Proc, u16) {
-    let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
-    spawn_listening(|port| {
-        let mut c = Command::new("memcached");
-        c.args(["-u", "root", "-l", "127.0.0.1", "-p", &port.to_string()])
-            .args(["-t", "1", "-U", "0"])
-            .stdout(Stdio::null())
-            .stderr(log.try_clone().unwrap());
-        if verbose {
-            c.arg("-vv");
-        }
-        c
-    })
+    let m = Launch::memcached()
+        .args(&["-t", "1"])
+        .log(&dir.join(format!("{name}.log")));
+    match verbose {
+        true => m.args(&["-vv"]).start(),
+        false => m.start(),
+    }
 }
 
 pub fn redis(dir: &Path) -> (Proc, u16) {
-    spawn_listening(|port| {
-        let mut c = Command::new("redis-server");
-        c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--dir"])
-            .arg(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        c
-    })
+    Launch::redis(dir).start()
 }
 
 pub fn spawn(args: &[String], log: &Path) -> Child {

@@ -10,36 +10,23 @@
 
 use crate::common;
 
-use common::servers::{mc_stats, spawn_listening, wait_port, Proc};
-use common::{count, free_port, json, kvmeter, phase};
+use common::servers::{mc_stats, Launch, Proc};
+use common::{count, json, kvmeter, phase};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn memcached(conns: usize) -> (Proc, u16) {
-    spawn_listening(|port| {
-        let mut c = Command::new("memcached");
-        c.args(["-u", "nobody", "-l", "127.0.0.1", "-U", "0", "-t", "2"])
-            .args(["-p", &port.to_string(), "-c", &conns.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        c
-    })
+    Launch::memcached()
+        .args(&["-c", &conns.to_string()])
+        .start()
 }
 
 fn redis(dir: &Path, conns: usize) -> (Proc, u16) {
-    spawn_listening(|port| {
-        let mut c = Command::new("redis-server");
-        c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(["--maxclients", &conns.to_string()])
-            .arg("--dir")
-            .arg(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        c
-    })
+    Launch::redis(dir)
+        .args(&["--maxclients", &conns.to_string()])
+        .start()
 }
 
 /// `calls` of each command in Redis's INFO commandstats.
@@ -590,26 +577,9 @@ fn a_killed_and_restarted_managed_redis_is_a_fault_the_engine_lives_through() {
 #[test]
 fn engine_connections_authenticate_and_select_their_database() {
     let t = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let _r = Proc(
-        Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--requirepass",
-                "s3cret",
-            ])
-            .arg("--dir")
-            .arg(t.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_port(port);
+    let (_r, port) = Launch::redis(t.path())
+        .args(&["--requirepass", "s3cret"])
+        .start();
     let o = kvmeter()
         .args(["run", "-P", "workloadc", "--store", "redis", "--store-opt"])
         .arg(format!("addr=127.0.0.1:{port}"))

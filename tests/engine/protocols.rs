@@ -9,7 +9,7 @@
 
 use crate::common;
 
-use common::servers::{mc_stats, spawn_listening, wait_exit, Proc};
+use common::servers::{mc_stats, wait_exit, Launch, Proc};
 use common::{bin, count, json, kvmeter, phase};
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -17,14 +17,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn memcached(conns: usize) -> (Proc, u16) {
-    spawn_listening(|port| {
-        let mut c = Command::new("memcached");
-        c.args(["-u", "nobody", "-l", "127.0.0.1", "-U", "0", "-t", "2"])
-            .args(["-p", &port.to_string(), "-c", &conns.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        c
-    })
+    Launch::memcached()
+        .args(&["-c", &conns.to_string()])
+        .start()
 }
 
 #[test]
@@ -206,4 +201,19 @@ fn hostile_binary_replies_are_protocol_errors_and_the_run_ends() {
         let samples = run["error_samples"].to_string();
         assert!(samples.contains(says), "{says}: {samples}");
     }
+}
+
+/// The test servers' own guard (common::servers::spawn_listening): a port that another
+/// process listens on is told apart from the started server's, so a test never measures
+/// another test's server (a port both picked at once).
+#[test]
+fn the_server_helper_tells_its_own_listener_from_anothers() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    assert_eq!(
+        common::servers::listener_is(std::process::id(), port),
+        Some(true)
+    );
+    let (mc, _) = Launch::memcached().start();
+    assert_eq!(common::servers::listener_is(mc.0.id(), port), Some(false));
 }

@@ -7,8 +7,8 @@
 
 use crate::common;
 
-use common::servers::{mc_stats, tls_files, wait_port, Proc};
-use common::{count, free_port, json, kvmeter, phase};
+use common::servers::{mc_stats, tls_files, Launch};
+use common::{count, json, kvmeter, phase};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -40,28 +40,7 @@ fn redis_over_tls_on_the_engine_matches_the_servers_own_counts() {
     let _one = one_at_a_time();
     let t = tempfile::tempdir().unwrap();
     let (ca, cert, key) = tls_files(t.path());
-    let port = free_port();
-    let _r = Proc(
-        Command::new("redis-server")
-            .args(["--port", "0", "--tls-port", &port.to_string()])
-            .args(["--bind", "127.0.0.1", "--tls-auth-clients", "no"])
-            .args(["--tls-cert-file", &cert, "--tls-key-file", &key])
-            .args([
-                "--tls-ca-cert-file",
-                &ca,
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(t.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server is installed"),
-    );
-    wait_port(port);
+    let (_r, port) = Launch::redis_tls(t.path(), &cert, &key, &ca).start();
     let out = t.path().join("run");
     let o = kvmeter()
         .args(["run", "-P", "workloada", "--store", "redis"])
@@ -103,17 +82,7 @@ fn errors_of(p: &serde_json::Value, op: &str, kind: &str) -> u64 {
 #[test]
 fn memcached_over_udp_on_the_engine_sends_every_request_as_a_datagram() {
     let _one = one_at_a_time();
-    let port = free_port();
-    let _mc = Proc(
-        Command::new("memcached")
-            .args(["-u", "nobody", "-l", "127.0.0.1", "-t", "2"])
-            .args(["-p", &port.to_string(), "-U", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("memcached is installed"),
-    );
-    wait_port(port);
+    let (_mc, port) = Launch::memcached_udp().start();
     let before = mc_stats(port);
     let t = tempfile::tempdir().unwrap();
     let out = t.path().join("run");

@@ -188,30 +188,10 @@ fn stores_lists_every_store_with_version_and_usability() {
 
 #[test]
 fn a_users_own_memcached_via_addr() {
-    let port = free_port();
-    let mut server = std::process::Command::new("memcached")
-        .args([
-            "-l",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-U",
-            "0",
-            "-u",
-            "root",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("memcached is installed (scripts/setup.sh)");
+    let (mut server, port) = common::servers::Launch::memcached().start();
     let t = tempfile::tempdir().unwrap();
     let out = t.path().join("run");
     let addr = format!("127.0.0.1:{port}");
-    // It may take a moment to listen.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(&addr).is_err() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
     kvmeter()
         .args(["run", "-P", "workloadb", "--store", "memcached"])
         .args([
@@ -236,9 +216,7 @@ fn a_users_own_memcached_via_addr() {
     );
     assert_eq!(phase(&s, "run")["errors"], 0);
     // kvmeter leaves a server it did not start running.
-    assert!(server.try_wait().unwrap().is_none());
-    server.kill().unwrap();
-    let _ = server.wait();
+    assert!(server.0.try_wait().unwrap().is_none());
 }
 
 #[test]
