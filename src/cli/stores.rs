@@ -76,5 +76,27 @@ fn describe_store(out: &mut String, k: &crate::store::StoreKind) {
             o.name, o.default, o.help
         );
     }
+    *out += &statistics_line(k.stats);
     out.push('\n');
+}
+
+/// The statistics a store reports about itself (store_stats.csv's columns), wrapped; what
+/// each means is in docs/run-directory.md.
+fn statistics_line(stats: &[crate::store::stats::StatSpec]) -> String {
+    if stats.is_empty() {
+        return "           statistics: none reported yet (store_stats.csv is not written)\n"
+            .into();
+    }
+    let mut out = String::from("           statistics (store_stats.csv):");
+    let mut width = out.len();
+    for (i, s) in stats.iter().enumerate() {
+        let word = format!(" {}{}", s.name, if i + 1 < stats.len() { "," } else { "" });
+        if width + word.len() > 100 {
+            out += "\n             ";
+            width = 13;
+        }
+        width += word.len();
+        out += &word;
+    }
+    out + "\n"
 }

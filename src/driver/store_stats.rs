@@ -23,6 +23,13 @@ pub(super) struct StoreSampler<'s> {
     csv: Option<StatsCsv>,
     /// Why rows are missing from store_stats.csv, once.
     lost: Option<String>,
+    /// Samples taken, and those the store could not give, with the first reason.
+    samples: u64,
+    failed: u64,
+    why: Option<String>,
+    /// Whether the phase's first sample, and the latest, failed: the figures come from them.
+    first_failed: bool,
+    last_failed: bool,
 }
 
 impl<'s> StoreSampler<'s> {
@@ -32,9 +39,8 @@ impl<'s> StoreSampler<'s> {
         if specs.is_empty() {
             return None;
         }
-        let mut first = vec![None; specs.len()];
+        let first = vec![None; specs.len()];
         let t = unix_us();
-        store.sample_stats(&mut first);
         let (csv, lost) = match StatsCsv::open(rundir.root(), phase, specs) {
             Ok(c) => (Some(c), None),
             Err(e) => (None, Some(format!("store_stats.csv: {e}"))),
@@ -47,7 +53,16 @@ impl<'s> StoreSampler<'s> {
             first,
             csv,
             lost,
+            samples: 0,
+            failed: 0,
+            why: None,
+            first_failed: false,
+            last_failed: false,
         };
+        s.sample();
+        s.first_failed = s.last_failed;
+        s.first = s.now.clone();
+        s.max = s.now.clone();
         s.write(Duration::ZERO, t);
         Some(s)
     }
@@ -55,7 +70,14 @@ impl<'s> StoreSampler<'s> {
     /// Samples the store; returns the wall clock just before (Unix µs).
     fn sample(&mut self) -> u64 {
         let unix_us = unix_us();
-        self.store.sample_stats(&mut self.now);
+        self.samples += 1;
+        self.last_failed = false;
+        if let Err(why) = self.store.sample_stats(&mut self.now) {
+            self.now.fill(None);
+            self.failed += 1;
+            self.last_failed = true;
+            self.why.get_or_insert(why);
+        }
         for (i, s) in self.specs.iter().enumerate() {
             if s.kind == StatKind::Gauge {
                 self.max[i] = self.max[i].max(self.now[i]);
@@ -96,6 +118,21 @@ impl Companion for StoreSampler<'_> {
         let t = self.sample();
         self.write(end, t);
         let mut figures = StoreStats::of(self.specs, &self.first, &self.now, &self.max);
+        if let Some(why) = &self.why {
+            if self.first_failed || self.last_failed {
+                // That is why the phase's figures are missing.
+                for v in figures.unavailable.values_mut() {
+                    *v = format!("unavailable: {why}");
+                }
+            }
+            figures.unavailable.insert(
+                "samples".into(),
+                format!(
+                    "unavailable: {} of {} samples (first: {why})",
+                    self.failed, self.samples
+                ),
+            );
+        }
         if let Some(why) = self.lost.take() {
             figures
                 .unavailable

@@ -144,6 +144,7 @@ impl StoreStats {
 fn role_name(r: Role) -> Option<String> {
     let name = match r {
         Role::Plain => return None,
+        Role::Work => "work",
         Role::StorageWrite => "storage_write",
         Role::UserWrite => "user_write",
         Role::CacheHit => "cache_hit",
@@ -163,7 +164,7 @@ impl StoreStats {
         let mut stalled_us = None::<u64>;
         let mut backlog = vec![];
         for (name, f) in &self.stats {
-            if f.kind == StatKind::Counter && f.unit == "count" && f.role.is_none() {
+            if f.kind == StatKind::Counter && role(f, "work") {
                 if let Some(n) = f.increase.filter(|n| *n > 0) {
                     work.push(format!("{} {n}", name.replace('_', " ")));
                 }
@@ -183,7 +184,7 @@ impl StoreStats {
         }
         let mut first = vec![];
         first.push(if work.is_empty() {
-            "no background work finished".to_string()
+            "none of its own work counted".to_string()
         } else {
             work.join(", ")
         });

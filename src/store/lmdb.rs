@@ -41,6 +41,7 @@ pub static KIND: StoreKind = StoreKind {
     server: None,
     engine: None,
     scans_refused: super::scans_always_served,
+    stats: &[],
 };
 
 fn version() -> String {

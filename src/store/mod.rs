@@ -251,7 +251,11 @@ pub trait Store: Send + Sync {
     }
     /// The current value of each declared statistic into `out` (as long as `stats()`);
     /// `None`: not available at this moment. Called off the measured path, once per interval.
-    fn sample_stats(&self, _out: &mut [Option<u64>]) {}
+    /// `Err(why)`: no value could be read this time (a server that did not answer, or
+    /// answered beyond its protocol or bounds); the run goes on.
+    fn sample_stats(&self, _out: &mut [Option<u64>]) -> Result<(), String> {
+        Ok(())
+    }
     /// Flushes and closes; after it returns the data is durable where the store promises it.
     fn close(self: Box<Self>) -> anyhow::Result<()>;
 }
@@ -287,6 +291,9 @@ pub struct StoreKind {
     /// Why a workload with scans cannot run with these options, if it cannot (Redis with
     /// `encoding=string` keeps no key index).
     pub scans_refused: fn(&StoreOptions) -> Option<&'static str>,
+    /// The statistics its stores report about themselves (`Store::stats`), for
+    /// `kvmeter stores`; empty: none.
+    pub stats: &'static [stats::StatSpec],
 }
 
 /// What the plan needs to know of a store the event-driven engine serves (plan/engine.rs reads

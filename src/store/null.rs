@@ -19,6 +19,7 @@ pub static KIND: StoreKind = StoreKind {
     server: None,
     engine: None,
     scans_refused: super::scans_always_served,
+    stats: &[],
 };
 
 struct NullStore;

@@ -47,6 +47,7 @@ pub static KIND: StoreKind = StoreKind {
     server: None,
     engine: None,
     scans_refused: super::scans_always_served,
+    stats: STATS,
 };
 
 fn probe() -> Result<(), String> {
@@ -189,13 +190,13 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
 /// and histogram counts from the `Statistics` object all of a store's databases share, and
 /// properties summed over them (the block cache's usage once: the cache is shared).
 pub static STATS: &[StatSpec] = &[
-    StatSpec { name: "flushes", unit: "count", kind: StatKind::Counter, role: Role::Plain, meaning: "memtables RocksDB itself sent to flush: full, over the memory limit or past its range deletions (rocksdb.flush.reason.*; a manual flush is not counted; one flush job may write two)" },
+    StatSpec { name: "flushes", unit: "count", kind: StatKind::Counter, role: Role::Work, meaning: "memtables RocksDB itself sent to flush: full, over the memory limit or past its range deletions (rocksdb.flush.reason.*; a manual flush is not counted; one flush job may write two)" },
     StatSpec { name: "flush_bytes", unit: "bytes", kind: StatKind::Counter, role: Role::StorageWrite, meaning: "bytes flushes wrote to SST files (rocksdb.flush.write.bytes)" },
-    StatSpec { name: "compactions", unit: "count", kind: StatKind::Counter, role: Role::Plain, meaning: "compactions finished (rocksdb.compaction.times.micros count: statistics=timers or all only, the timers basic skips)" },
+    StatSpec { name: "compactions", unit: "count", kind: StatKind::Counter, role: Role::Work, meaning: "compactions finished (rocksdb.compaction.times.micros count: statistics=timers or all only, the timers basic skips)" },
     StatSpec { name: "compaction_read_bytes", unit: "bytes", kind: StatKind::Counter, role: Role::Plain, meaning: "bytes compactions read (rocksdb.compact.read.bytes)" },
     StatSpec { name: "compaction_write_bytes", unit: "bytes", kind: StatKind::Counter, role: Role::StorageWrite, meaning: "bytes compactions wrote (rocksdb.compact.write.bytes)" },
     StatSpec { name: "wal_bytes", unit: "bytes", kind: StatKind::Counter, role: Role::StorageWrite, meaning: "bytes written to the write-ahead log (rocksdb.wal.bytes)" },
-    StatSpec { name: "wal_syncs", unit: "count", kind: StatKind::Counter, role: Role::Plain, meaning: "write-ahead log syncs (rocksdb.wal.synced)" },
+    StatSpec { name: "wal_syncs", unit: "count", kind: StatKind::Counter, role: Role::Work, meaning: "write-ahead log syncs (rocksdb.wal.synced)" },
     StatSpec { name: "user_bytes_written", unit: "bytes", kind: StatKind::Counter, role: Role::UserWrite, meaning: "bytes of the write batches the application wrote: keys, values and their framing, 16 bytes a put (rocksdb.bytes.written)" },
     StatSpec { name: "user_bytes_read", unit: "bytes", kind: StatKind::Counter, role: Role::Plain, meaning: "value bytes point reads returned (rocksdb.bytes.read)" },
     StatSpec { name: "stall_us", unit: "us", kind: StatKind::Counter, role: Role::Stall, meaning: "time writers were delayed or stopped by a write stall (rocksdb.stall.micros)" },
@@ -219,7 +220,7 @@ impl Store for RocksStore {
         STATS
     }
 
-    fn sample_stats(&self, out: &mut [Option<u64>]) {
+    fn sample_stats(&self, out: &mut [Option<u64>]) -> Result<(), String> {
         let o = &self.opts;
         let on = self.statistics.is_some();
         let t = |k| on.then(|| o.get_ticker_count(k));
@@ -272,6 +273,7 @@ impl Store for RocksStore {
             prop("rocksdb.live-sst-files-size"),
         ];
         out.copy_from_slice(&values);
+        Ok(())
     }
 
     fn session(&self) -> anyhow::Result<Box<dyn Session>> {

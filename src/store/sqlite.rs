@@ -40,6 +40,7 @@ pub static KIND: StoreKind = StoreKind {
     server: None,
     engine: None,
     scans_refused: super::scans_always_served,
+    stats: &[],
 };
 
 fn probe() -> Result<(), String> {

@@ -19,6 +19,9 @@ pub enum StatKind {
 pub enum Role {
     /// Nothing beyond itself.
     Plain,
+    /// The store's own work or trouble, counted (flushes, compactions, evictions, forks,
+    /// refused connections): the terminal's line names each that happened in the phase.
+    Work,
     /// Bytes the store wrote to storage (WAL, flush, compaction): write amplification's
     /// numerator.
     StorageWrite,
@@ -47,13 +50,71 @@ pub struct StatSpec {
     pub meaning: &'static str,
 }
 
+/// A server's statistics (memcached `stats`, Redis `INFO`) are read on a connection of their
+/// own, opened at the first sample and again after one fails: never one that carries load, so
+/// they are not counted as operations and never queue behind them. The lock is taken once per
+/// sample, by the interval loop's thread only; the hot path never sees it.
+pub struct Poller<C> {
+    conn: std::sync::Mutex<Option<C>>,
+}
+
+impl<C> Default for Poller<C> {
+    fn default() -> Self {
+        Poller {
+            conn: std::sync::Mutex::new(None),
+        }
+    }
+}
+
+impl<C> Poller<C> {
+    /// `ask` on the open connection (`open` first when there is none); a failure drops the
+    /// connection, so the next sample starts on a fresh one.
+    pub fn sample(
+        &self,
+        open: impl FnOnce() -> Result<C, String>,
+        ask: impl FnOnce(&mut C) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(open()?);
+        }
+        let r = ask(slot.as_mut().expect("opened above"));
+        if r.is_err() {
+            *slot = None;
+        }
+        r
+    }
+}
+
+/// The most bytes one answer of a server's statistics may hold (memcached's `stats` is about
+/// 3 KB, Redis's `INFO all` about 10 KB): more is a hostile or broken server.
+pub const REPLY_LIMIT: usize = 256 << 10;
+
+/// How long a server's statistics may take to arrive: the request's deadline, at most a
+/// second, since the interval loop waits for them.
+pub fn deadline(request: std::time::Duration) -> std::time::Duration {
+    request.min(std::time::Duration::from_secs(1))
+}
+
+/// Sets each declared statistic that `name` names to `value` (an unsigned integer; anything
+/// else leaves it unset). Servers name their statistics as the declarations do.
+pub fn set(specs: &[StatSpec], out: &mut [Option<u64>], name: &str, value: &str) {
+    if let Some(i) = specs.iter().position(|s| s.name == name) {
+        out[i] = value.trim().parse().ok();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// Every declared name is a column name a CSV reader and pandas take as it is.
     #[test]
     fn declared_names_are_plain_columns() {
+        let mut all: Vec<&super::StatSpec> = vec![];
         #[cfg(feature = "rocksdb")]
-        for s in crate::store::rocksdb::STATS {
+        all.extend(crate::store::rocksdb::STATS);
+        all.extend(crate::store::memcached::STATS);
+        all.extend(crate::store::redis::STATS);
+        for s in all {
             assert!(
                 !s.name.is_empty()
                     && s.name
@@ -63,5 +124,31 @@ mod tests {
                 s.name
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod set_tests {
+    use super::*;
+
+    const SPECS: &[StatSpec] = &[StatSpec {
+        name: "evictions",
+        unit: "count",
+        kind: StatKind::Counter,
+        role: Role::Plain,
+        meaning: "",
+    }];
+
+    #[test]
+    fn only_declared_unsigned_integers_are_taken() {
+        let mut out = [None];
+        set(SPECS, &mut out, "evictions", "12\r");
+        assert_eq!(out, [Some(12)]);
+        set(SPECS, &mut out, "evictions", "-1");
+        assert_eq!(out, [None]);
+        set(SPECS, &mut out, "other", "5");
+        assert_eq!(out, [None]);
+        set(SPECS, &mut out, "evictions", "99999999999999999999999");
+        assert_eq!(out, [None]);
     }
 }

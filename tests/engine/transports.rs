@@ -106,8 +106,9 @@ fn memcached_over_udp_on_the_engine_sends_every_request_as_a_datagram() {
     let after = mc_stats(port);
     let d = |k: &str| after[k] - before[k];
     // The 20 connections of each phase went over UDP: over TCP only the test's `stats` and
-    // kvmeter's own session per phase (its readiness check and cleanup), not 40.
-    assert!(d("total_connections") <= 5, "{after:?}");
+    // kvmeter's own session per phase (its readiness check and cleanup) and its statistics
+    // connection per phase (`stats`), not 40.
+    assert!(d("total_connections") <= 7, "{after:?}");
     let (reads, updates) = (count(run, "READ"), count(run, "UPDATE"));
     assert_eq!(reads + updates, 10000);
     // UDP may lose a datagram: a lost request or reply is a timeout, never a wrong answer.

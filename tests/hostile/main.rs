@@ -244,6 +244,23 @@ fn reads_failed(o: &Outcome, kind: &str) {
     assert!(intervals.lines().count() >= 1, "{intervals}");
 }
 
+/// A run whose server answered the operations sanely and its statistics (`stats`, `INFO`)
+/// with the hostile reply: the run ends as usual, and its summary says why the statistics are
+/// missing.
+fn stats_unavailable(o: &Outcome, why: &str) {
+    sane(o);
+    assert!(o.code == 0 || o.code == 1, "exit {}:\n{}", o.code, o.stderr);
+    let summary = json(&o.out.join("summary.json"));
+    validate("summary.schema.json", &summary);
+    let p = phase(&summary, "run");
+    assert!(count(p, "READ") > 0, "{p}");
+    let samples = p["store_stats"]["unavailable"]["samples"]
+        .as_str()
+        .unwrap_or("");
+    assert!(samples.contains(why), "{}", p["store_stats"]);
+    assert!(p["store_stats"]["stats"].as_object().unwrap().is_empty());
+}
+
 /// The readiness ping met the hostile reply: one clear line, exit 2, nothing created.
 fn ping_refused(o: &Outcome, why: &str) {
     sane(o);

@@ -206,3 +206,48 @@ fn memcached_unfinished_large_replies_on_120_connections_stay_bounded() {
     );
     reads_failed(&o, "timeout");
 }
+
+// ---- memcached `stats` (issue 43: read on a connection of its own) ----
+
+/// Sane answers to the ping and the reads (every key a miss); `hostile` to `stats`.
+macro_rules! memcached_stats {
+    ($hostile:expr) => {{
+        fn answer(req: &[u8]) -> Act {
+            if req.starts_with(b"version") {
+                say(b"VERSION 1.6.0\r\n")
+            } else if req.starts_with(b"stats") {
+                $hostile
+            } else {
+                say(b"END\r\n")
+            }
+        }
+        tcp_server(answer)
+    }};
+}
+
+#[test]
+fn memcached_stats_endless() {
+    let port = memcached_stats!(Act::Endless(vec![], b"STAT evictions 1\r\n".to_vec()));
+    stats_unavailable(&run("memcached", port, &[]), "262144 bytes");
+}
+
+#[test]
+fn memcached_stats_line_without_newline() {
+    let port = memcached_stats!(Act::Endless(b"STAT ".to_vec(), b"x".to_vec()));
+    stats_unavailable(&run("memcached", port, &[]), "reply line longer");
+}
+
+#[test]
+fn memcached_stats_garbage() {
+    let port = memcached_stats!(say(b"STAT evictions 1\r\nERROR\r\n"));
+    stats_unavailable(&run("memcached", port, &[]), "not a STAT line: ERROR");
+}
+
+#[test]
+fn memcached_stats_one_byte_a_second() {
+    let port = memcached_stats!(drip(b"STAT evictions 1\r\nEND\r\n"));
+    stats_unavailable(
+        &run("memcached", port, &[]),
+        "no complete reply within 1000 ms",
+    );
+}

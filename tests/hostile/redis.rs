@@ -20,6 +20,47 @@ macro_rules! redis {
     }};
 }
 
+/// Sane answers to the ping, the reads (every key a miss) and the writes; `hostile` to the
+/// statistics (`INFO all`, on a connection of its own).
+macro_rules! redis_info {
+    ($hostile:expr) => {{
+        fn answer(req: &[u8]) -> Act {
+            if has(req, b"INFO\r\n$3\r\nall") {
+                $hostile
+            } else if has(req, b"INFO") {
+                say(INFO)
+            } else {
+                say(b"*0\r\n")
+            }
+        }
+        tcp_server(answer)
+    }};
+}
+
+#[test]
+fn redis_info_bulk_of_a_terabyte() {
+    let port = redis_info!(say(b"$999999999999\r\n"));
+    stats_unavailable(&run("redis", port, &[]), "max_reply");
+}
+
+#[test]
+fn redis_info_endless() {
+    let port = redis_info!(Act::Endless(b"$200000\r\n".to_vec(), b"x".to_vec()));
+    stats_unavailable(&run("redis", port, &[]), "a bulk without its end");
+}
+
+#[test]
+fn redis_info_one_byte_a_second() {
+    let port = redis_info!(drip(b"$5\r\nhello\r\n"));
+    stats_unavailable(&run("redis", port, &[]), "no complete reply within 1000 ms");
+}
+
+#[test]
+fn redis_info_not_a_bulk() {
+    let port = redis_info!(say(b"-ERR unknown section\r\n"));
+    stats_unavailable(&run("redis", port, &[]), "INFO: not a bulk string");
+}
+
 #[test]
 fn redis_bulk_length_past_i64() {
     let port = redis!(say(b"$9000000000000000000\r\n"));

@@ -13,4 +13,5 @@ mod durability;
 mod plugins;
 mod runs;
 mod secure_etcd;
+mod server_stats;
 mod store_stats;

@@ -77,6 +77,7 @@ pub static KIND: StoreKind = StoreKind {
     server: Some(&SERVER),
     engine: Some(&ENGINE),
     scans_refused: super::scans_always_served,
+    stats: &[],
 };
 
 /// The event-driven engine serves etcd's JSON gateway with every option (TLS through the

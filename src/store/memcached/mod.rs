@@ -19,8 +19,11 @@ mod binary;
 mod bincodec;
 mod codec;
 mod pipeline;
+mod stats;
 mod text;
 mod udp;
+
+pub use stats::STATS;
 
 use binary::*;
 use text::*;
@@ -69,6 +72,7 @@ pub static KIND: StoreKind = StoreKind {
     server: Some(&SERVER),
     engine: Some(&ENGINE),
     scans_refused: super::scans_always_served,
+    stats: STATS,
 };
 
 /// The event-driven engine serves memcached's text and binary protocols over TCP and the text
@@ -240,12 +244,18 @@ fn clear(o: &StoreOptions) -> anyhow::Result<()> {
 struct McStore {
     addr: SocketAddr,
     s: Settings,
+    /// memcached's `stats`, on a connection of its own.
+    poller: super::stats::Poller<Conn>,
 }
 
 fn open(_dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
     let s = settings(o)?;
     let addr = net::resolve(o.str("addr")).map_err(|e| anyhow::anyhow!("--store-opt addr={e}"))?;
-    Ok(Box::new(McStore { addr, s }))
+    Ok(Box::new(McStore {
+        addr,
+        s,
+        poller: Default::default(),
+    }))
 }
 
 impl Store for McStore {
@@ -284,6 +294,14 @@ impl Store for McStore {
 
     fn close(self: Box<Self>) -> anyhow::Result<()> {
         Ok(())
+    }
+
+    fn stats(&self) -> &'static [super::stats::StatSpec] {
+        STATS
+    }
+
+    fn sample_stats(&self, out: &mut [Option<u64>]) -> Result<(), String> {
+        stats::sample(&self.poller, self.addr, self.s.timeout, out)
     }
 
     fn event_target(&self) -> Option<Box<dyn wire::EventTarget>> {

@@ -191,6 +191,7 @@ fn open_library(spec: &str) -> Result<Plugin, UsageError> {
         server: None,
         engine: None,
         scans_refused: crate::store::scans_always_served,
+        stats: &[],
     }));
     Ok(Plugin {
         spec: spec.to_string(),

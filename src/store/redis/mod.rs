@@ -14,6 +14,7 @@ use super::*;
 
 mod cluster;
 mod codec;
+mod info;
 mod ops;
 mod replication;
 mod resp;
@@ -22,6 +23,8 @@ mod strings;
 
 use resp::*;
 use server::*;
+
+pub use info::STATS;
 
 const INDEX: &[u8] = b"_kvmeter:keys";
 
@@ -98,6 +101,7 @@ pub static KIND: StoreKind = StoreKind {
             "--store-opt encoding=string: string mode keeps no key index; use encoding=hash",
         )
     },
+    stats: STATS,
 };
 
 /// The event-driven engine serves Redis: plain, TLS, Sentinel and Cluster (a socket per
@@ -111,6 +115,8 @@ static ENGINE: super::EngineSupport = super::EngineSupport {
 
 struct RedisStore {
     s: Settings,
+    /// Redis's `INFO`, on a connection of its own.
+    poller: super::stats::Poller<Conn>,
 }
 
 /// The options checked whole: replication's and the cluster's (each in its own file), then the
@@ -126,7 +132,10 @@ fn open(_dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
     if s.addr.is_none() {
         s.addr = Some(net::resolve(o.str("addr")).map_err(|e| anyhow::anyhow!(e))?);
     }
-    Ok(Box::new(RedisStore { s }))
+    Ok(Box::new(RedisStore {
+        s,
+        poller: Default::default(),
+    }))
 }
 
 impl Store for RedisStore {
@@ -170,6 +179,15 @@ impl Store for RedisStore {
 
     fn close(self: Box<Self>) -> anyhow::Result<()> {
         Ok(())
+    }
+
+    fn stats(&self) -> &'static [super::stats::StatSpec] {
+        STATS
+    }
+
+    fn sample_stats(&self, out: &mut [Option<u64>]) -> Result<(), String> {
+        let addr = self.s.addr.expect("resolved in open");
+        info::sample(&self.poller, &self.s, addr, out)
     }
 
     fn event_target(&self) -> Option<Box<dyn super::wire::EventTarget>> {

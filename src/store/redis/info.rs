@@ -1,0 +1,323 @@
+//! Redis's own accounting (`INFO all`, redis.io "INFO") on the run's clock (issue 43): cache
+//! hits and misses, evictions and expiries, memory, clients, forks and background saves, and
+//! from `commandstats` the calls and server-side microseconds of each command kvmeter sends —
+//! the server's own service time beside the client's latency. Read on a connection of its own
+//! (`stats::Poller`), bounded by `stats::REPLY_LIMIT` and a deadline of at most a second.
+//! Redis names each statistic as it is declared here (`cmdstat_<cmd>` becomes
+//! `cmdstat_<cmd>_calls` and `_usec`).
+
+use super::super::net::Conn;
+use super::super::stats::{self, Poller, Role, StatKind, StatSpec};
+use super::resp::{command, reply, Reply};
+use super::server::{connect, Settings};
+use std::net::SocketAddr;
+use StatKind::{Counter, Gauge};
+
+const fn stat(
+    name: &'static str,
+    unit: &'static str,
+    kind: StatKind,
+    role: Role,
+    meaning: &'static str,
+) -> StatSpec {
+    StatSpec {
+        name,
+        unit,
+        kind,
+        role,
+        meaning,
+    }
+}
+
+pub static STATS: &[StatSpec] = &[
+    stat(
+        "keyspace_hits",
+        "count",
+        Counter,
+        Role::CacheHit,
+        "lookups that found their key",
+    ),
+    stat(
+        "keyspace_misses",
+        "count",
+        Counter,
+        Role::CacheMiss,
+        "lookups that found no key",
+    ),
+    stat(
+        "evicted_keys",
+        "count",
+        Counter,
+        Role::Work,
+        "keys evicted at maxmemory",
+    ),
+    stat("expired_keys", "count", Counter, Role::Work, "keys expired"),
+    stat(
+        "total_commands_processed",
+        "count",
+        Counter,
+        Role::Plain,
+        "commands served (kvmeter's INFO too)",
+    ),
+    stat(
+        "total_connections_received",
+        "count",
+        Counter,
+        Role::Plain,
+        "connections accepted",
+    ),
+    stat(
+        "rejected_connections",
+        "count",
+        Counter,
+        Role::Work,
+        "connections refused at maxclients",
+    ),
+    stat(
+        "total_net_input_bytes",
+        "bytes",
+        Counter,
+        Role::Plain,
+        "bytes read from the network",
+    ),
+    stat(
+        "total_net_output_bytes",
+        "bytes",
+        Counter,
+        Role::Plain,
+        "bytes written to the network",
+    ),
+    stat(
+        "total_forks",
+        "count",
+        Counter,
+        Role::Work,
+        "forks (background saves and AOF rewrites)",
+    ),
+    stat(
+        "total_error_replies",
+        "count",
+        Counter,
+        Role::Work,
+        "error replies",
+    ),
+    stat(
+        "cmdstat_hgetall_calls",
+        "count",
+        Counter,
+        Role::Plain,
+        "HGETALL calls (a read of every field)",
+    ),
+    stat(
+        "cmdstat_hgetall_usec",
+        "us",
+        Counter,
+        Role::Plain,
+        "server time in HGETALL",
+    ),
+    stat(
+        "cmdstat_hset_calls",
+        "count",
+        Counter,
+        Role::Plain,
+        "HSET calls (an insert's or update's write)",
+    ),
+    stat(
+        "cmdstat_hset_usec",
+        "us",
+        Counter,
+        Role::Plain,
+        "server time in HSET",
+    ),
+    stat(
+        "cmdstat_get_calls",
+        "count",
+        Counter,
+        Role::Plain,
+        "GET calls (encoding=string)",
+    ),
+    stat(
+        "cmdstat_get_usec",
+        "us",
+        Counter,
+        Role::Plain,
+        "server time in GET",
+    ),
+    stat(
+        "cmdstat_set_calls",
+        "count",
+        Counter,
+        Role::Plain,
+        "SET calls (encoding=string)",
+    ),
+    stat(
+        "cmdstat_set_usec",
+        "us",
+        Counter,
+        Role::Plain,
+        "server time in SET",
+    ),
+    stat(
+        "connected_clients",
+        "count",
+        Gauge,
+        Role::Plain,
+        "open client connections (kvmeter's statistics connection too)",
+    ),
+    stat(
+        "blocked_clients",
+        "count",
+        Gauge,
+        Role::Plain,
+        "clients waiting in a blocking command",
+    ),
+    stat(
+        "used_memory",
+        "bytes",
+        Gauge,
+        Role::Plain,
+        "bytes allocated by Redis",
+    ),
+    stat(
+        "used_memory_rss",
+        "bytes",
+        Gauge,
+        Role::Plain,
+        "resident bytes, as the OS sees them",
+    ),
+    stat(
+        "maxmemory",
+        "bytes",
+        Gauge,
+        Role::Plain,
+        "the memory limit (0: none)",
+    ),
+    stat(
+        "rdb_bgsave_in_progress",
+        "bool",
+        Gauge,
+        Role::Plain,
+        "a background RDB save is running",
+    ),
+    stat(
+        "aof_rewrite_in_progress",
+        "bool",
+        Gauge,
+        Role::Plain,
+        "an AOF rewrite is running",
+    ),
+    stat(
+        "rdb_changes_since_last_save",
+        "count",
+        Gauge,
+        Role::Plain,
+        "writes not yet in an RDB file",
+    ),
+    stat(
+        "latest_fork_usec",
+        "us",
+        Gauge,
+        Role::Plain,
+        "how long the latest fork blocked the server",
+    ),
+];
+
+/// Reads `INFO all` from the server at `addr` into `out`.
+pub(super) fn sample(
+    poller: &Poller<Conn>,
+    s: &Settings,
+    addr: SocketAddr,
+    out: &mut [Option<u64>],
+) -> Result<(), String> {
+    if s.cluster > 0 {
+        return Err(
+            "a Redis Cluster's statistics are each node's; kvmeter samples none of them yet".into(),
+        );
+    }
+    let mut s = s.clone();
+    s.timeout = stats::deadline(s.timeout);
+    s.max_reply = stats::REPLY_LIMIT;
+    poller.sample(
+        || connect(&s, addr).map_err(|e| format!("statistics connection: {}", e.message)),
+        |c| {
+            out.fill(None);
+            c.begin();
+            command(&mut c.wbuf, &[b"INFO", b"all"]);
+            c.send().map_err(|e| e.message)?;
+            let text = match reply(c).map_err(|e| format!("INFO: {}", e.message))? {
+                Reply::Bulk(Some(r)) => c.bytes(r),
+                _ => return Err(c.protocol("INFO: not a bulk string").message),
+            };
+            if text.windows(15).any(|w| w == b"# Commandstats\r") {
+                // A command not yet called has no line: its calls and time are 0.
+                for (i, spec) in STATS.iter().enumerate() {
+                    if spec.name.starts_with("cmdstat_") {
+                        out[i] = Some(0);
+                    }
+                }
+            }
+            for line in text.split(|&b| b == b'\n') {
+                let line = std::str::from_utf8(line)
+                    .unwrap_or("")
+                    .trim_end_matches('\r');
+                let Some((name, value)) = line.split_once(':') else {
+                    continue; // "# Section" headers and blank lines
+                };
+                match name.strip_prefix("cmdstat_") {
+                    Some(cmd) => command_stats(out, cmd, value),
+                    None => stats::set(STATS, out, name, value),
+                }
+            }
+            Ok(())
+        },
+    )
+}
+
+/// `cmdstat_hset:calls=3,usec=12,usec_per_call=4.00,...`: the calls and the microseconds.
+fn command_stats(out: &mut [Option<u64>], cmd: &str, value: &str) {
+    for pair in value.split(',') {
+        if let Some((what @ ("calls" | "usec"), n)) = pair.split_once('=') {
+            // Only the commands declared: the name is looked up, never allocated for others.
+            let mut name = [0u8; 64];
+            let full = format_name(&mut name, cmd, what);
+            if let Some(full) = full {
+                stats::set(STATS, out, full, n);
+            }
+        }
+    }
+}
+
+/// `cmdstat_<cmd>_<what>` in `buf`; None when it does not fit (no declared name is that long).
+fn format_name<'b>(buf: &'b mut [u8; 64], cmd: &str, what: &str) -> Option<&'b str> {
+    let parts: [&[u8]; 4] = [b"cmdstat_", cmd.as_bytes(), b"_", what.as_bytes()];
+    let mut at = 0;
+    for p in parts {
+        buf.get_mut(at..at + p.len())?.copy_from_slice(p);
+        at += p.len();
+    }
+    std::str::from_utf8(&buf[..at]).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(name: &str) -> usize {
+        STATS.iter().position(|s| s.name == name).unwrap()
+    }
+
+    #[test]
+    fn command_stats_give_calls_and_usec_of_declared_commands_only() {
+        let mut out = vec![None; STATS.len()];
+        command_stats(
+            &mut out,
+            "hset",
+            "calls=3,usec=12,usec_per_call=4.00,rejected_calls=0",
+        );
+        command_stats(&mut out, "zadd", "calls=9,usec=99");
+        command_stats(&mut out, &"x".repeat(100), "calls=1");
+        assert_eq!(out[at("cmdstat_hset_calls")], Some(3));
+        assert_eq!(out[at("cmdstat_hset_usec")], Some(12));
+        assert_eq!(out.iter().flatten().count(), 2);
+    }
+}

@@ -1,0 +1,174 @@
+//! memcached's and Redis's own statistics on the run's clock (issue 43), against the servers'
+//! own accounting read by the test on its own connection (`stats`, `INFO`): each server is
+//! given less memory than the data, so it evicts, and kvmeter's per-phase increases of
+//! evictions, hits and misses must add up to what the server counted between the test's two
+//! reads; the last row of store_stats.csv must equal the server's counters once the run is
+//! over (nothing else talks to it). No timing is asserted.
+
+use crate::common::servers::{mc_stats, Launch};
+use crate::common::*;
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// kvmeter's `store_stats` increase of `name` in each phase, added.
+fn increase(summary: &Value, name: &str) -> u64 {
+    summary["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            p["store_stats"]["stats"][name]["increase"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{name} in {}: {}", p["name"], p["store_stats"]))
+        })
+        .sum()
+}
+
+/// The last row of store_stats.csv, by column.
+fn last_row(run: &std::path::Path) -> HashMap<String, String> {
+    let text = std::fs::read_to_string(run.join("store_stats.csv")).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let last: Vec<&str> = lines.last().unwrap().split(',').collect();
+    header
+        .iter()
+        .zip(last)
+        .map(|(h, v)| (h.to_string(), v.to_string()))
+        .collect()
+}
+
+fn run_ok(store: &str, addr: String, extra: &[&str]) -> (Value, tempfile::TempDir) {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    let o = kvmeter()
+        .args(["run", "-P", "workloadc", "--store", store])
+        .args(["--store-opt", &format!("addr={addr}")])
+        .args(["--records", "20000", "--ops", "5000", "--seed", "7"])
+        .args(["-p", "requestdistribution=uniform", "--interval", "200ms"])
+        .args(extra)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("summary.json"));
+    validate("summary.schema.json", &s);
+    (s, t)
+}
+
+#[test]
+fn memcached_evictions_hits_and_misses_are_its_own_stats() {
+    // 8 MB of item memory for 20,000 records of 1 KB.
+    let (_mc, port) = Launch::memcached().args(&["-m", "8"]).start();
+    let before = mc_stats(port);
+    let (s, t) = run_ok("memcached", format!("127.0.0.1:{port}"), &[]);
+    let after = mc_stats(port);
+    let d = |k: &str| after[k] - before[k];
+    assert!(d("evictions") > 1000, "{after:?}");
+    assert_eq!(increase(&s, "evictions"), d("evictions"));
+    assert_eq!(increase(&s, "get_hits"), d("get_hits"));
+    assert_eq!(increase(&s, "get_misses"), d("get_misses"));
+    assert!(d("get_misses") > 0, "evicted records are read too");
+    // kvmeter's reads are the server's gets, and its misses the server's.
+    let run = phase(&s, "run");
+    assert_eq!(count(run, "READ"), d("cmd_get"));
+    assert_eq!(run["ops"]["READ"]["misses"].as_u64(), Some(d("get_misses")));
+    let ratio = d("get_hits") as f64 / d("cmd_get") as f64;
+    let shown = run["store_stats"]["cache_hit_ratio"].as_f64().unwrap();
+    assert!((shown - ratio).abs() < 1e-9, "{shown} {ratio}");
+    let row = last_row(&t.path().join("run"));
+    for k in [
+        "evictions",
+        "get_hits",
+        "get_misses",
+        "cmd_set",
+        "curr_items",
+    ] {
+        assert_eq!(row[k], after[k].to_string(), "{k}");
+    }
+    assert_eq!(row["limit_maxbytes"], (8u64 << 20).to_string());
+    // `kvmeter stores` names exactly the columns the run wrote, in their order.
+    let header = std::fs::read_to_string(t.path().join("run/store_stats.csv")).unwrap();
+    let columns: Vec<&str> = header.lines().next().unwrap().split(',').skip(3).collect();
+    assert_eq!(listed_statistics("memcached"), columns);
+}
+
+/// The statistics `kvmeter stores` lists for `store`.
+fn listed_statistics(store: &str) -> Vec<String> {
+    let o = kvmeter().arg("stores").output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let block = text
+        .split("\n\n")
+        .find(|b| b.starts_with(&format!("{store} ")))
+        .unwrap();
+    let list = block.split("statistics (store_stats.csv):").nth(1).unwrap();
+    list.split([',', ' ', '\n'])
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Redis's INFO fields, read with redis-cli.
+fn redis_info(port: u16) -> HashMap<String, u64> {
+    let o = std::process::Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "info", "all"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.trim_end().split_once(':')?;
+            if let Some(cmd) = k.strip_prefix("cmdstat_") {
+                let calls = v.split(',').next()?.strip_prefix("calls=")?;
+                return Some((format!("cmdstat_{cmd}_calls"), calls.parse().ok()?));
+            }
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn redis_evicted_keys_hits_and_misses_are_its_own_info() {
+    let t = tempfile::tempdir().unwrap();
+    let (_r, port) = Launch::redis(t.path())
+        .args(&["--maxmemory", "4mb", "--maxmemory-policy", "allkeys-random"])
+        .start();
+    let before = redis_info(port);
+    let (s, out) = run_ok(
+        "redis",
+        format!("127.0.0.1:{port}"),
+        &["--store-opt", "scan_index=false"],
+    );
+    let after = redis_info(port);
+    let d = |k: &str| after[k] - before.get(k).copied().unwrap_or(0);
+    assert!(d("evicted_keys") > 1000, "{after:?}");
+    // Redis evicts before it serves any command once it is over its limit, and a new client's
+    // buffers count against the limit: the test's own redis-cli after the run can cost a few
+    // keys that no phase of kvmeter's saw. Never fewer, and never more than those few.
+    let evicted = increase(&s, "evicted_keys");
+    assert!(
+        (d("evicted_keys") - 10..=d("evicted_keys")).contains(&evicted),
+        "kvmeter {evicted}, Redis {}",
+        d("evicted_keys")
+    );
+    assert_eq!(increase(&s, "keyspace_hits"), d("keyspace_hits"));
+    assert_eq!(increase(&s, "keyspace_misses"), d("keyspace_misses"));
+    assert!(d("keyspace_misses") > 0, "evicted records are read too");
+    let run = phase(&s, "run");
+    // Every read is one HGETALL: the server's count of them, before kvmeter's first sample
+    // of the phase and after its last.
+    assert_eq!(
+        run["store_stats"]["stats"]["cmdstat_hgetall_calls"]["increase"].as_u64(),
+        Some(count(run, "READ"))
+    );
+    assert_eq!(d("cmdstat_hgetall_calls"), count(run, "READ"));
+    let row = last_row(&out.path().join("run"));
+    for k in ["keyspace_hits", "keyspace_misses", "maxmemory"] {
+        assert_eq!(row[k], after[k].to_string(), "{k}");
+    }
+    let last: u64 = row["evicted_keys"].parse().unwrap();
+    assert!((after["evicted_keys"] - 10..=after["evicted_keys"]).contains(&last));
+    let header = std::fs::read_to_string(out.path().join("run/store_stats.csv")).unwrap();
+    let columns: Vec<&str> = header.lines().next().unwrap().split(',').skip(3).collect();
+    assert_eq!(listed_statistics("redis"), columns);
+}
