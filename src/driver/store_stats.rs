@@ -3,13 +3,18 @@
 //! (a row of store_stats.csv, written at once) and when the workers have stopped, and puts
 //! the phase's figures into its summary. Sampling runs on the interval loop's thread, off the
 //! measured path: one call into the store per interval, the cost measured in BENCHMARKS.md.
+//! With each sample, the events the store logged since the last (`Store::poll_events`) go to
+//! store_events.csv on the phase's clock, and their counts into the summary.
 
 use super::companion::Companion;
 use crate::report::rundir::RunDir;
+use crate::report::store_events::EventsCsv;
 use crate::report::store_stats::{StatsCsv, StoreStats};
 use crate::report::PhaseSummary;
-use crate::store::stats::{StatKind, StatSpec};
+use crate::store::stats::{StatKind, StatSpec, StoreEvent};
 use crate::store::Store;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub(super) struct StoreSampler<'s> {
@@ -30,6 +35,50 @@ pub(super) struct StoreSampler<'s> {
     /// Whether the phase's first sample, and the latest, failed: the figures come from them.
     first_failed: bool,
     last_failed: bool,
+    events: Events,
+}
+
+/// The store's events of the phase: store_events.csv (opened at the first event, so a store
+/// that logs none has no file) and each kind's count.
+struct Events {
+    root: PathBuf,
+    phase: String,
+    buf: Vec<StoreEvent>,
+    csv: Option<EventsCsv>,
+    counts: BTreeMap<String, u64>,
+    /// Why store_events.csv lacks events, once.
+    lost: Option<String>,
+    /// Why the store's log gave fewer than it holds (unreadable, or too many at once), once.
+    short: Option<String>,
+}
+
+impl Events {
+    /// Reads what the store logged since the last poll; `phase0_us` is the Unix time the
+    /// phase's clock started.
+    fn poll(&mut self, store: &dyn Store, phase0_us: u64) {
+        self.buf.clear();
+        if let Err(e) = store.poll_events(&mut self.buf) {
+            self.short.get_or_insert(format!("the store's log: {e}"));
+        }
+        if self.buf.is_empty() {
+            return;
+        }
+        for e in &self.buf {
+            *self.counts.entry(e.event.to_string()).or_default() += 1;
+        }
+        if self.csv.is_none() && self.lost.is_none() {
+            match EventsCsv::open(&self.root, &self.phase) {
+                Ok(c) => self.csv = Some(c),
+                Err(e) => self.lost = Some(format!("store_events.csv: {e}")),
+            }
+        }
+        if let Some(c) = &mut self.csv {
+            if let Err(e) = c.write(&self.buf, phase0_us) {
+                self.lost.get_or_insert(format!("store_events.csv: {e}"));
+                self.csv = None;
+            }
+        }
+    }
 }
 
 impl<'s> StoreSampler<'s> {
@@ -58,6 +107,15 @@ impl<'s> StoreSampler<'s> {
             why: None,
             first_failed: false,
             last_failed: false,
+            events: Events {
+                root: rundir.root().to_path_buf(),
+                phase: phase.to_string(),
+                buf: Vec::new(),
+                csv: None,
+                counts: BTreeMap::new(),
+                lost: None,
+                short: None,
+            },
         };
         s.sample();
         s.first_failed = s.last_failed;
@@ -87,6 +145,8 @@ impl<'s> StoreSampler<'s> {
     }
 
     fn write(&mut self, at: Duration, unix_us: u64) {
+        let phase0_us = unix_us.saturating_sub(at.as_micros() as u64);
+        self.events.poll(self.store, phase0_us);
         if let Some(c) = &mut self.csv {
             if let Err(e) = c.row(at.as_secs_f64(), unix_us, &self.now) {
                 self.lost.get_or_insert(format!("store_stats.csv: {e}"));
@@ -137,6 +197,12 @@ impl Companion for StoreSampler<'_> {
             figures
                 .unavailable
                 .insert("store_stats.csv".into(), format!("unavailable: {why}"));
+        }
+        figures.events = std::mem::take(&mut self.events.counts);
+        if let Some(why) = self.events.lost.take().or(self.events.short.take()) {
+            figures
+                .unavailable
+                .insert("store_events".into(), format!("unavailable: {why}"));
         }
         ps.store_stats = Some(figures);
         Ok(())

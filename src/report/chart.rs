@@ -122,6 +122,9 @@ pub struct LineChart {
     pub series: Vec<Series>,
     /// x ranges shaded grey, with a label (warm-up).
     pub shaded: Vec<(f64, f64, String)>,
+    /// x ranges tinted by kind (`flush`, `compaction`, `stall`: what the store did then),
+    /// each with a tooltip and no label (there can be hundreds).
+    pub bands: Vec<(f64, f64, &'static str, String)>,
     /// Horizontal reference lines (an SLO bound), with a label.
     pub hlines: Vec<(f64, String)>,
     /// Vertical markers (the capacity), with a label.
@@ -142,6 +145,7 @@ impl LineChart {
             y_unit: Unit::Plain,
             series: vec![],
             shaded: vec![],
+            bands: vec![],
             hlines: vec![],
             vlines: vec![],
             y_from_zero: true,
@@ -426,6 +430,7 @@ impl LineChart {
                 std::slice::from_ref(label),
             );
         }
+        draw::bands(&mut out, &self.bands, &x, f.mt, PH);
         axes(&mut out, &f, &x, &y, &self.x_label, &y_label);
         self.references(&mut out, &f, &x, &y, &mut placer);
         let mut ly = f.mt + 8.0;

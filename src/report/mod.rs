@@ -19,6 +19,7 @@ pub mod output;
 pub mod rundata;
 pub mod rundir;
 pub mod stats;
+pub mod store_events;
 pub mod store_stats;
 pub mod table;
 pub mod tidy;

@@ -41,6 +41,9 @@ pub struct RunData {
     pub threads: Table,
     /// timeline.csv: the recovery timeline's buckets (`--timeline`, `--fault`).
     pub timeline: Table,
+    /// store_stats.csv and store_events.csv: what the store said about itself.
+    pub store_stats: Table,
+    pub store_events: Table,
     /// Why the directory is incomplete (a run cut short), if it is.
     pub partial: Option<String>,
 }
@@ -118,6 +121,10 @@ impl RunData {
             intervals,
             telemetry: Table::read(&dir.join("telemetry.csv"))?.unwrap_or_default(),
             threads: Table::read(&dir.join("threads.csv"))?.unwrap_or_default(),
+            store_stats: Table::read(&dir.join(super::store_stats::STORE_STATS_CSV))?
+                .unwrap_or_default(),
+            store_events: Table::read(&dir.join(super::store_events::STORE_EVENTS_CSV))?
+                .unwrap_or_default(),
             timeline: Table::read(&dir.join("timeline.csv"))?.unwrap_or_default(),
             partial,
         })

@@ -51,6 +51,10 @@ pub struct StoreStats {
     pub write_amplification_source: String,
     /// The cache's hits over hits and misses; null without either.
     pub cache_hit_ratio: Option<f64>,
+    /// How many of each event the store logged in the phase (store_events.csv has each):
+    /// flush_started, compaction_finished, write_stop, ...
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub events: BTreeMap<String, u64>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub unavailable: BTreeMap<String, String>,
 }
@@ -131,6 +135,7 @@ impl StoreStats {
                 )
             },
             cache_hit_ratio: ratio(hits, hits + misses),
+            events: BTreeMap::new(),
             unavailable,
         }
     }
@@ -190,6 +195,13 @@ impl StoreStats {
         });
         if let Some(us) = stalled_us {
             first.push(format!("writes stalled {:.3} s", us as f64 / 1e6));
+        }
+        let logged = |k: &str| self.events.get(k).copied().unwrap_or(0);
+        let (stops, slowdowns) = (logged("write_stop"), logged("write_slowdown"));
+        if stops + slowdowns > 0 {
+            first.push(format!(
+                "writes stopped {stops}x, slowed {slowdowns}x (store_events.csv)"
+            ));
         }
         if let Some(h) = self.cache_hit_ratio {
             first.push(format!("cache hits {:.1} %", h * 100.0));

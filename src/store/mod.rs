@@ -23,6 +23,8 @@ pub mod redis;
 pub mod registry;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
+#[cfg(feature = "rocksdb")]
+mod rocksdb_log;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod stats;
@@ -254,6 +256,12 @@ pub trait Store: Send + Sync {
     /// `Err(why)`: no value could be read this time (a server that did not answer, or
     /// answered beyond its protocol or bounds); the run goes on.
     fn sample_stats(&self, _out: &mut [Option<u64>]) -> Result<(), String> {
+        Ok(())
+    }
+    /// The events the store logged since the last call, in order, appended to `out` (at most
+    /// `stats::MAX_EVENTS_PER_POLL`); called with the statistics, off the measured path. A
+    /// store that logs none appends none. `Err(why)`: its log could not be read this time.
+    fn poll_events(&self, _out: &mut Vec<stats::StoreEvent>) -> Result<(), String> {
         Ok(())
     }
     /// Flushes and closes; after it returns the data is durable where the store promises it.

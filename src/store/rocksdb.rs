@@ -69,6 +69,8 @@ struct RocksStore {
     /// The Statistics object's level; `None` (statistics=off): no counters, the properties
     /// remain.
     statistics: Option<StatsLevel>,
+    /// Each database's LOG, read for its flushes, compactions and stalls.
+    logs: super::rocksdb_log::Logs,
 }
 
 struct Settings {
@@ -170,9 +172,9 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
     }
 
     let mut dbs = Vec::with_capacity(databases as usize);
-    for i in 0..databases {
-        let path = dir.join(format!("db{i}"));
-        let db = DB::open(&opts, &path)
+    let paths: Vec<_> = (0..databases).map(|i| dir.join(format!("db{i}"))).collect();
+    for path in &paths {
+        let db = DB::open(&opts, path)
             .map_err(|e| anyhow::anyhow!("cannot open RocksDB at {}: {e}", path.display()))?;
         dbs.push(db);
     }
@@ -183,6 +185,7 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
         _cache: cache,
         opts,
         statistics,
+        logs: super::rocksdb_log::Logs::new(&paths),
     }))
 }
 
@@ -274,6 +277,10 @@ impl Store for RocksStore {
         ];
         out.copy_from_slice(&values);
         Ok(())
+    }
+
+    fn poll_events(&self, out: &mut Vec<super::stats::StoreEvent>) -> Result<(), String> {
+        self.logs.poll(out)
     }
 
     fn session(&self) -> anyhow::Result<Box<dyn Session>> {

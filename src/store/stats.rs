@@ -50,6 +50,28 @@ pub struct StatSpec {
     pub meaning: &'static str,
 }
 
+/// Something the store did at a moment of its own clock (issue 43, "events on the
+/// timeline"): a flush or compaction starting or ending, writes slowed down or stopped. Read
+/// from the store's own log; `store_events.csv` keeps each, on the phase's clock.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreEvent {
+    /// When, in Unix microseconds (the store's own timestamp).
+    pub unix_us: u64,
+    /// `flush_started`, `flush_finished`, `compaction_started`, `compaction_finished`,
+    /// `write_slowdown`, `write_stop`.
+    pub event: &'static str,
+    /// The store's job number (a flush's or compaction's start and end share it).
+    pub job: Option<u64>,
+    /// Bytes the event concerns: a flush's memtable data, a compaction's input at its start
+    /// and output at its end.
+    pub bytes: Option<u64>,
+    /// A short account in the store's words (a reason, a level), at most 200 bytes.
+    pub detail: String,
+}
+
+/// The most events one poll returns; more in one interval are counted as left out.
+pub const MAX_EVENTS_PER_POLL: usize = 10_000;
+
 /// A server's statistics (memcached `stats`, Redis `INFO`) are read on a connection of their
 /// own, opened at the first sample and again after one fails: never one that carries load, so
 /// they are not counted as operations and never queue behind them. The lock is taken once per

@@ -6,7 +6,9 @@
 //! ended by then, and the table-file bytes they wrote, must equal kvmeter's figures (a flush's
 //! MANIFEST edit is counted with it by RocksDB: at most 256 bytes each). The user bytes and
 //! the WAL's are computed by the test from the keys and values it asked for and RocksDB's
-//! write-batch format, so every part of write amplification is checked. No timing is asserted.
+//! write-batch format, so every part of write amplification is checked. store_events.csv must
+//! hold the LOG's flushes and compactions at RocksDB's own times, and the report a band for
+//! each. No timing is asserted.
 
 use crate::common::*;
 use serde_json::Value;
@@ -197,6 +199,63 @@ fn rocksdb_flushes_and_compactions_match_its_own_log() {
         last["flushes"].unwrap() - first["flushes"].unwrap(),
         inc("flushes")
     );
+
+    // store_events.csv: the LOG's flushes and compactions, at RocksDB's own times. Every one
+    // the LOG shows by the last sample is there, and nothing the LOG does not show.
+    let kinds = [
+        "flush_started",
+        "flush_finished",
+        "compaction_started",
+        "compaction_finished",
+    ];
+    let logged: BTreeSet<(u64, String, u64)> = ev
+        .iter()
+        .filter(|e| kinds.contains(&e["event"].as_str().unwrap_or("")))
+        .map(|e| {
+            (
+                by(e, "time_micros"),
+                e["event"].as_str().unwrap().to_string(),
+                by(e, "job"),
+            )
+        })
+        .collect();
+    let csv = std::fs::read_to_string(out.join("store_events.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("phase,t_s,unix_us,event,job,bytes,detail")
+    );
+    let kept: BTreeSet<(u64, String, u64)> = lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| kinds.contains(&f[3]))
+        .map(|f| {
+            (
+                f[2].parse().unwrap(),
+                f[3].to_string(),
+                f[4].parse().unwrap(),
+            )
+        })
+        .collect();
+    let by_last: BTreeSet<_> = logged
+        .iter()
+        .filter(|e| e.0 <= last["unix_us"].unwrap())
+        .cloned()
+        .collect();
+    assert!(kept.is_subset(&logged), "{:?}", kept.difference(&logged));
+    assert!(by_last.is_subset(&kept), "{:?}", by_last.difference(&kept));
+    let started = |k: &str| kept.iter().filter(|e| e.1 == k).count() as u64;
+    assert_eq!(
+        ss["events"]["flush_started"].as_u64(),
+        Some(started("flush_started"))
+    );
+    assert!(started("compaction_started") >= 1);
+
+    // The report draws a band under the phase's figures for each flush and compaction.
+    kvmeter().arg("report").arg(&out).assert().success();
+    let svg = std::fs::read_to_string(out.join("figures/load-insert-latency.svg")).unwrap();
+    let drawn = |k: &str| svg.matches(&format!("class=\"band {k}\"")).count() as u64;
+    assert_eq!(drawn("flush"), started("flush_started"));
+    assert_eq!(drawn("compaction"), started("compaction_started"));
 }
 
 /// The default level (basic) times nothing: the compaction count, which only RocksDB's timers
@@ -245,4 +304,90 @@ fn rocksdb_basic_statistics_say_what_they_leave_out() {
         "{ss}"
     );
     assert!(ss["write_amplification"].as_f64().unwrap() > 1.0, "{ss}");
+}
+
+/// Write stalls: an unpaced load into 1 MiB memtables outruns their flushes, so RocksDB stops
+/// writes ("Stopping writes because ...", a [WARN] line of its LOG with the local time).
+/// store_events.csv holds each such line of the LOG by the phase's last sample, at its time
+/// (its microseconds compared: the LOG's clock is local), and the report tints the intervals
+/// in which the stall counter grew.
+#[test]
+fn rocksdb_write_stalls_are_its_logs_and_tint_the_figures() {
+    let t = tempfile::tempdir().unwrap();
+    let (data, out) = (t.path().join("data"), t.path().join("run"));
+    kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloada",
+            "--phase",
+            "load",
+            "--threads",
+            "2",
+        ])
+        .args(["--records", "60000", "--interval", "100ms"])
+        .args(["-p", "fieldcount=1", "-p", "fieldlength=1000"])
+        .args(["--store-opt", "write_buffer_mb=1"])
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let summary = json(&out.join("summary.json"));
+    let ss = &phase(&summary, "load")["store_stats"];
+    let rows = rows(
+        &std::fs::read_to_string(out.join("store_stats.csv")).unwrap(),
+        "load",
+    );
+    let last_us = rows.last().unwrap()["unix_us"].unwrap();
+    // The LOG's stall lines: "2026/11/27-10:00:00.123456 <thread> [WARN] ... Stopping writes".
+    let log = std::fs::read_to_string(data.join("store/db0/LOG")).unwrap();
+    let logged: Vec<(String, &str)> = log
+        .lines()
+        .filter_map(|l| {
+            let kind = if l.contains("Stopping writes because ") {
+                "write_stop"
+            } else if l.contains("Stalling writes because ") {
+                "write_slowdown"
+            } else {
+                return None;
+            };
+            Some((l.get(20..26)?.to_string(), kind))
+        })
+        .collect();
+    let csv = std::fs::read_to_string(out.join("store_events.csv")).unwrap();
+    let kept: Vec<(String, &str, u64)> = csv
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.splitn(5, ',').collect();
+            let kind = ["write_stop", "write_slowdown"]
+                .into_iter()
+                .find(|k| *k == f[3])?;
+            let us: u64 = f[2].parse().unwrap();
+            Some((format!("{:06}", us % 1_000_000), kind, us))
+        })
+        .collect();
+    assert!(!kept.is_empty(), "no stall in store_events.csv: {ss}");
+    // Each kept one is a line of the LOG, in the LOG's order; the LOG has no other by the
+    // phase's last sample.
+    let kept_keys: Vec<(String, &str)> = kept.iter().map(|k| (k.0.clone(), k.1)).collect();
+    assert_eq!(kept_keys, logged[..kept.len()].to_vec());
+    let after_last = kept.iter().filter(|k| k.2 > last_us).count();
+    assert!(logged.len() >= kept.len() && after_last <= kept.len());
+    assert_eq!(
+        ss["events"]["write_stop"].as_u64().unwrap_or(0)
+            + ss["events"]["write_slowdown"].as_u64().unwrap_or(0),
+        kept.len() as u64
+    );
+    // The report tints each interval in which the stall counter grew.
+    let grew = rows
+        .windows(2)
+        .filter(|w| w[1]["stall_us"] > w[0]["stall_us"])
+        .count();
+    assert!(grew > 0, "{ss}");
+    kvmeter().arg("report").arg(&out).assert().success();
+    let svg = std::fs::read_to_string(out.join("figures/load-insert-latency.svg")).unwrap();
+    assert_eq!(svg.matches("class=\"band stall\"").count(), grew);
 }

@@ -123,6 +123,46 @@ pub(super) fn legend_entry(
     );
 }
 
+/// The tint of a band of store activity (`LineChart::bands`), said in the figures' captions.
+fn band_fill(kind: &str) -> &'static str {
+    match kind {
+        "flush" => "#6fa8dc",
+        "compaction" => "#f6a04d",
+        "stall" => "#f6c6c6",
+        _ => "#e6e6e6",
+    }
+}
+
+/// Ranges of store activity under the series, clipped to the plot, each with its tooltip:
+/// a stall tints the whole height (latency rises under it); flushes and compactions are two
+/// lanes along the bottom, compactions above flushes, so overlapping jobs stay apart.
+pub(super) fn bands(
+    out: &mut String,
+    bands: &[(f64, f64, &'static str, String)],
+    x: &Axis,
+    top: f64,
+    height: f64,
+) {
+    for (a, b, kind, title) in bands {
+        let (pa, pb) = (x.px(*a).max(x.px0), x.px(*b).min(x.px1));
+        if pb < pa {
+            continue;
+        }
+        let (y, h, opacity) = match *kind {
+            "compaction" => (top + height - 16.0, 7.0, 0.9),
+            "flush" => (top + height - 8.0, 7.0, 0.9),
+            _ => (top, height, 0.5),
+        };
+        let _ = write!(
+            out,
+            r##"<rect class="band {kind}" x="{pa:.1}" y="{y:.1}" width="{:.1}" height="{h:.1}" fill="{}" fill-opacity="{opacity}"><title>{}</title></rect>"##,
+            (pb - pa).max(0.8),
+            band_fill(kind),
+            escape(title),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -366,6 +366,12 @@ fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: 
         None => (0.0, "time since the phase started (s)"),
     };
     let mid = |a: f64, b: f64| t0 + mid(a, b);
+    let bands = store_bands(d, name, t0);
+    let tinted = if bands.is_empty() {
+        ""
+    } else {
+        " Under the series, what the store did (its own log and counters): intervals in which writes stalled tinted red; along the bottom, compactions (orange, upper lane) and flushes (blue, lower lane); hover over one for its job, duration and bytes."
+    };
     let mut t = LineChart::new(
         &format!("{name}-throughput"),
         &format!("{name}: throughput per interval"),
@@ -375,6 +381,7 @@ fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: 
     if warmup > 0.0 {
         t.shaded.push((t0, t0 + warmup, "warm-up".into()));
     }
+    t.bands = bands.clone();
     for m in metrics {
         let pts = d
             .series(name, m)
@@ -383,7 +390,7 @@ fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: 
             .collect();
         t.series.push(Series::new(m, downsample(pts)));
     }
-    p.figure(&t.id.clone(), t.svg(), "Operations completed per second in each interval; warm-up shaded (excluded from the summary).");
+    p.figure(&t.id.clone(), t.svg(), &format!("Operations completed per second in each interval; warm-up shaded (excluded from the summary).{tinted}"));
     for m in metrics {
         let rows = d.series(name, m);
         let mut l = LineChart::new(
@@ -396,6 +403,7 @@ fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: 
         if warmup > 0.0 {
             l.shaded.push((t0, t0 + warmup, "warm-up".into()));
         }
+        l.bands = bands.clone();
         type Get = fn(&crate::report::rundata::IntervalRow) -> f64;
         let parts: [(&str, Get); 3] = [
             ("p50", |r| r.p50_us),
@@ -422,9 +430,37 @@ fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: 
         p.figure(
             &l.id.clone(),
             l.svg(),
-            "Service time of successful operations per interval (HdrHistogram percentiles).",
+            &format!("Service time of successful operations per interval (HdrHistogram percentiles).{tinted}"),
         );
     }
+}
+
+/// The store's flushes, compactions and stalls in phase `name` (report::store_events), on
+/// the figures' clock (`t0` added).
+fn store_bands(d: &RunData, name: &str, t0: f64) -> Vec<(f64, f64, &'static str, String)> {
+    let stall = d
+        .summary
+        .as_ref()
+        .and_then(|s| s.phases.iter().find(|p| p.name == name))
+        .and_then(|p| p.store_stats.as_ref())
+        .and_then(|ss| {
+            ss.stats
+                .iter()
+                .find(|(_, f)| f.role.as_deref() == Some("stall"))
+                .map(|(n, _)| n.clone())
+        });
+    let end_s = d
+        .intervals
+        .iter()
+        .filter(|r| r.phase == name)
+        .map(|r| r.end_s)
+        .fold(0.0, f64::max);
+    let events = (!d.store_events.header.is_empty()).then_some(&d.store_events);
+    let stats = (!d.store_stats.header.is_empty()).then_some(&d.store_stats);
+    crate::report::store_events::bands(events, stats, stall.as_deref(), name, end_s)
+        .into_iter()
+        .map(|b| (t0 + b.from_s, t0 + b.to_s, b.what, b.title))
+        .collect()
 }
 
 /// (1/(1−q), value µs) along the distribution, as HdrHistogram's percentile plot.

@@ -1,0 +1,183 @@
+//! What the store did, on the phase's clock (issue 43, events on the timeline):
+//! `store_events.csv` (each flush's and compaction's start and end and each write slowdown or
+//! stop the store logged, written as the run goes, every phase appending), and the bands the
+//! report draws from it under the per-interval throughput and latency figures, so a reader can
+//! point at a p99.9 spike and see the compaction or stall beneath it. A stall's band comes from
+//! store_stats.csv instead: the intervals in which the store's stall counter grew (RocksDB logs
+//! when a stall starts, not when it ends).
+//!
+//! A separate file from events.csv, whose columns are a fault's (which `--fault`, its target
+//! member and pid): a store's event has a job, bytes and the store's own words instead.
+
+use super::csv::{Row, Table};
+use super::rundir::append;
+use crate::store::stats::StoreEvent;
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+/// The file's name in a run directory.
+pub const STORE_EVENTS_CSV: &str = "store_events.csv";
+
+const HEADER: &str = "phase,t_s,unix_us,event,job,bytes,detail";
+
+/// store_events.csv, open for one phase's events.
+pub struct EventsCsv {
+    file: File,
+    phase: String,
+}
+
+impl EventsCsv {
+    pub fn open(root: &Path, phase: &str) -> std::io::Result<EventsCsv> {
+        let (mut file, new) = append(&root.join(STORE_EVENTS_CSV))?;
+        if new {
+            writeln!(file, "{HEADER}")?;
+        }
+        Ok(EventsCsv {
+            file,
+            phase: phase.to_string(),
+        })
+    }
+
+    /// The events, at once; `t_s` is the event's time on the phase's clock (negative: before
+    /// the phase's clock started, while the store opened).
+    pub fn write(
+        &mut self,
+        events: &[StoreEvent],
+        phase_start_unix_us: u64,
+    ) -> std::io::Result<()> {
+        let mut text = String::new();
+        for e in events {
+            let t_s = (e.unix_us as f64 - phase_start_unix_us as f64) / 1e6;
+            Row::default()
+                .text(&self.phase)
+                .val(format_args!("{t_s:.6}"))
+                .val(e.unix_us)
+                .text(e.event)
+                .opt(e.job)
+                .opt(e.bytes)
+                .text(&e.detail)
+                .end(&mut text);
+        }
+        self.file.write_all(text.as_bytes())
+    }
+}
+
+/// A span of a phase to shade under its figures: from, to (seconds on the phase's clock),
+/// what (`flush`, `compaction`, `stall`) and its tooltip.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Band {
+    pub from_s: f64,
+    pub to_s: f64,
+    pub what: &'static str,
+    pub title: String,
+}
+
+/// The bands of `phase`: each flush and compaction from its start to its end (or to the
+/// phase's end, `end_s`, when it ended later), and each interval of store_stats.csv in which
+/// the stall counter (`stall_column`) grew. At most `MAX_BANDS`, the longest kept.
+pub fn bands(
+    events: Option<&Table>,
+    stats: Option<&Table>,
+    stall_column: Option<&str>,
+    phase: &str,
+    end_s: f64,
+) -> Vec<Band> {
+    let mut out = vec![];
+    if let Some(t) = events {
+        let mut open: Vec<(&'static str, String, f64)> = vec![];
+        for r in t.rows().filter(|r| r.get("phase") == phase) {
+            let Some(at) = r.num("t_s") else { continue };
+            let job = r.get("job").to_string();
+            let kind = match r.get("event") {
+                "flush_started" | "flush_finished" => "flush",
+                "compaction_started" | "compaction_finished" => "compaction",
+                _ => continue,
+            };
+            if r.get("event").ends_with("_started") {
+                open.push((kind, job, at));
+            } else if let Some(i) = open.iter().position(|(k, j, _)| *k == kind && *j == job) {
+                let (_, _, from) = open.swap_remove(i);
+                out.push(band(from, at, kind, &job, r.get("detail")));
+            }
+        }
+        for (kind, job, from) in open {
+            out.push(band(
+                from,
+                end_s,
+                kind,
+                &job,
+                "still running at the phase's end",
+            ));
+        }
+    }
+    if let (Some(t), Some(col)) = (stats, stall_column) {
+        let mut prev: Option<(f64, f64)> = None;
+        for r in t.rows().filter(|r| r.get("phase") == phase) {
+            let (Some(at), Some(v)) = (r.num("t_s"), r.num(col)) else {
+                prev = None;
+                continue;
+            };
+            if let Some((p_at, p_v)) = prev {
+                if v > p_v {
+                    out.push(Band {
+                        from_s: p_at,
+                        to_s: at,
+                        what: "stall",
+                        title: format!("writes stalled {:.3} s in this interval", (v - p_v) / 1e6),
+                    });
+                }
+            }
+            prev = Some((at, v));
+        }
+    }
+    if out.len() > MAX_BANDS {
+        out.sort_by(|a, b| (b.to_s - b.from_s).total_cmp(&(a.to_s - a.from_s)));
+        out.truncate(MAX_BANDS);
+    }
+    out
+}
+
+/// The most bands one figure carries (an SVG of thousands of rectangles helps no reader).
+pub const MAX_BANDS: usize = 500;
+
+fn band(from: f64, to: f64, what: &'static str, job: &str, detail: &str) -> Band {
+    Band {
+        from_s: from,
+        to_s: to.max(from),
+        what,
+        title: format!("{what} job {job}, {:.3} s: {detail}", to - from),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_meet_their_ends_by_job_and_stalls_come_from_the_counter() {
+        let events = Table::parse(
+            "phase,t_s,unix_us,event,job,bytes,detail\n\
+             run,1.0,0,flush_started,2,10,\n\
+             run,1.5,0,compaction_started,3,10,LevelL0FilesNum\n\
+             run,1.2,0,flush_finished,2,,\n\
+             load,0.1,0,flush_started,9,,\n\
+             run,2.0,0,write_stop,,,we have 4 level-0 files\n",
+        );
+        let stats = Table::parse(
+            "phase,t_s,unix_us,stall_us\nrun,0,0,0\nrun,1,0,0\nrun,2,0,250000\nrun,3,0,250000\n",
+        );
+        let b = bands(Some(&events), Some(&stats), Some("stall_us"), "run", 4.0);
+        let spans: Vec<(f64, f64, &str)> = b.iter().map(|b| (b.from_s, b.to_s, b.what)).collect();
+        assert_eq!(
+            spans,
+            [
+                (1.0, 1.2, "flush"),
+                (1.5, 4.0, "compaction"),
+                (1.0, 2.0, "stall")
+            ]
+        );
+        assert!(b[1].title.contains("still running"), "{}", b[1].title);
+        assert!(b[2].title.contains("0.250 s"), "{}", b[2].title);
+    }
+}
