@@ -58,7 +58,7 @@ impl Events {
     fn poll(&mut self, store: &dyn Store, phase0_us: u64) {
         self.buf.clear();
         if let Err(e) = store.poll_events(&mut self.buf) {
-            self.short.get_or_insert(format!("the store's log: {e}"));
+            self.short.get_or_insert(format!("the store's events: {e}"));
         }
         if self.buf.is_empty() {
             return;

@@ -4,7 +4,8 @@
 //! report draws from it under the per-interval throughput and latency figures, so a reader can
 //! point at a p99.9 spike and see the compaction or stall beneath it. A stall's band comes from
 //! store_stats.csv instead: the intervals in which the store's stall counter grew (RocksDB logs
-//! when a stall starts, not when it ends).
+//! when a stall starts, not when it ends). Redis's latency spikes and background saves carry
+//! its clock's whole seconds: each is the second it happened in.
 //!
 //! A separate file from events.csv, whose columns are a fault's (which `--fault`, its target
 //! member and pid): a store's event has a job, bytes and the store's own words instead.
@@ -92,6 +93,21 @@ pub fn bands(
             let kind = match r.get("event") {
                 "flush_started" | "flush_finished" => "flush",
                 "compaction_started" | "compaction_finished" => "compaction",
+                // Redis's books keep whole seconds: the second it happened in.
+                instant @ ("latency_spike" | "save_finished") => {
+                    let what = if instant == "save_finished" {
+                        "save"
+                    } else {
+                        "spike"
+                    };
+                    out.push(Band {
+                        from_s: at,
+                        to_s: at + 1.0,
+                        what,
+                        title: format!("{instant} in this second: {}", r.get("detail")),
+                    });
+                    continue;
+                }
                 _ => continue,
             };
             if r.get("event").ends_with("_started") {
@@ -162,7 +178,8 @@ mod tests {
              run,1.5,0,compaction_started,3,10,LevelL0FilesNum\n\
              run,1.2,0,flush_finished,2,,\n\
              load,0.1,0,flush_started,9,,\n\
-             run,2.0,0,write_stop,,,we have 4 level-0 files\n",
+             run,2.0,0,write_stop,,,we have 4 level-0 files\n\
+             run,3.0,0,latency_spike,,,command: 300 ms\n",
         );
         let stats = Table::parse(
             "phase,t_s,unix_us,stall_us\nrun,0,0,0\nrun,1,0,0\nrun,2,0,250000\nrun,3,0,250000\n",
@@ -173,11 +190,13 @@ mod tests {
             spans,
             [
                 (1.0, 1.2, "flush"),
+                (3.0, 4.0, "spike"),
                 (1.5, 4.0, "compaction"),
                 (1.0, 2.0, "stall")
             ]
         );
-        assert!(b[1].title.contains("still running"), "{}", b[1].title);
-        assert!(b[2].title.contains("0.250 s"), "{}", b[2].title);
+        assert!(b[1].title.contains("command: 300 ms"), "{}", b[1].title);
+        assert!(b[2].title.contains("still running"), "{}", b[2].title);
+        assert!(b[3].title.contains("0.250 s"), "{}", b[3].title);
     }
 }

@@ -172,3 +172,99 @@ fn redis_evicted_keys_hits_and_misses_are_its_own_info() {
     let columns: Vec<&str> = header.lines().next().unwrap().split(',').skip(3).collect();
     assert_eq!(listed_statistics("redis"), columns);
 }
+
+/// A redis-cli command against the test's server; its output.
+fn redis_cli(port: u16, args: &[&str]) -> String {
+    let o = std::process::Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Redis's events on the run's clock: mid-run the test makes Redis sleep 300 ms in a command
+/// (its latency monitor records it) and save in the background. store_events.csv must hold
+/// both at the times Redis's own books give: `LATENCY LATEST` and `rdb_last_save_time`.
+#[test]
+fn redis_latency_spikes_and_saves_are_its_own_books() {
+    let t = tempfile::tempdir().unwrap();
+    let (_r, port) = Launch::redis(t.path())
+        .args(&["--latency-monitor-threshold", "100"])
+        .args(&["--enable-debug-command", "yes"])
+        .start();
+    let out = t.path().join("run");
+    let mut child = std::process::Command::new(bin())
+        .args(["run", "-P", "workloadc", "--store", "redis"])
+        .args(["--store-opt", &format!("addr=127.0.0.1:{port}")])
+        .args([
+            "--records",
+            "1000",
+            "--duration",
+            "4s",
+            "--interval",
+            "200ms",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    crate::common::servers::wait_for_phase(&out, "run");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(redis_cli(port, &["debug", "sleep", "0.3"]).contains("OK"));
+    assert!(redis_cli(port, &["bgsave"]).contains("Background saving started"));
+    assert!(child.wait().unwrap().success());
+
+    // Redis's books: the latency monitor's "command" event and the latest save.
+    let latest = redis_cli(port, &["latency", "latest"]);
+    let words: Vec<&str> = latest.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| *w == "command")
+        .expect("a command spike");
+    let spike_s: u64 = words[at + 1].parse().unwrap();
+    let spike_ms: u64 = words[at + 2].parse().unwrap();
+    assert!(spike_ms >= 300, "{latest}");
+    let info = redis_cli(port, &["info", "persistence"]);
+    let saved_s: u64 = info
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("rdb_last_save_time:"))
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    let csv = std::fs::read_to_string(out.join("store_events.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.splitn(7, ',').collect())
+        .collect();
+    let spike = rows
+        .iter()
+        .find(|r| r[3] == "latency_spike")
+        .unwrap_or_else(|| panic!("{csv}"));
+    assert_eq!(spike[0], "run");
+    assert_eq!(spike[2], (spike_s * 1_000_000).to_string());
+    assert!(
+        spike[6].contains(&format!("command: {spike_ms} ms")),
+        "{csv}"
+    );
+    let save = rows
+        .iter()
+        .find(|r| r[3] == "save_finished")
+        .unwrap_or_else(|| panic!("{csv}"));
+    assert_eq!(save[2], (saved_s * 1_000_000).to_string());
+    let s = json(&out.join("summary.json"));
+    let events = &phase(&s, "run")["store_stats"]["events"];
+    assert_eq!(events["latency_spike"], 1, "{events}");
+    assert_eq!(events["save_finished"], 1, "{events}");
+    // The load phase had neither.
+    assert!(phase(&s, "load")["store_stats"]["events"].is_null());
+    // The run page marks the second of each under the phase's figures.
+    kvmeter().arg("report").arg(&out).assert().success();
+    let svg = std::fs::read_to_string(out.join("figures/run-read-latency.svg")).unwrap();
+    assert_eq!(svg.matches("class=\"band spike\"").count(), 1);
+    assert_eq!(svg.matches("class=\"band save\"").count(), 1);
+}

@@ -234,11 +234,8 @@ pub(super) fn sample(
             "a Redis Cluster's statistics are each node's; kvmeter samples none of them yet".into(),
         );
     }
-    let mut s = s.clone();
-    s.timeout = stats::deadline(s.timeout);
-    s.max_reply = stats::REPLY_LIMIT;
     poller.sample(
-        || connect(&s, addr).map_err(|e| format!("statistics connection: {}", e.message)),
+        || open(s, addr),
         |c| {
             out.fill(None);
             c.begin();
@@ -271,6 +268,15 @@ pub(super) fn sample(
             Ok(())
         },
     )
+}
+
+/// The statistics connection: the store's settings (TLS, AUTH, SELECT) under the statistics'
+/// deadline and reply bound.
+pub(super) fn open(s: &Settings, addr: SocketAddr) -> Result<Conn, String> {
+    let mut s = s.clone();
+    s.timeout = stats::deadline(s.timeout);
+    s.max_reply = stats::REPLY_LIMIT;
+    connect(&s, addr).map_err(|e| format!("statistics connection: {}", e.message))
 }
 
 /// `cmdstat_hset:calls=3,usec=12,usec_per_call=4.00,...`: the calls and the microseconds.

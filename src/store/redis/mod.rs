@@ -14,6 +14,7 @@ use super::*;
 
 mod cluster;
 mod codec;
+mod events;
 mod info;
 mod ops;
 mod replication;
@@ -115,8 +116,9 @@ static ENGINE: super::EngineSupport = super::EngineSupport {
 
 struct RedisStore {
     s: Settings,
-    /// Redis's `INFO`, on a connection of its own.
+    /// Redis's `INFO`, on a connection of its own, and where its books stood (events).
     poller: super::stats::Poller<Conn>,
+    seen: std::sync::Mutex<events::Seen>,
 }
 
 /// The options checked whole: replication's and the cluster's (each in its own file), then the
@@ -135,6 +137,7 @@ fn open(_dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
     Ok(Box::new(RedisStore {
         s,
         poller: Default::default(),
+        seen: Default::default(),
     }))
 }
 
@@ -188,6 +191,14 @@ impl Store for RedisStore {
     fn sample_stats(&self, out: &mut [Option<u64>]) -> Result<(), String> {
         let addr = self.s.addr.expect("resolved in open");
         info::sample(&self.poller, &self.s, addr, out)
+    }
+
+    fn poll_events(&self, out: &mut Vec<super::stats::StoreEvent>) -> Result<(), String> {
+        if self.s.cluster > 0 {
+            return Ok(()); // the statistics say why: each node's, not sampled yet
+        }
+        let addr = self.s.addr.expect("resolved in open");
+        events::poll(&self.poller, || info::open(&self.s, addr), &self.seen, out)
     }
 
     fn event_target(&self) -> Option<Box<dyn super::wire::EventTarget>> {

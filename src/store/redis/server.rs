@@ -162,6 +162,10 @@ pub(super) fn server_args(o: &StoreOptions, ports: &[u16], dir: &Path) -> Vec<St
         o.str("io_threads"),
         "--maxmemory",
         &format!("{}mb", o.str("maxmemory_mb")),
+        // Its latency monitor (LATENCY LATEST) records forks, slow commands and fsyncs over
+        // 10 ms: the store events of a run (store_events.csv).
+        "--latency-monitor-threshold",
+        "10",
     ]
     .iter()
     .map(|s| s.to_string())

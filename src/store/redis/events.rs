@@ -1,0 +1,124 @@
+//! What Redis did, on the run's clock (issue 43, events on the timeline), from its own books
+//! on the statistics connection: each background save that ended (`INFO persistence`:
+//! `rdb_last_save_time` moved; how long it took) and each latency spike its latency monitor
+//! recorded (`LATENCY LATEST`: a fork, a slow command, an AOF fsync, an eviction cycle, ... over
+//! `latency-monitor-threshold`, which managed servers get at 10 ms). Both carry Redis's clock
+//! in whole seconds, which the detail says. The first poll of a phase only notes where Redis's
+//! books stand, so a phase gets only what happened in it.
+
+use super::super::net::Conn;
+use super::super::stats::{Poller, StoreEvent, MAX_EVENTS_PER_POLL};
+use super::resp::{command, reply, skip, Reply};
+use super::server::field;
+use std::collections::BTreeMap;
+
+/// Latency events Redis may name (its docs list about a dozen); more names is a hostile server.
+const MAX_NAMES: usize = 64;
+
+/// Where Redis's books stood at the last poll; None before the first.
+#[derive(Default)]
+pub(super) struct Seen {
+    polled: bool,
+    last_save: Option<u64>,
+    latency: BTreeMap<String, u64>,
+}
+
+pub(super) fn poll(
+    poller: &Poller<Conn>,
+    open: impl FnOnce() -> Result<Conn, String>,
+    seen: &std::sync::Mutex<Seen>,
+    out: &mut Vec<StoreEvent>,
+) -> Result<(), String> {
+    let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+    let first = !seen.polled;
+    poller.sample(open, |c| {
+        let persistence = info_persistence(c)?;
+        let latest = latency_latest(c)?;
+        seen.polled = true;
+        let num = |k: &str| field(&persistence, k).and_then(|v| v.parse::<u64>().ok());
+        if let Some(at) = num("rdb_last_save_time") {
+            if !first && seen.last_save.is_some_and(|was| at > was) {
+                let took = num("rdb_last_bgsave_time_sec").map_or(String::new(), |s| {
+                    format!("the latest background save took {s} s; ")
+                });
+                out.push(StoreEvent {
+                    unix_us: at * 1_000_000,
+                    event: "save_finished",
+                    job: None,
+                    bytes: None,
+                    detail: format!("{took}Redis's clock, whole seconds"),
+                });
+            }
+            seen.last_save = Some(at);
+        }
+        for (name, at, latest_ms, max_ms) in latest {
+            let was = seen.latency.get(&name).copied();
+            if !first && was.is_none_or(|w| at > w) && out.len() < MAX_EVENTS_PER_POLL {
+                out.push(StoreEvent {
+                    unix_us: at * 1_000_000,
+                    event: "latency_spike",
+                    job: None,
+                    bytes: None,
+                    detail: format!(
+                        "{name}: {latest_ms} ms (its highest {max_ms} ms); Redis's latency monitor, whole seconds"
+                    ),
+                });
+            }
+            if was.is_some() || seen.latency.len() < MAX_NAMES {
+                seen.latency.insert(name, at);
+            }
+        }
+        Ok(())
+    })
+}
+
+fn info_persistence(c: &mut Conn) -> Result<String, String> {
+    c.begin();
+    command(&mut c.wbuf, &[b"INFO", b"persistence"]);
+    c.send().map_err(|e| e.message)?;
+    match reply(c).map_err(|e| format!("INFO persistence: {}", e.message))? {
+        Reply::Bulk(Some(r)) => Ok(String::from_utf8_lossy(c.bytes(r)).into_owned()),
+        _ => Err(c.protocol("INFO persistence: not a bulk string").message),
+    }
+}
+
+/// `LATENCY LATEST`: for each event, its name, the time of its latest spike (Unix seconds),
+/// that spike and the highest (ms).
+fn latency_latest(c: &mut Conn) -> Result<Vec<(String, u64, u64, u64)>, String> {
+    c.begin();
+    command(&mut c.wbuf, &[b"LATENCY", b"LATEST"]);
+    c.send().map_err(|e| e.message)?;
+    let bad = |c: &mut Conn, what: &str| c.protocol(format!("LATENCY LATEST: {what}")).message;
+    let n = match reply(c).map_err(|e| format!("LATENCY LATEST: {}", e.message))? {
+        Reply::Array(Some(n)) if n <= MAX_NAMES => n,
+        Reply::Array(None) => 0,
+        Reply::Array(Some(n)) => return Err(bad(c, &format!("{n} events named"))),
+        // A server whose latency monitor is off or refused (an ACL) has no events.
+        Reply::Error(_) => return Ok(vec![]),
+        _ => return Err(bad(c, "not an array")),
+    };
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let k = match reply(c).map_err(|e| e.message)? {
+            Reply::Array(Some(k)) if k >= 4 => k,
+            _ => return Err(bad(c, "an event that is not [name, time, latest, max]")),
+        };
+        let name = match reply(c).map_err(|e| e.message)? {
+            Reply::Bulk(Some(r)) | Reply::Simple(r) => {
+                let b = c.bytes(r);
+                String::from_utf8_lossy(&b[..b.len().min(64)]).into_owned()
+            }
+            _ => return Err(bad(c, "an event without a name")),
+        };
+        let mut ints = [0u64; 3];
+        for v in ints.iter_mut() {
+            *v = match reply(c).map_err(|e| e.message)? {
+                Reply::Int(i) if i >= 0 => i as u64,
+                _ => return Err(bad(c, "an event's time or latency is not a number")),
+            };
+        }
+        skip(c, k - 4).map_err(|e| e.message)?;
+        out.push((name, ints[0], ints[1], ints[2]));
+    }
+    Ok(out)
+}
