@@ -548,6 +548,7 @@ fn phase(
             late_ms: 0.0,
             operations: 0,
             run_dir: None,
+            store_stats: None,
         };
         let key = format!("done/{p}/{:04}", a.index);
         send(s, c, a, &key, &serde_json::to_string(&done)?, run_lease);

@@ -558,6 +558,7 @@ impl PhaseSync for AgentSync {
                 .as_ref()
                 .and_then(|d| d.parent())
                 .map(|d| d.display().to_string()),
+            store_stats: ps.store_stats.clone(),
         };
         if let Ok(line) = serde_json::to_string(&done) {
             let _ = Self::append(&mut self.phases, &line);

@@ -265,6 +265,14 @@ impl Merger {
         ps.measured_seconds = dones.iter().map(|d| d.measured_seconds).fold(0.0, f64::max);
         ps.intervals = st.intervals;
         ps.fill(&st.measured);
+        // A server every agent samples is one store: its figures are one agent's, not a sum.
+        let shared = crate::store::registry::find_built_in(&self.plan.store)
+            .is_some_and(|k| k.server.is_some());
+        let each: Vec<(usize, &crate::report::store_stats::StoreStats)> = dones
+            .iter()
+            .filter_map(|d| Some((d.agent, d.store_stats.as_ref()?)))
+            .collect();
+        ps.store_stats = crate::report::store_stats::StoreStats::merged(&each, shared);
         let failed = dones.iter().find(|d| d.outcome == "failed");
         let interrupted = dones.iter().any(|d| d.outcome == "interrupted");
         if let Some(f) = failed {

@@ -184,6 +184,9 @@ pub struct PhaseDone {
     /// The agent's own run directory, on its host.
     #[serde(default)]
     pub run_dir: Option<String>,
+    /// What the store said about itself over the agent's phase (issue 43), for the merge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_stats: Option<crate::report::store_stats::StoreStats>,
 }
 
 /// An agent's own record in its run directory (`dist/agent.json`): enough for

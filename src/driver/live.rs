@@ -95,6 +95,20 @@ impl Live {
         );
     }
 
+    /// The store's latest statistics and its events so far in `phase` (driver/store_stats.rs,
+    /// once per interval).
+    pub(super) fn store(
+        &self,
+        phase: &str,
+        specs: &[crate::store::stats::StatSpec],
+        values: &[Option<u64>],
+        events: &std::collections::BTreeMap<String, u64>,
+    ) {
+        let key = self.key(phase);
+        self.exporter.store_stats(&key, specs, values);
+        self.exporter.store_events(&key, events);
+    }
+
     /// `sink` (events.csv), and each event counted by its kind in `phase`'s series (on the
     /// fault thread, once per event).
     pub(super) fn fault_sink(&self, phase: &str, mut sink: EventSink) -> EventSink {

@@ -551,7 +551,8 @@ fn start_companions<'a: 's, 's>(
 ) -> Vec<Box<dyn Companion + 's>> {
     let mut out: Vec<Box<dyn Companion + 's>> = vec![];
     // The store's own statistics (every phase): the first sample before the phase's clock.
-    if let Some(s) = super::store_stats::StoreSampler::start(store, ctx.rundir, &phase.name) {
+    let sampler = super::store_stats::StoreSampler::start(store, ctx.rundir, &phase.name, ctx.live);
+    if let Some(s) = sampler {
         out.push(Box::new(s));
     }
     if phase.kind != PhaseKind::Run {

@@ -19,6 +19,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub(super) struct StoreSampler<'s> {
     store: &'s dyn Store,
+    /// The live metrics endpoint's feed (`kvmeter_store_*`), if one serves.
+    live: Option<&'s super::live::Live>,
     specs: &'static [StatSpec],
     first: Vec<Option<u64>>,
     now: Vec<Option<u64>>,
@@ -83,7 +85,12 @@ impl Events {
 
 impl<'s> StoreSampler<'s> {
     /// Takes the phase's first sample; `None` for a store that declares no statistics.
-    pub(super) fn start(store: &'s dyn Store, rundir: &RunDir, phase: &str) -> Option<Self> {
+    pub(super) fn start(
+        store: &'s dyn Store,
+        rundir: &RunDir,
+        phase: &str,
+        live: Option<&'s super::live::Live>,
+    ) -> Option<Self> {
         let specs = store.stats();
         if specs.is_empty() {
             return None;
@@ -96,6 +103,7 @@ impl<'s> StoreSampler<'s> {
         };
         let mut s = StoreSampler {
             store,
+            live,
             specs,
             max: first.clone(),
             now: first.clone(),
@@ -147,6 +155,14 @@ impl<'s> StoreSampler<'s> {
     fn write(&mut self, at: Duration, unix_us: u64) {
         let phase0_us = unix_us.saturating_sub(at.as_micros() as u64);
         self.events.poll(self.store, phase0_us);
+        if let Some(l) = self.live {
+            l.store(
+                &self.events.phase,
+                self.specs,
+                &self.now,
+                &self.events.counts,
+            );
+        }
         if let Some(c) = &mut self.csv {
             if let Err(e) = c.row(at.as_secs_f64(), unix_us, &self.now) {
                 self.lost.get_or_insert(format!("store_stats.csv: {e}"));

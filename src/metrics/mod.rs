@@ -155,6 +155,36 @@ impl Exporter {
         }
     }
 
+    /// The store's own statistics of `key` at their latest sample (`store::stats`): a value
+    /// the store did not give is withdrawn rather than left stale. Published with the next
+    /// interval.
+    pub fn store_stats(
+        &self,
+        key: &Key,
+        specs: &[crate::store::stats::StatSpec],
+        values: &[Option<u64>],
+    ) {
+        let mut st = self.state();
+        let p = st.phases.entry(key.clone()).or_default();
+        for (s, v) in specs.iter().zip(values) {
+            match v {
+                Some(v) => {
+                    let counter = s.kind == crate::store::stats::StatKind::Counter;
+                    p.store.insert(s.name, (counter, s.unit, *v as f64));
+                }
+                None => {
+                    p.store.remove(s.name);
+                }
+            }
+        }
+    }
+
+    /// The events the store logged in `key`'s phase so far, by kind.
+    pub fn store_events(&self, key: &Key, counts: &BTreeMap<String, u64>) {
+        let mut st = self.state();
+        st.phases.entry(key.clone()).or_default().store_events = counts.clone();
+    }
+
     /// Where `key`'s power figures come from, and whether they are an estimate.
     pub fn power_source(&self, key: &Key, source: &str, estimate: bool) {
         self.state()

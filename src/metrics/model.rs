@@ -235,7 +235,48 @@ pub fn families<'a>(
     ];
     all.append(&mut gauges);
     all.append(&mut totals);
+    all.extend(store_families(phases));
     all
+}
+
+/// The store's own statistics and events (issue 43): `kvmeter_store_counter` and
+/// `kvmeter_store_gauge` by `statistic` and `unit` (the names of store_stats.csv's columns,
+/// docs/run-directory.md), `kvmeter_store_events` by `event`.
+fn store_families(phases: &BTreeMap<Key, PhaseSeries>) -> Vec<Family<'_>> {
+    let mut counters = fam(
+        "kvmeter_store_counter",
+        "A counter the store keeps about itself, at its latest sample (store_stats.csv), by statistic and unit.",
+        Kind::Counter,
+    );
+    let mut gauges = fam(
+        "kvmeter_store_gauge",
+        "A level the store reports about itself, at its latest sample (store_stats.csv), by statistic and unit.",
+        Kind::Gauge,
+    );
+    let mut events = fam(
+        "kvmeter_store_events",
+        "Events the store logged in the phase (store_events.csv: flushes, compactions, stalls, latency spikes), by event.",
+        Kind::Counter,
+    );
+    let scalar = |labels, v: f64| Sample {
+        labels,
+        value: Value::Scalar(v),
+    };
+    for (k, p) in phases {
+        for (name, (counter, unit, v)) in &p.store {
+            let mut l = k.labels();
+            l.push(("statistic", name.to_string()));
+            l.push(("unit", unit.to_string()));
+            let f = if *counter { &mut counters } else { &mut gauges };
+            f.samples.push(scalar(l, *v));
+        }
+        for (event, n) in &p.store_events {
+            let mut l = k.labels();
+            l.push(("event", event.clone()));
+            events.samples.push(scalar(l, *n as f64));
+        }
+    }
+    vec![counters, gauges, events]
 }
 
 fn fam<'a>(name: &'static str, help: &'static str, kind: Kind) -> Family<'a> {

@@ -177,6 +177,11 @@ pub struct PhaseSeries {
     pub totals: BTreeMap<&'static str, f64>,
     /// Fault events by kind.
     pub faults: BTreeMap<String, u64>,
+    /// The store's own statistics at their latest sample (issue 43): by name, whether a
+    /// counter, its unit and value.
+    pub store: BTreeMap<&'static str, (bool, &'static str, f64)>,
+    /// The events the store logged in the phase so far, by kind.
+    pub store_events: BTreeMap<String, u64>,
     /// Intervals exported (after warm-up).
     pub intervals: u64,
 }

@@ -18,6 +18,9 @@ use std::path::Path;
 /// The file's name in a run directory.
 pub const STORE_STATS_CSV: &str = "store_stats.csv";
 
+/// The most statistics (and event kinds) one agent's figures may hold to be merged.
+pub const MAX_MERGED: usize = 512;
+
 /// One statistic over one phase.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StatFigure {
@@ -57,6 +60,10 @@ pub struct StoreStats {
     pub events: BTreeMap<String, u64>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub unavailable: BTreeMap<String, String>,
+    /// A distributed run's merged phase: where its figures come from (one agent's, for a
+    /// server they all sampled; or the agents' own stores, added).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_from: Option<String>,
 }
 
 impl StoreStats {
@@ -137,7 +144,80 @@ impl StoreStats {
             cache_hit_ratio: ratio(hits, hits + misses),
             events: BTreeMap::new(),
             unavailable,
+            merged_from: None,
         }
+    }
+
+    /// A distributed run's figures from its agents' (`agent`, figures): for a store they all
+    /// sampled (`shared`: a server), the lowest agent's, said so; for each agent's own store,
+    /// the counters' increases and the gauges' ends added (a gauge's highest samples did not
+    /// coincide, so no `max`), write amplification and the hit ratio from the sums. Figures an
+    /// agent sent beyond `MAX_MERGED` statistics are not merged (they arrive through etcd).
+    pub fn merged(each: &[(usize, &StoreStats)], shared: bool) -> Option<StoreStats> {
+        let each: Vec<_> = each
+            .iter()
+            .filter(|(_, s)| s.stats.len() <= MAX_MERGED && s.events.len() <= MAX_MERGED)
+            .collect();
+        let (first_agent, first) = each.iter().min_by_key(|(a, _)| *a)?;
+        if shared {
+            let mut out = (*first).clone();
+            out.merged_from = Some(format!(
+                "agent {first_agent}'s samples: every agent samples the same server"
+            ));
+            return Some(out);
+        }
+        let mut out = (*first).clone();
+        out.unavailable.clear();
+        for (name, f) in out.stats.iter_mut() {
+            let all: Option<Vec<&StatFigure>> =
+                each.iter().map(|(_, s)| s.stats.get(name)).collect();
+            let Some(all) = all else {
+                out.unavailable.insert(
+                    name.clone(),
+                    "unavailable: not every agent's store gave it".into(),
+                );
+                continue;
+            };
+            let sum = |get: fn(&StatFigure) -> Option<u64>| {
+                all.iter().map(|f| get(f)).sum::<Option<u64>>()
+            };
+            f.increase = sum(|f| f.increase);
+            f.end = sum(|f| f.end);
+            f.max = None;
+        }
+        out.stats
+            .retain(|name, _| !out.unavailable.contains_key(name));
+        for (_, s) in &each {
+            for (k, v) in &s.unavailable {
+                out.unavailable
+                    .entry(k.clone())
+                    .or_insert_with(|| v.clone());
+            }
+        }
+        let role_sum = |r: &str| -> u64 {
+            out.stats
+                .values()
+                .filter(|f| f.role.as_deref() == Some(r))
+                .filter_map(|f| f.increase)
+                .sum()
+        };
+        let (storage, user) = (role_sum("storage_write"), role_sum("user_write"));
+        let (hits, misses) = (role_sum("cache_hit"), role_sum("cache_miss"));
+        if out.write_amplification.is_some() {
+            out.write_amplification = (user > 0).then(|| storage as f64 / user as f64);
+        }
+        out.cache_hit_ratio = (hits + misses > 0).then(|| hits as f64 / (hits + misses) as f64);
+        out.events = BTreeMap::new();
+        for (_, s) in &each {
+            for (k, v) in &s.events {
+                *out.events.entry(k.clone()).or_default() += v;
+            }
+        }
+        out.merged_from = Some(format!(
+            "the {} agents' own stores, added (counters' increases and gauges' ends)",
+            each.len()
+        ));
+        Some(out)
     }
 
     /// A counter's increase, by name.
@@ -340,5 +420,32 @@ mod tests {
         // Nothing written: no ratio (not 0, not infinite).
         assert_eq!(s.write_amplification, None);
         assert_eq!(s.cache_hit_ratio, None);
+    }
+
+    #[test]
+    fn agents_merge_as_one_server_or_as_their_own_stores_added() {
+        let a = StoreStats::of(
+            SPECS,
+            &[Some(0), Some(0), Some(0), Some(0), Some(0), Some(1)],
+            &[Some(100), Some(50), Some(50), Some(3), Some(1), Some(2)],
+            &[None, None, None, None, None, Some(5)],
+        );
+        let b = StoreStats::of(
+            SPECS,
+            &[Some(0), Some(0), Some(0), Some(0), Some(0), Some(0)],
+            &[Some(300), Some(0), Some(150), Some(1), Some(3), Some(4)],
+            &[None, None, None, None, None, Some(4)],
+        );
+        // One server: agent 1's (the lowest), as it is.
+        let one = StoreStats::merged(&[(2, &b), (1, &a)], true).unwrap();
+        assert_eq!(one.stats, a.stats);
+        assert!(one.merged_from.unwrap().starts_with("agent 1's samples"));
+        // Each agent's own store: (100 + 50 + 300) / (50 + 150) = 2.25; 4 hits of 8.
+        let own = StoreStats::merged(&[(1, &a), (2, &b)], false).unwrap();
+        assert_eq!(own.increase("wal"), Some(400));
+        assert_eq!(own.write_amplification, Some(2.25));
+        assert_eq!(own.cache_hit_ratio, Some(0.5));
+        assert_eq!((own.stats["l0"].end, own.stats["l0"].max), (Some(6), None));
+        assert!(StoreStats::merged(&[], false).is_none());
     }
 }

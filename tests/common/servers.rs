@@ -60,10 +60,18 @@ pub fn spawn_listening(mut command: impl FnMut(u16) -> Command) -> (Proc, u16) {
                 break;
             }
             if listening(port) {
-                match listener_is(c.0.id(), port) {
-                    Some(false) => break,
-                    _ => return (c, port),
+                if listener_is(c.0.id(), port) == Some(false) {
+                    break;
                 }
+                // Still alive and listening a moment later: a server that exits right after
+                // it listened (it lost a later step of its start) is started again too.
+                std::thread::sleep(Duration::from_millis(150));
+                if c.0.try_wait().ok().flatten().is_none()
+                    && listener_is(c.0.id(), port) != Some(false)
+                {
+                    return (c, port);
+                }
+                break;
             }
             assert!(
                 t.elapsed() < Duration::from_secs(60),
@@ -75,23 +83,39 @@ pub fn spawn_listening(mut command: impl FnMut(u16) -> Command) -> (Proc, u16) {
     panic!("the server exited before listening, five times (ports taken?)");
 }
 
-/// Whether the socket listening on loopback `port` is one of process `pid`'s, from
-/// /proc/net/tcp (the listener's inode) and /proc/PID/fd (the process's sockets); None where
-/// that cannot be read.
+/// Whether process `pid` holds a socket listening on `port` (/proc/net/tcp and tcp6: the
+/// listeners' inodes; /proc/PID/fd: the process's sockets); None where the tables cannot be
+/// read. A connection to 127.0.0.1:`port` can also be answered by another process listening on
+/// every address (0.0.0.0, or [::] with IPv4 mapped), which the loopback entry alone would not
+/// show: only a listener of `pid`'s own counts.
 pub fn listener_is(pid: u32, port: u16) -> Option<bool> {
-    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
-    let local = format!("0100007F:{port:04X}");
-    let inode = table.lines().skip(1).find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        (f.get(1) == Some(&local.as_str()) && f.get(3) == Some(&"0A")).then(|| f.get(9).copied())?
-    })?;
-    let socket = format!("socket:[{inode}]");
+    let mut inodes = vec![];
+    let mut read_any = false;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        read_any = true;
+        for l in text.lines().skip(1) {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let on_port = f
+                .get(1)
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| u16::from_str_radix(p, 16).ok())
+                == Some(port);
+            if on_port && f.get(3) == Some(&"0A") {
+                inodes.extend(f.get(9).map(|i| format!("socket:[{i}]")));
+            }
+        }
+    }
+    if !read_any {
+        return None;
+    }
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
-    Some(
-        fds.flatten().any(|fd| {
-            std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == socket.as_str())
-        }),
-    )
+    Some(fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .is_ok_and(|l| inodes.iter().any(|i| l.as_os_str() == i.as_str()))
+    }))
 }
 
 /// One way to start memcached or redis-server on loopback for a test, so that every test

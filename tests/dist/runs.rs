@@ -71,6 +71,20 @@ fn three_agents_replay_one_host_on_memcached_and_merge_exactly() {
             assert_eq!(n, sum, "{p} {op}");
         }
     }
+    // memcached's own statistics (issue 43): every agent sampled the one server, so the
+    // merged phase has the lowest agent's figures, not their sum, and says so.
+    for p in ["load", "run"] {
+        let ss = &phase(&merged, p)["store_stats"];
+        assert_eq!(
+            ss["merged_from"], "agent 0's samples: every agent samples the same server",
+            "{p}"
+        );
+        assert_eq!(
+            ss["stats"],
+            phase(&agents[0], p)["store_stats"]["stats"],
+            "{p}"
+        );
+    }
     // Load slices: 1000 records each.
     for a in &agents {
         assert_eq!(counts(phase(a, "load"))["INSERT"], 1000);

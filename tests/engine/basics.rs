@@ -160,32 +160,40 @@ fn partial_updates_and_read_modify_writes_are_chained_requests_on_memcached() {
 #[test]
 fn a_probe_stream_is_measured_apart_from_the_load() {
     let t = tempfile::tempdir().unwrap();
-    let (_mc, port) = memcached(1024);
-    let out = t.path().join("run");
-    let o = kvmeter()
-        .args([
-            "run",
-            "-P",
-            "workloadc",
-            "--store",
-            "memcached",
-            "--store-opt",
-        ])
-        .arg(format!("addr=127.0.0.1:{port}"))
-        .args(["--connections", "100", "--depth", "4", "--records", "1000"])
-        .args([
-            "--probe-rate",
-            "200",
-            "--probe-connections",
-            "2",
-            "--duration",
-            "2s",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Twice at most, and only when memcached itself is gone: twice in CI (stops 47 and 48) the
+    // server this test started was not there when kvmeter first asked. What memcached said
+    // then is printed, so the cause is on record; kvmeter must still succeed on a live one.
+    let mut attempt = 0;
+    let (_mc, port, out) = loop {
+        attempt += 1;
+        let log = t.path().join(format!("memcached-{attempt}.log"));
+        let (mut mc, port) = Launch::memcached()
+            .args(&["-c", "1024", "-v"])
+            .log(&log)
+            .start();
+        let out = t.path().join(format!("run-{attempt}"));
+        let o = kvmeter()
+            .args(["run", "-P", "workloadc", "--store", "memcached"])
+            .args(["--store-opt", &format!("addr=127.0.0.1:{port}")])
+            .args(["--connections", "100", "--depth", "4", "--records", "1000"])
+            .args(["--probe-rate", "200", "--probe-connections", "2"])
+            .args(["--duration", "2s", "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let gone = mc.0.try_wait().ok().flatten();
+        let said = format!(
+            "{}\nmemcached (pid {}, exited: {gone:?}) said:\n{}",
+            String::from_utf8_lossy(&o.stderr),
+            mc.0.id(),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        if o.status.success() {
+            break (mc, port, out);
+        }
+        assert!(gone.is_some() && attempt == 1, "{said}");
+        eprintln!("memcached was gone before kvmeter asked; once more:\n{said}");
+    };
     let s = json(&out.join("summary.json"));
     let run = phase(&s, "run");
     let probe = &run["engine"]["probe"];

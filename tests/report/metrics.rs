@@ -267,6 +267,27 @@ fn check_against_summary(prom: &Prom, run: &Path, native: bool) {
     }
 }
 
+/// The store's own statistics (issue 43) as Prometheus stored them: memcached's item memory
+/// as memcached says it, and its gets as one of store_stats.csv's samples of the phase.
+fn store_statistics_are_served(prom: &Prom, run: &Path, mc: u16) {
+    let limit = common::servers::mc_stats(mc)["limit_maxbytes"] as f64;
+    let sel = "{phase=\"run\",statistic=\"limit_maxbytes\",unit=\"bytes\"}";
+    let q = format!("last_over_time(kvmeter_store_gauge{sel}[10m])");
+    assert_eq!(prom.settle(&q, limit), Some(limit), "{q}");
+    let q = "last_over_time(kvmeter_store_counter_total{phase=\"run\",statistic=\"cmd_get\"}[10m])";
+    let got = prom.scalar(q).unwrap_or_else(|| panic!("{q}: no series"));
+    let csv = std::fs::read_to_string(run.join("store_stats.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "cmd_get").unwrap();
+    let sampled: Vec<f64> = lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f[0] == "run")
+        .filter_map(|f| f[col].parse().ok())
+        .collect();
+    assert!(sampled.contains(&got), "{got} not among {sampled:?}");
+}
+
 #[test]
 fn prometheus_stores_the_summary_counts_and_p99_classic_and_native() {
     let tmp = tempfile::tempdir().unwrap();
@@ -286,6 +307,7 @@ fn prometheus_stores_the_summary_counts_and_p99_classic_and_native() {
                 common::validate("manifest.schema.json", &m);
                 assert_eq!(m["plan"]["metrics"]["addr"], format!("127.0.0.1:{mport}"));
                 check_against_summary(&prom, &run, *native);
+                store_statistics_are_served(&prom, &run, mc);
                 if *native {
                     // The open loop's from-intended histogram is there too, whole.
                     let s = json(&run.join("summary.json"));

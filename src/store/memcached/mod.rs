@@ -11,7 +11,6 @@ use super::net::{self, push_num, Conn};
 use super::record;
 use super::Queued;
 use super::*;
-use crate::error::UsageError;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -19,6 +18,7 @@ mod binary;
 mod bincodec;
 mod codec;
 mod pipeline;
+mod server;
 mod stats;
 mod text;
 mod udp;
@@ -26,6 +26,7 @@ mod udp;
 pub use stats::STATS;
 
 use binary::*;
+use server::*;
 use text::*;
 use udp::*;
 
@@ -83,117 +84,6 @@ static ENGINE: super::EngineSupport = super::EngineSupport {
     sockets_per_connection: super::one_socket,
 };
 
-#[derive(Clone, Copy, PartialEq)]
-enum Protocol {
-    Text,
-    Binary,
-}
-
-#[derive(Clone)]
-struct Settings {
-    protocol: Protocol,
-    udp: bool,
-    connections: usize,
-    timeout: Duration,
-    pipeline: usize,
-    /// The most bytes one request's replies may hold (`max_reply`).
-    max_reply: usize,
-}
-
-fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
-    let s = Settings {
-        protocol: if o.choice("protocol", &["text", "binary"])? == "binary" {
-            Protocol::Binary
-        } else {
-            Protocol::Text
-        },
-        udp: o.bool("udp")?,
-        connections: o.positive("connections")? as usize,
-        timeout: net::timeout(o)?,
-        pipeline: match o.positive("pipeline")? {
-            n @ 1..=10_000 => n as usize,
-            n => {
-                return Err(UsageError::new(format!(
-                    "--store-opt pipeline={n}: expected 1 to 10000"
-                )))
-            }
-        },
-        max_reply: net::max_reply(o)?,
-    };
-    o.positive("memory_mb")?;
-    if o.str("max_clients") != "auto" {
-        o.positive("max_clients")?;
-    }
-    o.positive("threads")?;
-    if !o.str("addr").is_empty() {
-        net::resolve(o.str("addr"))
-            .map_err(|e| UsageError::new(format!("--store-opt addr={e}")))?;
-    }
-    Ok(s)
-}
-
-/// Why the event-driven engine (`--connections`) cannot serve these options yet, if it
-/// cannot: it speaks the text protocol over TCP or UDP and the binary protocol over TCP, one
-/// request per slot.
-pub fn engine_refusal(o: &StoreOptions) -> Option<String> {
-    if o.str("protocol") == "binary" && o.bool("udp").unwrap_or(false) {
-        return Some("--store-opt protocol=binary with udp=true: not served by the event-driven engine (--connections), which speaks the text protocol over UDP; without --connections, worker threads serve it".into());
-    }
-    for (opt, unset) in [("pipeline", "1")] {
-        if o.str(opt) != unset {
-            return Some(format!(
-                "--store-opt {opt}={}: not served by the event-driven engine (--connections) yet; without --connections, worker threads serve it",
-                o.str(opt)
-            ));
-        }
-    }
-    None
-}
-
-/// A managed server's connection limit (`-c`): `max_clients`, or 4096 (`auto`; the engine sets
-/// it to what `--connections` needs).
-fn max_clients(o: &StoreOptions) -> u64 {
-    o.str("max_clients").parse().unwrap_or(4096)
-}
-
-fn server_args(o: &StoreOptions, ports: &[u16], _dir: &Path) -> Vec<String> {
-    let mut a: Vec<String> = vec![
-        "-l".into(),
-        "127.0.0.1".into(),
-        "-p".into(),
-        ports[0].to_string(),
-        "-U".into(),
-        if o.bool("udp").unwrap_or(false) {
-            ports[0].to_string()
-        } else {
-            "0".into()
-        },
-        "-m".into(),
-        o.str("memory_mb").into(),
-        "-t".into(),
-        o.str("threads").into(),
-        "-c".into(),
-        max_clients(o).to_string(),
-        "-b".into(),
-        max_clients(o).min(65_535).to_string(),
-    ];
-    // memcached refuses to run as root unless told which user to be.
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        a.extend(["-u".into(), "root".into()]);
-    }
-    a
-}
-
-fn connect(o: &StoreOptions) -> Result<(Conn, Settings), String> {
-    let s = settings(o).map_err(|e| e.to_string())?;
-    let addr = net::resolve(o.str("addr"))?;
-    let mut c = Conn::connect(addr, s.timeout)
-        .map_err(|e| format!("cannot connect to memcached at {addr}: {e}"))?;
-    c.set_limit(s.max_reply);
-    Ok((c, s))
-}
-
 /// A one-line answer (`set`, `delete`), judged by `text.rs`.
 fn answered(c: &mut Conn, what: &str, judge: fn(&[u8]) -> Answer) -> Result<(), RawError> {
     let l = c.line()?;
@@ -202,43 +92,6 @@ fn answered(c: &mut Conn, what: &str, judge: fn(&[u8]) -> Answer) -> Result<(), 
         Answer::Refused => Err(server_error(what, c.bytes(l))),
         Answer::Garbage(why) => Err(c.protocol(why)),
     }
-}
-
-/// A one-line text command and its one-line answer.
-fn command(c: &mut Conn, cmd: &[u8]) -> Result<String, String> {
-    c.begin();
-    c.wbuf.extend_from_slice(cmd);
-    c.send().map_err(|e| e.message)?;
-    let r = c.line().map_err(|e| e.message)?;
-    Ok(String::from_utf8_lossy(c.bytes(r)).into_owned())
-}
-
-fn ping(o: &StoreOptions, _addr: &str) -> Result<String, String> {
-    let (mut c, s) = connect(o)?;
-    let v = command(&mut c, b"version\r\n")?;
-    let v = v
-        .strip_prefix("VERSION ")
-        .ok_or_else(|| format!("unexpected answer to 'version': {v}"))?
-        .to_string();
-    if s.udp {
-        // The UDP port must answer too.
-        let mut u =
-            Udp::new(c.addr, s.timeout, s.max_reply).map_err(|e| format!("UDP socket: {e}"))?;
-        u.get(b"kvmeter-ping").map_err(|e| {
-            format!(
-                "no UDP answer from {}: {} (is memcached listening on UDP, -U?)",
-                c.addr, e.message
-            )
-        })?;
-    }
-    Ok(v)
-}
-
-fn clear(o: &StoreOptions) -> anyhow::Result<()> {
-    let (mut c, _) = connect(o).map_err(|e| anyhow::anyhow!(e))?;
-    let a = command(&mut c, b"flush_all\r\n").map_err(|e| anyhow::anyhow!(e))?;
-    anyhow::ensure!(a == "OK", "memcached flush_all answered {a}");
-    Ok(())
 }
 
 struct McStore {
