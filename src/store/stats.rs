@@ -50,6 +50,23 @@ pub struct StatSpec {
     pub meaning: &'static str,
 }
 
+/// A declaration in one line, for the stores' lists.
+pub const fn stat(
+    name: &'static str,
+    unit: &'static str,
+    kind: StatKind,
+    role: Role,
+    meaning: &'static str,
+) -> StatSpec {
+    StatSpec {
+        name,
+        unit,
+        kind,
+        role,
+        meaning,
+    }
+}
+
 /// Something the store did at a moment of its own clock (issue 43, "events on the
 /// timeline"): a flush or compaction starting or ending, writes slowed down or stopped. Read
 /// from the store's own log; `store_events.csv` keeps each, on the phase's clock.

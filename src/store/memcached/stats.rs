@@ -6,25 +6,9 @@
 //! it is declared here.
 
 use super::super::net::Conn;
-use super::super::stats::{self, Poller, Role, StatKind, StatSpec};
+use super::super::stats::{self, stat, Poller, Role, StatKind, StatSpec};
 use std::net::SocketAddr;
 use std::time::Duration;
-
-const fn stat(
-    name: &'static str,
-    unit: &'static str,
-    kind: StatKind,
-    role: Role,
-    meaning: &'static str,
-) -> StatSpec {
-    StatSpec {
-        name,
-        unit,
-        kind,
-        role,
-        meaning,
-    }
-}
 
 use StatKind::{Counter, Gauge};
 

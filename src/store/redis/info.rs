@@ -7,27 +7,11 @@
 //! `cmdstat_<cmd>_calls` and `_usec`).
 
 use super::super::net::Conn;
-use super::super::stats::{self, Poller, Role, StatKind, StatSpec};
+use super::super::stats::{self, stat, Poller, Role, StatKind, StatSpec};
 use super::resp::{command, reply, Reply};
 use super::server::{connect, Settings};
 use std::net::SocketAddr;
 use StatKind::{Counter, Gauge};
-
-const fn stat(
-    name: &'static str,
-    unit: &'static str,
-    kind: StatKind,
-    role: Role,
-    meaning: &'static str,
-) -> StatSpec {
-    StatSpec {
-        name,
-        unit,
-        kind,
-        role,
-        meaning,
-    }
-}
 
 pub static STATS: &[StatSpec] = &[
     stat(
