@@ -86,5 +86,6 @@ pub fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
         kvmeter_cpu: None,
         engine: None,
         store_stats: None,
+        storage_io: None,
     }
 }

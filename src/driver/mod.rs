@@ -26,6 +26,7 @@ mod progress;
 mod replay;
 mod setup;
 mod signals;
+mod storage_io;
 mod store_stats;
 mod test_panic;
 mod worker;

@@ -555,6 +555,10 @@ fn start_companions<'a: 's, 's>(
     if let Some(s) = sampler {
         out.push(Box::new(s));
     }
+    // The kernel's storage bytes: after the sampler, whose figures it divides by.
+    if let Some(s) = super::storage_io::StorageIoCompanion::start(ctx) {
+        out.push(Box::new(s));
+    }
     if phase.kind != PhaseKind::Run {
         return out;
     }

@@ -19,6 +19,7 @@ pub mod output;
 pub mod rundata;
 pub mod rundir;
 pub mod stats;
+pub mod storage_io;
 pub mod store_events;
 pub mod store_stats;
 pub mod table;
@@ -212,6 +213,10 @@ pub struct PhaseSummary {
     /// What the store said about itself over the phase (its own statistics; issue 43).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_stats: Option<store_stats::StoreStats>,
+    /// The phase's storage I/O and amplification: the kernel's bytes over the store's user
+    /// bytes (issue 43 item 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_io: Option<storage_io::StorageIo>,
 }
 
 /// What the event-driven engine did in one phase.

@@ -26,7 +26,7 @@ pub const MAX_MERGED: usize = 512;
 pub struct StatFigure {
     pub kind: StatKind,
     pub unit: String,
-    /// Its part in kvmeter's figures: storage_write, user_write, cache_hit, cache_miss, stall
+    /// Its part in kvmeter's figures: storage_write, user_write, user_read, cache_hit, cache_miss, stall
     /// or backlog (none: only itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
@@ -232,6 +232,7 @@ fn role_name(r: Role) -> Option<String> {
         Role::Work => "work",
         Role::StorageWrite => "storage_write",
         Role::UserWrite => "user_write",
+        Role::UserRead => "user_read",
         Role::CacheHit => "cache_hit",
         Role::CacheMiss => "cache_miss",
         Role::Stall => "stall",

@@ -67,6 +67,9 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
         if let Some(s) = &p.store_stats {
             out.push_str(&s.lines());
         }
+        if let Some(s) = &p.storage_io {
+            out.push_str(&s.line());
+        }
         pressure_lines(&mut out, p);
         fault_lines(&mut out, p);
         for a in &p.antagonists {

@@ -201,7 +201,7 @@ pub static STATS: &[StatSpec] = &[
     StatSpec { name: "wal_bytes", unit: "bytes", kind: StatKind::Counter, role: Role::StorageWrite, meaning: "bytes written to the write-ahead log (rocksdb.wal.bytes)" },
     StatSpec { name: "wal_syncs", unit: "count", kind: StatKind::Counter, role: Role::Work, meaning: "write-ahead log syncs (rocksdb.wal.synced)" },
     StatSpec { name: "user_bytes_written", unit: "bytes", kind: StatKind::Counter, role: Role::UserWrite, meaning: "bytes of the write batches the application wrote: keys, values and their framing, 16 bytes a put (rocksdb.bytes.written)" },
-    StatSpec { name: "user_bytes_read", unit: "bytes", kind: StatKind::Counter, role: Role::Plain, meaning: "value bytes point reads returned (rocksdb.bytes.read)" },
+    StatSpec { name: "user_bytes_read", unit: "bytes", kind: StatKind::Counter, role: Role::UserRead, meaning: "value bytes point reads returned (rocksdb.bytes.read)" },
     StatSpec { name: "stall_us", unit: "us", kind: StatKind::Counter, role: Role::Stall, meaning: "time writers were delayed or stopped by a write stall (rocksdb.stall.micros)" },
     StatSpec { name: "block_cache_hits", unit: "count", kind: StatKind::Counter, role: Role::CacheHit, meaning: "block cache hits (rocksdb.block.cache.hit)" },
     StatSpec { name: "block_cache_misses", unit: "count", kind: StatKind::Counter, role: Role::CacheMiss, meaning: "block cache misses (rocksdb.block.cache.miss)" },

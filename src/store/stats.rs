@@ -28,6 +28,8 @@ pub enum Role {
     /// Bytes of keys and values the store was asked to write: write amplification's
     /// denominator.
     UserWrite,
+    /// Bytes the store's reads returned: read amplification's denominator.
+    UserRead,
     /// A cache's hits and misses: the phase's hit ratio.
     CacheHit,
     CacheMiss,

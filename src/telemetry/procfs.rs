@@ -307,6 +307,59 @@ pub fn read_threads(root: &Root, pid: u32) -> Vec<(u32, String, u64)> {
     out
 }
 
+/// A task's storage-level I/O (`/proc/PID/io`, `/proc/PID/task/TID/io`): bytes the kernel
+/// read from a device for it, bytes it dirtied for writeback, and bytes of those a truncate
+/// or delete cancelled before they were written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskIo {
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub cancelled_write_bytes: u64,
+}
+
+/// Parses an `io` file; `None` without its three storage lines.
+pub fn parse_io(text: &str) -> Option<TaskIo> {
+    let field = |key: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    Some(TaskIo {
+        read_bytes: field("read_bytes:")?,
+        write_bytes: field("write_bytes:")?,
+        cancelled_write_bytes: field("cancelled_write_bytes:")?,
+    })
+}
+
+/// A process's I/O: every thread's, those that ended included.
+pub fn read_io(root: &Root, pid: u32) -> Result<TaskIo, String> {
+    let rel = format!("proc/{pid}/io");
+    let text = root.read(&rel).map_err(|e| format!("/{rel}: {e}"))?;
+    parse_io(&text).ok_or_else(|| format!("/{rel}: not the kernel's format"))
+}
+
+/// (tid, thread name, I/O) of every live thread of a process.
+pub fn read_thread_io(root: &Root, pid: u32) -> Vec<(u32, String, TaskIo)> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir(root.path(&format!("proc/{pid}/task"))) else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        let Some(io) = std::fs::read_to_string(e.path().join("io"))
+            .ok()
+            .and_then(|t| parse_io(&t))
+        else {
+            continue;
+        };
+        out.push((tid, comm.trim_end().to_string(), io));
+    }
+    out
+}
+
 // ---------------------------------------------------------------- memory and PSI
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -263,6 +263,7 @@ fn phase_columns(f: &RunFiles, p: &Map<String, Value>, at: &str) -> Result<Row, 
         "engine",
         "pressure",
         "sent_to",
+        "storage_io",
     ] {
         if let Some(v) = p.get(key) {
             flatten(key, v, &mut row, 1);

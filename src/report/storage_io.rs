@@ -1,0 +1,282 @@
+//! I/O amplification of a phase (issue 43 item 4; papers/001 reports RocksDB's and
+//! SplinterDB's throughput "before factoring in any write amplification" and guesses at where
+//! WiredTiger's and the LSMs' disk traffic comes from): the bytes the store's own threads (or
+//! its server's process) made the kernel write to and read from storage, over the bytes the
+//! store was asked to write and returned — each figure with its source, cross-checked against
+//! the store's own counters where it has them, and `unavailable: <why>` where the kernel cannot
+//! know (a tmpfs data directory, a server kvmeter did not start, no permission).
+//!
+//! The kernel's figures are `/proc/PID/io`'s `write_bytes − cancelled_write_bytes` and
+//! `read_bytes`: bytes dirtied for writeback (counted when dirtied, by the thread that dirtied
+//! them, once per page until it is written back) and bytes read from the device (page-cache
+//! hits are not reads). The driver takes them (`driver/storage_io.rs`); this module holds the
+//! phase's figures and derives the ratios.
+
+use super::store_stats::StoreStats;
+use serde::{Deserialize, Serialize};
+
+/// A phase's storage I/O and amplification.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct StorageIo {
+    /// Whose I/O the kernel's figures are.
+    pub source: String,
+    /// Bytes the store wrote for storage (dirtied in the page cache, or written directly) and
+    /// bytes read from the device over the phase, as the kernel counted them; null with
+    /// `unavailable` saying why.
+    pub write_bytes: Option<u64>,
+    pub read_bytes: Option<u64>,
+    /// Of `write_bytes`, those whose file was truncated or deleted before they reached the
+    /// device (a write-ahead log dropped after its memtable's flush): the device saw
+    /// `write_bytes − cancelled_write_bytes`.
+    pub cancelled_write_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+    /// Bytes the store was asked to write and bytes its reads returned, from its own counters
+    /// (statistics whose role is user_write, user_read); null where it keeps none.
+    pub user_write_bytes: Option<u64>,
+    pub user_read_bytes: Option<u64>,
+    /// The kernel's storage bytes over the user bytes.
+    pub write_amplification: Option<f64>,
+    pub read_amplification: Option<f64>,
+    /// How each ratio was computed, or `unavailable: <why>`.
+    pub write_amplification_source: String,
+    pub read_amplification_source: String,
+    /// The store's own storage write bytes (statistics whose role is storage_write: RocksDB's
+    /// WAL, flush and compaction bytes) and the kernel's figure over them: near 1 when both
+    /// saw the same writes.
+    pub store_write_bytes: Option<u64>,
+    pub kernel_over_store: Option<f64>,
+    /// Bytes the data directory's files take on disk when the phase ends (allocated blocks).
+    pub on_disk_bytes: Option<u64>,
+}
+
+impl StorageIo {
+    /// Adds the store's counters of the phase (`stats`) and derives the ratios.
+    pub fn derive(&mut self, stats: Option<&StoreStats>) {
+        let by_role = |role: &str| -> Option<u64> {
+            let s = stats?;
+            let mut found = false;
+            let sum = s
+                .stats
+                .values()
+                .filter(|f| f.role.as_deref() == Some(role))
+                .map(|f| {
+                    found = true;
+                    f.increase.unwrap_or(0)
+                })
+                .sum();
+            found.then_some(sum)
+        };
+        self.user_write_bytes = by_role("user_write");
+        self.user_read_bytes = by_role("user_read");
+        self.store_write_bytes = by_role("storage_write");
+        let why = self.unavailable.clone();
+        (self.write_amplification, self.write_amplification_source) = ratio(
+            self.write_bytes,
+            self.user_write_bytes,
+            "written",
+            why.as_deref(),
+        );
+        (self.read_amplification, self.read_amplification_source) = ratio(
+            self.read_bytes,
+            self.user_read_bytes,
+            "read",
+            why.as_deref(),
+        );
+        self.kernel_over_store = match (self.write_bytes, self.store_write_bytes) {
+            (Some(k), Some(s)) if s > 0 => Some(k as f64 / s as f64),
+            _ => None,
+        };
+    }
+
+    /// The terminal's line.
+    pub fn line(&self) -> String {
+        let mut parts = vec![];
+        match (&self.unavailable, self.write_bytes, self.read_bytes) {
+            (Some(why), _, _) => parts.push(format!("kernel's storage bytes {why}")),
+            (None, Some(w), Some(r)) => {
+                let gone = match self.cancelled_write_bytes {
+                    Some(c) if c > 0 => format!(", {} of it deleted before writeback", mb(c)),
+                    _ => String::new(),
+                };
+                parts.push(format!("wrote {}{gone}, read {} (kernel)", mb(w), mb(r)))
+            }
+            _ => {}
+        }
+        if let Some(w) = self.write_amplification {
+            parts.push(format!("write amplification {w:.2} (kernel)"));
+        }
+        if let Some(r) = self.read_amplification {
+            parts.push(format!("read amplification {r:.2} (kernel)"));
+        }
+        if let Some(k) = self.kernel_over_store {
+            parts.push(format!("kernel/store's counters {k:.2}"));
+        }
+        if let Some(d) = self.on_disk_bytes {
+            parts.push(format!("on disk at the end {}", mb(d)));
+        }
+        format!("  storage  {}\n", parts.join("; "))
+    }
+}
+
+/// `num / den` with its source; unavailable when either is unknown, none when nothing was
+/// asked of the store.
+fn ratio(
+    num: Option<u64>,
+    den: Option<u64>,
+    verb: &str,
+    why: Option<&str>,
+) -> (Option<f64>, String) {
+    match (num, den) {
+        (Some(n), Some(d)) if d > 0 => (
+            Some(n as f64 / d as f64),
+            format!("kernel's storage bytes {verb} / the store's user bytes {verb}"),
+        ),
+        (Some(_), Some(_)) => (None, format!("none: no user bytes {verb} in the phase")),
+        (None, _) => (
+            None,
+            why.unwrap_or("unavailable: the kernel's figure is missing")
+                .to_string(),
+        ),
+        (_, None) => (
+            None,
+            format!("unavailable: the store counts no user bytes {verb}"),
+        ),
+    }
+}
+
+fn mb(b: u64) -> String {
+    format!("{:.1} MB", b as f64 / 1e6)
+}
+
+/// Bytes the files under `dir` take on disk (allocated blocks; each hard link once), and
+/// how many entries were left out because they could not be read.
+pub fn on_disk(dir: &std::path::Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let (mut bytes, mut unread) = (0u64, 0u64);
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    // A bound on the walk: a data directory with more entries than this is not a store's.
+    let mut left = 1_000_000u32;
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            unread += 1;
+            continue;
+        };
+        for e in rd {
+            left = left.saturating_sub(1);
+            if left == 0 {
+                return (bytes, unread + 1);
+            }
+            let Ok(e) = e else {
+                unread += 1;
+                continue;
+            };
+            let Ok(m) = e.path().symlink_metadata() else {
+                unread += 1;
+                continue;
+            };
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if m.is_file() && seen.insert((m.dev(), m.ino())) {
+                bytes += m.blocks() * 512;
+            }
+        }
+    }
+    (bytes, unread)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::store_stats::StatFigure;
+    use crate::store::stats::StatKind;
+
+    fn stats(figs: &[(&str, &str, u64)]) -> StoreStats {
+        let mut s = StoreStats {
+            stats: Default::default(),
+            write_amplification: None,
+            write_amplification_source: String::new(),
+            cache_hit_ratio: None,
+            events: Default::default(),
+            unavailable: Default::default(),
+            merged_from: None,
+        };
+        for (name, role, inc) in figs {
+            s.stats.insert(
+                name.to_string(),
+                StatFigure {
+                    kind: StatKind::Counter,
+                    unit: "bytes".into(),
+                    role: Some(role.to_string()),
+                    increase: Some(*inc),
+                    end: None,
+                    max: None,
+                },
+            );
+        }
+        s
+    }
+
+    #[test]
+    fn ratios_come_from_the_kernel_over_the_stores_user_bytes() {
+        let mut io = StorageIo {
+            write_bytes: Some(3_000),
+            read_bytes: Some(50),
+            ..Default::default()
+        };
+        let s = stats(&[
+            ("wal", "storage_write", 1_000),
+            ("flush", "storage_write", 1_500),
+            ("user", "user_write", 1_000),
+            ("got", "user_read", 200),
+        ]);
+        io.derive(Some(&s));
+        assert_eq!(io.write_amplification, Some(3.0));
+        assert_eq!(io.read_amplification, Some(0.25));
+        assert_eq!(io.store_write_bytes, Some(2_500));
+        assert_eq!(io.kernel_over_store, Some(1.2));
+        assert!(io.line().contains("write amplification 3.00 (kernel)"));
+    }
+
+    #[test]
+    fn what_is_not_known_says_why() {
+        let mut io = StorageIo {
+            unavailable: Some("unavailable: the data directory is on tmpfs".into()),
+            ..Default::default()
+        };
+        io.derive(None);
+        assert_eq!(io.write_amplification, None);
+        assert_eq!(
+            io.write_amplification_source,
+            "unavailable: the data directory is on tmpfs"
+        );
+        let mut io = StorageIo {
+            write_bytes: Some(10),
+            read_bytes: Some(0),
+            ..Default::default()
+        };
+        io.derive(Some(&stats(&[("user", "user_write", 0)])));
+        assert_eq!(io.write_amplification, None);
+        assert_eq!(
+            io.write_amplification_source,
+            "none: no user bytes written in the phase"
+        );
+        assert_eq!(
+            io.read_amplification_source,
+            "unavailable: the store counts no user bytes read"
+        );
+    }
+
+    #[test]
+    fn on_disk_counts_allocated_blocks_once_per_file() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir(t.path().join("sub")).unwrap();
+        std::fs::write(t.path().join("sub/a"), vec![1u8; 10_000]).unwrap();
+        std::fs::hard_link(t.path().join("sub/a"), t.path().join("b")).unwrap();
+        let (bytes, unread) = on_disk(t.path());
+        assert_eq!(unread, 0);
+        // 10,000 bytes take whole blocks: at least that, less than 10,000 + 64 KiB.
+        assert!((10_000..10_000 + 65_536).contains(&bytes), "{bytes}");
+    }
+}
