@@ -187,6 +187,11 @@ pub struct CapacityArgs {
     /// Most runs in all.
     #[arg(long, value_name = "N", default_value_t = 30)]
     pub max_points: usize,
+    /// A point passes only if, besides the SLO, the store had no write stall and its backlog
+    /// (RocksDB's L0 files and pending compaction bytes) did not grow over the run phase's
+    /// second half; the latency-only capacity is printed beside it.
+    #[arg(long)]
+    pub sustainable: bool,
     #[command(flatten)]
     pub common: CommonArgs,
 }

@@ -59,6 +59,7 @@ impl Job {
                     precision: a.precision,
                     repeat: a.repeat,
                     max_points: a.max_points,
+                    sustainable: a.sustainable,
                 };
                 let mut r = a
                     .common

@@ -27,6 +27,9 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "write_buffer_mb", default: "64", help: "memtable size in MiB" },
     OptSpec { name: "bloom_bits", default: "10", help: "bloom filter bits per key (0: no filter)" },
     OptSpec { name: "max_background_jobs", default: "2", help: "flush and compaction threads" },
+    OptSpec { name: "l0_compaction_trigger", default: "4", help: "level-0 files that start a compaction into level 1 (level0_file_num_compaction_trigger)" },
+    OptSpec { name: "l0_slowdown_trigger", default: "20", help: "level-0 files at which writes are slowed (level0_slowdown_writes_trigger; at least l0_compaction_trigger)" },
+    OptSpec { name: "l0_stop_trigger", default: "36", help: "level-0 files at which writes stop until a compaction ends (level0_stop_writes_trigger; at least l0_slowdown_trigger)" },
     OptSpec { name: "databases", default: "1", help: "independent DB instances the keys are spread over (papers/000 uses 4-16)" },
     OptSpec { name: "statistics", default: "basic", help: "RocksDB's Statistics object, sampled into store_stats.csv: basic (its counters only, no histogram or timer: StatsLevel kExceptHistogramOrTimers), timers (RocksDB's and db_bench's default level: adds the latency histograms, so the count of compactions, at a cost to every operation), all (timers inside the mutex and of compression too), or off (none: the DB properties only); costs in BENCHMARKS.md" },
 ];
@@ -86,6 +89,36 @@ struct Settings {
     jobs: u64,
     databases: u64,
     statistics: Option<StatsLevel>,
+    /// Level-0 compaction, slowdown and stop triggers.
+    l0: [i32; 3],
+}
+
+/// The level-0 triggers, checked in order: RocksDB raises a slowdown below the compaction
+/// trigger, or a stop below the slowdown, silently; kvmeter says so instead.
+fn l0_triggers(o: &StoreOptions) -> Result<[i32; 3], UsageError> {
+    let names = [
+        "l0_compaction_trigger",
+        "l0_slowdown_trigger",
+        "l0_stop_trigger",
+    ];
+    let mut out = [0i32; 3];
+    for (i, n) in names.iter().enumerate() {
+        let v = o.positive(n)?;
+        out[i] = i32::try_from(v).map_err(|_| {
+            UsageError::new(format!(
+                "--store-opt {n}={v}: expected at most {}",
+                i32::MAX
+            ))
+        })?;
+        if i > 0 && out[i] < out[i - 1] {
+            return Err(UsageError::new(format!(
+                "--store-opt {n}={v}: expected at least {}={} (RocksDB would raise it silently)",
+                names[i - 1],
+                out[i - 1]
+            )));
+        }
+    }
+    Ok(out)
 }
 
 fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
@@ -125,6 +158,7 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
             "all" => Some(StatsLevel::All),
             _ => None,
         },
+        l0: l0_triggers(o)?,
     })
 }
 
@@ -142,6 +176,7 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
         jobs,
         databases,
         statistics,
+        l0,
     } = settings(o)?;
     let cache = if hyper_clock {
         // 0: the entry charge is estimated as the cache fills (AutoHyperClockCache).
@@ -161,6 +196,9 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
     opts.set_compression_type(compression);
     opts.set_write_buffer_size((write_buffer_mb as usize) << 20);
     opts.set_max_background_jobs(jobs as i32);
+    opts.set_level_zero_file_num_compaction_trigger(l0[0]);
+    opts.set_level_zero_slowdown_writes_trigger(l0[1]);
+    opts.set_level_zero_stop_writes_trigger(l0[2]);
     opts.set_block_based_table_factory(&table);
     // The store's own accounting (issue 43): by default its counters only. On 2 vCPUs
     // (BENCHMARKS.md) RocksDB's own default level (db_bench --statistics), which times every

@@ -9,4 +9,5 @@ mod builtin;
 mod faults;
 mod file;
 mod models;
+mod sustainable;
 mod verdicts;

@@ -14,13 +14,15 @@
 //! so does everything built on it (findings, the cost table).
 
 mod curve;
+mod point;
+mod sustain;
 
 use super::{run_point, write_atomic};
 use crate::error::{UsageError, EXIT_INTERRUPTED, EXIT_OK};
 use crate::plan::Request;
-use crate::report::stats::median;
-use crate::report::Summary;
 use curve::{csv_row, render, CSV_HEADER};
+pub use point::{judge, Point, Verdict};
+use point::{near_bound, point_of};
 use serde::Serialize;
 use std::path::Path;
 
@@ -62,7 +64,7 @@ impl Term {
     }
 
     /// This statistic of a run (latency from intended start, µs).
-    fn of(&self, p: &Point) -> f64 {
+    pub(super) fn of(&self, p: &Point) -> f64 {
         match self.stat.as_str() {
             "mean" => p.mean_us,
             "p50" => p.p50_us,
@@ -100,6 +102,8 @@ pub struct Settings {
     pub precision: f64,
     pub repeat: usize,
     pub max_points: usize,
+    /// `--sustainable`: a point must also show no write stall and no growing backlog.
+    pub sustainable: bool,
 }
 
 impl Settings {
@@ -150,35 +154,38 @@ impl Settings {
     }
 }
 
-/// One run of the curve.
-#[derive(Clone, Debug, Serialize)]
-pub struct Point {
-    pub offered_ops_per_s: f64,
-    pub repetition: usize,
-    pub achieved_ops_per_s: f64,
-    pub achieved_ratio: f64,
-    pub kept_up: bool,
-    /// Latency from intended start over all store calls (µs).
-    pub mean_us: f64,
-    pub p50_us: f64,
-    pub p90_us: f64,
-    pub p99_us: f64,
-    pub p99_9_us: f64,
-    /// Service time over all store calls (µs).
-    pub service_mean_us: f64,
-    pub service_p99_us: f64,
-    pub run_dir: String,
+/// The latency-only capacity of a `--sustainable` search, from the same points: the search
+/// followed the sustainable verdict, so above its capacity this is often a lower bound.
+#[derive(Serialize)]
+struct LatencyOnly {
+    capacity_ops_per_s: Option<f64>,
+    upper_bound_ops_per_s: Option<f64>,
+    capacity_bound: Option<&'static str>,
+    capacity_text: String,
 }
 
-/// A rate's verdict (over its repetitions: medians).
-#[derive(Clone, Debug, Serialize)]
-pub struct Verdict {
-    pub offered_ops_per_s: f64,
-    pub runs: usize,
-    /// Each SLO statistic's median over the runs (µs).
-    pub figures: Vec<(String, f64)>,
-    pub achieved_ratio: f64,
-    pub pass: bool,
+impl LatencyOnly {
+    fn of(verdicts: &[Verdict]) -> Self {
+        let lo = verdicts
+            .iter()
+            .filter(|v| v.latency_pass)
+            .map(|v| v.offered_ops_per_s)
+            .reduce(f64::max);
+        let hi = verdicts
+            .iter()
+            .filter(|v| !v.latency_pass)
+            .map(|v| v.offered_ops_per_s)
+            .reduce(f64::min);
+        // A pass above a fail (noise) leaves no bracket: the lowest failure bounds nothing.
+        let hi = hi.filter(|h| lo.is_none_or(|l| *h > l));
+        let (capacity_bound, capacity_text) = bound_of(lo, hi);
+        LatencyOnly {
+            capacity_ops_per_s: lo,
+            upper_bound_ops_per_s: hi,
+            capacity_bound,
+            capacity_text,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -203,74 +210,12 @@ struct Result_ {
     /// The capacity as it should be read: "110000–120000 ops/s", "≥ 8000 ops/s", "≤ 500 ops/s".
     capacity_text: String,
     note: String,
+    /// `--sustainable`: the capacity above also required no write stall and a steady
+    /// backlog; this is the latency SLO's alone, from the same points.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency_only: Option<LatencyOnly>,
     verdicts: Vec<Verdict>,
     points: Vec<Point>,
-}
-
-/// A run's point. A run in which no operation completed in the measured window (a rate so low
-/// that no arrival fell in it, or a store that answered nothing) is a point without latency
-/// figures: it misses the SLO, and the search goes on.
-fn point_of(s: &Summary, rate: f64, repetition: usize, dir: &Path) -> anyhow::Result<Point> {
-    let run = s
-        .phases
-        .iter()
-        .rev()
-        .find(|p| p.kind == crate::plan::PhaseKind::Run)
-        .ok_or_else(|| anyhow::anyhow!("{}: no run phase", dir.display()))?;
-    let all = run.all_ops.as_ref();
-    let intended = all.and_then(|a| a.intended_latency_us.as_ref());
-    let none = f64::NAN;
-    let ol = run.open_loop.as_ref();
-    Ok(Point {
-        offered_ops_per_s: rate,
-        repetition,
-        achieved_ops_per_s: ol.map(|o| o.achieved_ops_per_s).unwrap_or(0.0),
-        achieved_ratio: ol.map(|o| o.achieved_ratio).unwrap_or(0.0),
-        kept_up: ol.map(|o| o.kept_up).unwrap_or(false),
-        mean_us: intended.and_then(|i| i.avg).unwrap_or(none),
-        p50_us: intended.and_then(|i| i.p50).unwrap_or(none),
-        p90_us: intended.and_then(|i| i.p90).unwrap_or(none),
-        p99_us: intended.and_then(|i| i.p99).unwrap_or(none),
-        p99_9_us: intended.and_then(|i| i.p99_9).unwrap_or(none),
-        service_mean_us: all.and_then(|a| a.latency_us.avg).unwrap_or(none),
-        service_p99_us: all.and_then(|a| a.latency_us.p99).unwrap_or(none),
-        run_dir: dir.display().to_string(),
-    })
-}
-
-/// Judges a rate on its runs: medians of each SLO statistic; achieved (if required) on the
-/// majority of runs keeping the schedule.
-pub fn judge(rate: f64, runs: &[Point], s: &Settings) -> Verdict {
-    let figures: Vec<(String, f64)> = s
-        .slo
-        .iter()
-        .map(|t| {
-            let v: Vec<f64> = runs.iter().map(|p| t.of(p)).collect();
-            (t.stat.clone(), median(&v))
-        })
-        .collect();
-    let meets = s
-        .slo
-        .iter()
-        .zip(&figures)
-        .all(|(t, (_, v))| *v < t.bound_us);
-    let kept = runs.iter().filter(|p| p.kept_up).count() * 2 > runs.len();
-    let ratio = median(&runs.iter().map(|p| p.achieved_ratio).collect::<Vec<_>>());
-    Verdict {
-        offered_ops_per_s: rate,
-        runs: runs.len(),
-        figures,
-        achieved_ratio: ratio,
-        pass: meets && (!s.require_achieved || kept),
-    }
-}
-
-/// Whether a run's figures are close enough to a bound (within 10 %) to be worth repeating.
-fn near_bound(p: &Point, s: &Settings) -> bool {
-    s.slo.iter().any(|t| {
-        let v = t.of(p);
-        (v - t.bound_us).abs() <= 0.1 * t.bound_us
-    })
 }
 
 /// The next rate to try, given the highest pass and lowest fail so far; `None`: done.
@@ -403,6 +348,10 @@ impl<'a> Search<'a> {
                 .slo
                 .iter()
                 .map(Term::label)
+                .chain(
+                    s.sustainable
+                        .then(|| "no write stall or growing backlog (sustainable)".to_string()),
+                )
                 .collect::<Vec<_>>()
                 .join(" and "),
             interrupted: crate::driver::install_signals(),
@@ -451,13 +400,21 @@ impl<'a> Search<'a> {
                     .collect::<Vec<_>>()
                     .join(", ")
             },
-            if v.pass { "meets" } else { "misses" },
+            if v.latency_pass { "meets" } else { "misses" },
             if v.runs > 1 {
                 format!(" (median of {} runs)", v.runs)
             } else {
                 String::new()
             }
         );
+        if let Some(ok) = v.sustainable {
+            eprintln!(
+                "capacity: {:>10} ops/s {}: {}",
+                rate,
+                if ok { "sustainable" } else { "NOT sustainable" },
+                v.sustain_why
+            );
+        }
         Ok(Some(v))
     }
 
@@ -487,7 +444,7 @@ impl<'a> Search<'a> {
             });
             return Ok(None);
         }
-        let p = point_of(&summary, rate, k, &dir)?;
+        let p = point_of(&summary, rate, k, &dir, self.s.sustainable)?;
         self.csv.push_str(&csv_row(&p));
         self.csv.push('\n');
         write_atomic(&self.root.join("capacity.csv"), self.csv.as_bytes())?;
@@ -514,6 +471,18 @@ impl<'a> Search<'a> {
             (None, None) => "no point completed".into(),
         };
         let (bound, text) = bound_of(self.lo, self.hi);
+        let latency_only = self.s.sustainable.then(|| LatencyOnly::of(&self.verdicts));
+        let judged = self.verdicts.iter().any(|v| v.sustainable.is_some());
+        let note = match &latency_only {
+            Some(l) if judged => format!(
+                "{note}; sustainable: no write stall and a steady backlog at each passing rate. Latency alone: {}",
+                l.capacity_text
+            ),
+            Some(_) => format!(
+                "{note}; the store reports no statistics of its own, so sustainability was not judged: this is the latency-only capacity"
+            ),
+            None => note,
+        };
         let result = Result_ {
             schema: "kvmeter-capacity/1",
             status: status.clone(),
@@ -529,6 +498,7 @@ impl<'a> Search<'a> {
             capacity_bound: bound,
             capacity_text: text,
             note: note.clone(),
+            latency_only,
             verdicts: self.verdicts,
             points: self.points.clone(),
         };
@@ -577,6 +547,7 @@ mod tests {
             precision: 0.05,
             repeat: 3,
             max_points: 30,
+            sustainable: false,
         }
     }
 
@@ -663,6 +634,7 @@ mod tests {
             service_mean_us: 0.0,
             service_p99_us: 0.0,
             run_dir: String::new(),
+            sustain: None,
         };
         // One noisy run over the bound, two under: passes on the median (950 µs).
         let v = judge(1000.0, &[p(950.0), p(1400.0), p(900.0)], &s);
