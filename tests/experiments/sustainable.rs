@@ -100,39 +100,59 @@ fn a_stalling_lsm_has_a_sustainable_capacity_below_its_latency_capacity() {
     assert!(stalled > 0, "{run}");
     assert_eq!(point["sustain"]["stalled_us"].as_u64(), Some(stalled));
 
-    // The LOG's stops in the run phase (store_events.csv) and the interval with the highest
-    // p99 from intended start: a stop began in it, or within the half second before it.
+    // The LOG's stops in the run phase (store_events.csv), each lasting until the next
+    // compaction ended (RocksDB lets writes go on then). Writes arrive every 2.5 ms at
+    // 400 ops/s, so one arrives at the start of a long stop and waits it out: the intervals
+    // under the longest stop hold a latency from intended start of at least half its length.
+    // A stop under 50 ms is within the noise of a shared machine and is not judged.
     let events = std::fs::read_to_string(dir.join("store_events.csv")).unwrap();
-    let stops: Vec<f64> = events
+    let run_events: Vec<(f64, String)> = events
         .lines()
-        .filter(|l| l.starts_with("run,") && l.split(',').nth(3) == Some("write_stop"))
-        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+        .filter(|l| l.starts_with("run,"))
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[1].parse().unwrap(), f[3].to_string())
+        })
+        .collect();
+    let stops: Vec<(f64, f64)> = run_events
+        .iter()
+        .filter(|(t, e)| e == "write_stop" && *t >= 0.0)
+        .filter_map(|(t, _)| {
+            let end = run_events
+                .iter()
+                .find(|(u, e)| e == "compaction_finished" && u >= t)?;
+            Some((*t, end.0))
+        })
         .collect();
     assert!(!stops.is_empty(), "{events}");
+    let (from, to) =
+        stops
+            .iter()
+            .copied()
+            .fold((0.0, 0.0), |b, x| if x.1 - x.0 > b.1 - b.0 { x } else { b });
     let intervals = std::fs::read_to_string(dir.join("intervals.csv")).unwrap();
     let mut lines = intervals.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
-    let (start, end, p99) = (col("start_s"), col("end_s"), col("intended_p99_us"));
-    let worst = lines
+    let (start, end, max) = (col("start_s"), col("end_s"), col("intended_max_us"));
+    let under: f64 = lines
         .map(|l| l.split(',').collect::<Vec<_>>())
         .filter(|f| f[0] == "run" && f[col("metric")] == "UPDATE")
-        .filter_map(|f| {
-            Some((
-                f[p99].parse::<f64>().ok()?,
-                f[start].parse::<f64>().ok()?,
-                f[end].parse::<f64>().ok()?,
-            ))
+        .filter(|f| {
+            let (a, b): (f64, f64) = (f[start].parse().unwrap(), f[end].parse().unwrap());
+            b >= from && a <= to + 0.25
         })
-        .fold(None::<(f64, f64, f64)>, |best, x| match best {
-            Some(b) if b.0 >= x.0 => Some(b),
-            _ => Some(x),
-        })
-        .unwrap();
-    assert!(
-        stops.iter().any(|s| *s >= worst.1 - 0.5 && *s <= worst.2),
-        "no stop under the worst interval {worst:?}: {stops:?}"
-    );
+        .filter_map(|f| f[max].parse::<f64>().ok())
+        .fold(0.0, f64::max);
+    let stop_us = (to - from) * 1e6;
+    if stop_us < 50_000.0 {
+        eprintln!("the longest stop lasted {stop_us:.0} µs: too short to judge");
+    } else {
+        assert!(
+            under >= 0.5 * stop_us,
+            "the stop {from}..{to} s: the latency under it is {under} µs"
+        );
+    }
 }
 
 /// An experiment file's capacity step takes `sustainable = true`; a store that reports no
