@@ -130,4 +130,15 @@ int kvm_ldb_iter_status(leveldb::Iterator* it, char* err, size_t errlen) {
   return code(s);
 }
 
+// A DB property ("leveldb.stats", "leveldb.num-files-at-level0", ...): its whole length, with
+// at most outlen bytes of it copied to out, or -1 when LevelDB has no such property. Called
+// by the statistics sampler only, never on the hot path (GetProperty builds a string).
+long kvm_ldb_property(kvm_ldb* h, const char* name, char* out, size_t outlen) {
+  std::string v;
+  if (!h->db->GetProperty(leveldb::Slice(name), &v)) return -1;
+  size_t n = v.size() < outlen ? v.size() : outlen;
+  memcpy(out, v.data(), n);
+  return static_cast<long>(v.size());
+}
+
 }  // extern "C"

@@ -6,7 +6,7 @@
 use super::kv::{KvSession, RawError, RawKv, ScanError, ScanSink};
 use super::*;
 use crate::error::UsageError;
-use std::ffi::{c_char, c_int, c_void, CString};
+use std::ffi::{c_char, c_int, c_long, c_void, CString};
 use std::ptr;
 use std::sync::Arc;
 
@@ -72,6 +72,7 @@ extern "C" {
         vl: *mut usize,
     );
     fn kvm_ldb_iter_status(it: *mut c_void, err: *mut c_char, errlen: usize) -> c_int;
+    fn kvm_ldb_property(db: *mut Db, name: *const c_char, out: *mut u8, outlen: usize) -> c_long;
 }
 
 const OPTIONS: &[OptSpec] = &[
@@ -124,8 +125,46 @@ pub static KIND: StoreKind = StoreKind {
     server: None,
     engine: None,
     scans_refused: super::scans_always_served,
-    stats: &[],
+    stats: STATS,
 };
+
+/// What LevelDB says about itself (`DB::GetProperty`): its files per level, its compaction
+/// table (`leveldb.stats`, whose MiB are whole numbers as LevelDB prints them) and memory.
+pub static STATS: &[stats::StatSpec] = {
+    use stats::{stat, Role, StatKind::*};
+    &[
+        stat("compaction_read_bytes", "bytes", Counter, Role::Plain, "bytes compactions read, summed over levels (leveldb.stats Read(MB), whole MiB)"),
+        stat("compaction_write_bytes", "bytes", Counter, Role::StorageWrite, "bytes memtable flushes and compactions wrote, summed over levels (leveldb.stats Write(MB), whole MiB)"),
+        stat("compaction_seconds", "s", Counter, Role::Plain, "seconds spent compacting, summed over levels (leveldb.stats Time(sec), whole seconds)"),
+        stat("l0_files", "files", Gauge, Role::Backlog, "table files in level 0 (leveldb.num-files-at-level0; writes slow at 8 and stop at 12)"),
+        stat("files", "files", Gauge, Role::Plain, "table files in all levels (leveldb.stats Files)"),
+        stat("table_bytes", "bytes", Gauge, Role::Plain, "bytes of the table files, summed over levels (leveldb.stats Size(MB), whole MiB)"),
+        stat("memory_bytes", "bytes", Gauge, Role::Plain, "memory LevelDB holds: memtables and block cache (leveldb.approximate-memory-usage)"),
+    ]
+};
+
+/// The sums of `leveldb.stats`'s table rows (level, files, size MB, time s, read MB, write
+/// MB): (files, size, time, read, write); zeros for a table without rows (a new database);
+/// `None` without the table's header.
+fn parse_level_stats(text: &str) -> Option<[u64; 5]> {
+    if !text.contains("Level  Files Size(MB) Time(sec) Read(MB) Write(MB)") {
+        return None;
+    }
+    let mut sum = [0u64; 5];
+    for line in text.lines() {
+        let f: Vec<u64> = line
+            .split_whitespace()
+            .map(|w| w.parse::<u64>())
+            .collect::<Result<_, _>>()
+            .unwrap_or_default();
+        if f.len() == 6 {
+            for (s, v) in sum.iter_mut().zip(&f[1..]) {
+                *s = s.saturating_add(*v);
+            }
+        }
+    }
+    Some(sum)
+}
 
 fn probe() -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
@@ -213,7 +252,49 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
     }))
 }
 
+impl LevelStore {
+    /// A property's text (at most 64 KiB: `leveldb.stats` is about 600 bytes).
+    fn property(&self, name: &std::ffi::CStr) -> Result<String, String> {
+        let mut buf = vec![0u8; 64 << 10];
+        // SAFETY: a live DB handle; the shim copies at most buf.len() bytes.
+        let n = unsafe { kvm_ldb_property(self.db.0, name.as_ptr(), buf.as_mut_ptr(), buf.len()) };
+        if n < 0 {
+            return Err(format!(
+                "LevelDB has no property {}",
+                name.to_string_lossy()
+            ));
+        }
+        buf.truncate((n as usize).min(buf.len()));
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+}
+
 impl Store for LevelStore {
+    fn stats(&self) -> &'static [stats::StatSpec] {
+        STATS
+    }
+
+    fn sample_stats(&self, out: &mut [Option<u64>]) -> Result<(), String> {
+        let table = self.property(c"leveldb.stats")?;
+        let [files, size_mb, secs, read_mb, write_mb] = parse_level_stats(&table)
+            .ok_or_else(|| format!("leveldb.stats: no table in {:?}", table.get(..200)))?;
+        let num = |name: &std::ffi::CStr| -> Option<u64> {
+            self.property(name).ok()?.trim().parse().ok()
+        };
+        let mib = 1u64 << 20;
+        let values = [
+            Some(read_mb.saturating_mul(mib)),
+            Some(write_mb.saturating_mul(mib)),
+            Some(secs),
+            num(c"leveldb.num-files-at-level0"),
+            Some(files),
+            Some(size_mb.saturating_mul(mib)),
+            num(c"leveldb.approximate-memory-usage"),
+        ];
+        out.copy_from_slice(&values);
+        Ok(())
+    }
+
     fn session(&self) -> anyhow::Result<Box<dyn Session>> {
         // SAFETY: freed in Drop.
         let buf = unsafe { kvm_ldb_buf_new() };
@@ -361,5 +442,18 @@ impl Drop for LevelRaw {
     fn drop(&mut self) {
         // SAFETY: allocated by kvm_ldb_buf_new in session().
         unsafe { kvm_ldb_buf_free(self.buf) }
+    }
+}
+
+#[cfg(test)]
+mod stats_tests {
+    /// LevelDB 1.23's `leveldb.stats` (db_impl.cc GetProperty), as it prints it.
+    #[test]
+    fn the_compaction_table_is_summed_over_levels() {
+        let text = "                               Compactions\nLevel  Files Size(MB) Time(sec) Read(MB) Write(MB)\n--------------------------------------------------\n  0        3        5         0        0         5\n  1        7       12         1       17        12\n";
+        assert_eq!(super::parse_level_stats(text), Some([10, 17, 1, 17, 17]));
+        assert_eq!(super::parse_level_stats("nothing here"), None);
+        let empty = text.lines().take(3).collect::<Vec<_>>().join("\n");
+        assert_eq!(super::parse_level_stats(&empty), Some([0; 5]));
     }
 }

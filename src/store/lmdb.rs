@@ -41,7 +41,24 @@ pub static KIND: StoreKind = StoreKind {
     server: None,
     engine: None,
     scans_refused: super::scans_always_served,
-    stats: &[],
+    stats: STATS,
+};
+
+/// What LMDB says about itself (`mdb_env_stat`: the B+tree of the one database kvmeter uses;
+/// `mdb_env_info`: the map and its transactions): no call takes a lock or a transaction.
+pub static STATS: &[stats::StatSpec] = {
+    use stats::{stat, Role, StatKind::*};
+    &[
+        stat("write_txns", "count", Counter, Role::Work, "write transactions committed (me_last_txnid: one per write, as kvmeter commits each)"),
+        stat("entries", "count", Gauge, Role::Plain, "records in the tree (ms_entries)"),
+        stat("depth", "count", Gauge, Role::Plain, "height of the B+tree: pages a lookup reads (ms_depth)"),
+        stat("branch_pages", "count", Gauge, Role::Plain, "internal pages of the tree (ms_branch_pages)"),
+        stat("leaf_pages", "count", Gauge, Role::Plain, "leaf pages of the tree (ms_leaf_pages)"),
+        stat("overflow_pages", "count", Gauge, Role::Plain, "overflow pages: values larger than a page's share (ms_overflow_pages)"),
+        stat("tree_bytes", "bytes", Gauge, Role::Plain, "bytes of the tree's pages: branch, leaf and overflow pages × page size"),
+        stat("map_used_bytes", "bytes", Gauge, Role::Plain, "bytes of the map in use, free pages included ((me_last_pgno + 1) × page size): the data file's high-water mark"),
+        stat("readers", "count", Gauge, Role::Plain, "reader slots in use (me_numreaders)"),
+    ]
 };
 
 fn version() -> String {
@@ -196,6 +213,45 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
 }
 
 impl Store for LmdbStore {
+    fn stats(&self) -> &'static [stats::StatSpec] {
+        STATS
+    }
+
+    fn sample_stats(&self, out: &mut [Option<u64>]) -> Result<(), String> {
+        // SAFETY: a valid env (the store holds it); both calls fill plain structs.
+        let (st, info) = unsafe {
+            let mut st: ffi::MDB_stat = std::mem::zeroed();
+            let mut info: ffi::MDB_envinfo = std::mem::zeroed();
+            let rc = ffi::mdb_env_stat(self.env.env, &mut st);
+            if rc != 0 {
+                return Err(format!("mdb_env_stat: {}", strerror(rc)));
+            }
+            let rc = ffi::mdb_env_info(self.env.env, &mut info);
+            if rc != 0 {
+                return Err(format!("mdb_env_info: {}", strerror(rc)));
+            }
+            (st, info)
+        };
+        let page = st.ms_psize as u64;
+        let pages =
+            st.ms_branch_pages as u64 + st.ms_leaf_pages as u64 + st.ms_overflow_pages as u64;
+        let values = [
+            info.me_last_txnid as u64,
+            st.ms_entries as u64,
+            st.ms_depth as u64,
+            st.ms_branch_pages as u64,
+            st.ms_leaf_pages as u64,
+            st.ms_overflow_pages as u64,
+            pages * page,
+            (info.me_last_pgno as u64 + 1) * page,
+            info.me_numreaders as u64,
+        ];
+        for (o, v) in out.iter_mut().zip(values) {
+            *o = Some(v);
+        }
+        Ok(())
+    }
+
     fn session(&self) -> anyhow::Result<Box<dyn Session>> {
         Ok(Box::new(KvSession::new(LmdbRaw {
             env: self.env.clone(),

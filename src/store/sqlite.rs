@@ -40,7 +40,19 @@ pub static KIND: StoreKind = StoreKind {
     server: None,
     engine: None,
     scans_refused: super::scans_always_served,
-    stats: &[],
+    stats: STATS,
+};
+
+/// What SQLite says about its database (`PRAGMA page_count`, `freelist_count`, `page_size`,
+/// read on a read-only connection of the sampler's own) and the size of its write-ahead log.
+pub static STATS: &[stats::StatSpec] = {
+    use stats::{stat, Role, StatKind::*};
+    &[
+        stat("pages", "count", Gauge, Role::Plain, "pages of the database, as a reader sees it (PRAGMA page_count)"),
+        stat("free_pages", "count", Gauge, Role::Plain, "pages on the free list: space deletes left for reuse (PRAGMA freelist_count)"),
+        stat("db_bytes", "bytes", Gauge, Role::Plain, "bytes of the database's pages (page_count × page_size)"),
+        stat("wal_bytes", "bytes", Gauge, Role::Plain, "bytes of the -wal file (0 without one); SQLite writes it again from its start after a checkpoint, so it stays near its largest"),
+    ]
 };
 
 fn probe() -> Result<(), String> {
@@ -76,6 +88,8 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
 struct SqliteStore {
     path: std::path::PathBuf,
     settings: Settings,
+    /// The statistics' own read-only connection.
+    stats: stats::Poller<rusqlite::Connection>,
 }
 
 fn connect(path: &Path, s: &Settings) -> anyhow::Result<rusqlite::Connection> {
@@ -102,7 +116,11 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
     c.execute_batch(
         "CREATE TABLE IF NOT EXISTS usertable (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
     )?;
-    Ok(Box::new(SqliteStore { path, settings }))
+    Ok(Box::new(SqliteStore {
+        path,
+        settings,
+        stats: stats::Poller::default(),
+    }))
 }
 
 const SQL: [&str; 4] = [
@@ -113,6 +131,43 @@ const SQL: [&str; 4] = [
 ];
 
 impl Store for SqliteStore {
+    fn stats(&self) -> &'static [stats::StatSpec] {
+        STATS
+    }
+
+    fn sample_stats(&self, out: &mut [Option<u64>]) -> Result<(), String> {
+        let open = || {
+            use rusqlite::OpenFlags;
+            let c = rusqlite::Connection::open_with_flags(
+                &self.path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+            // A writer holding the database (rollback journals) makes the sample wait at most
+            // this long, then fail: the interval loop waits for it.
+            c.busy_timeout(std::time::Duration::from_millis(200))
+                .map_err(|e| e.to_string())?;
+            Ok(c)
+        };
+        let (pages, free, page_size) = self.stats.sample(open, |c| {
+            let pragma = |p: &str| -> Result<u64, String> {
+                c.query_row(&format!("PRAGMA {p}"), [], |r| r.get::<_, i64>(0))
+                    .map(|v| v.max(0) as u64)
+                    .map_err(|e| format!("PRAGMA {p}: {e}"))
+            };
+            Ok((
+                pragma("page_count")?,
+                pragma("freelist_count")?,
+                pragma("page_size")?,
+            ))
+        })?;
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        let wal = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        out.copy_from_slice(&[Some(pages), Some(free), Some(pages * page_size), Some(wal)]);
+        Ok(())
+    }
+
     fn session(&self) -> anyhow::Result<Box<dyn Session>> {
         let conn = connect(&self.path, &self.settings)?;
         let mut stmts = [ptr::null_mut(); 4];

@@ -110,11 +110,11 @@ impl<C> Default for Poller<C> {
 impl<C> Poller<C> {
     /// `ask` on the open connection (`open` first when there is none); a failure drops the
     /// connection, so the next sample starts on a fresh one.
-    pub fn sample(
+    pub fn sample<T>(
         &self,
         open: impl FnOnce() -> Result<C, String>,
-        ask: impl FnOnce(&mut C) -> Result<(), String>,
-    ) -> Result<(), String> {
+        ask: impl FnOnce(&mut C) -> Result<T, String>,
+    ) -> Result<T, String> {
         let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
             *slot = Some(open()?);
@@ -153,6 +153,12 @@ mod tests {
         let mut all: Vec<&super::StatSpec> = vec![];
         #[cfg(feature = "rocksdb")]
         all.extend(crate::store::rocksdb::STATS);
+        #[cfg(feature = "lmdb")]
+        all.extend(crate::store::lmdb::STATS);
+        #[cfg(feature = "leveldb")]
+        all.extend(crate::store::leveldb::STATS);
+        #[cfg(feature = "sqlite")]
+        all.extend(crate::store::sqlite::STATS);
         all.extend(crate::store::memcached::STATS);
         all.extend(crate::store::redis::STATS);
         for s in all {

@@ -10,6 +10,7 @@ mod plugin_build;
 
 mod conformance;
 mod durability;
+mod embedded_stats;
 mod plugins;
 mod runs;
 mod secure_etcd;

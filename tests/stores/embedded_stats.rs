@@ -1,0 +1,164 @@
+//! LMDB's, SQLite's and LevelDB's own statistics (issue 43), each against a truth the test
+//! computes or reads from the store itself after the run: the records it asked for, the
+//! database file's own pages, the table files in LevelDB's directory.
+
+use crate::common::*;
+use serde_json::Value;
+use std::path::Path;
+
+fn run(store: &str, data: &Path, out: &Path, args: &[&str]) -> Value {
+    let o = kvmeter()
+        .args(["run", "-P", "workloada", "--store", store])
+        .args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("summary.json"));
+    validate("summary.schema.json", &s);
+    s
+}
+
+fn stat<'a>(s: &'a Value, phase_name: &str, name: &str) -> &'a Value {
+    &phase(s, phase_name)["store_stats"]["stats"][name]
+}
+
+/// The last row of store_stats.csv: each column by name.
+fn last_row(out: &Path) -> std::collections::BTreeMap<String, String> {
+    let csv = std::fs::read_to_string(out.join("store_stats.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+    let last = lines.last().unwrap();
+    header
+        .into_iter()
+        .zip(last.split(',').map(String::from))
+        .collect()
+}
+
+/// LMDB commits each write in a transaction of its own: loading 3,000 records and then
+/// inserting 2,000 more leaves 5,000 entries, and each phase's write transactions are its
+/// writes.
+#[test]
+fn lmdb_counts_its_entries_and_write_transactions() {
+    let t = tempfile::tempdir().unwrap();
+    let (data, out) = (t.path().join("data"), t.path().join("run"));
+    let s = run(
+        "lmdb",
+        &data,
+        &out,
+        &[
+            "--records",
+            "3000",
+            "-p",
+            "operationcount=2000",
+            "-p",
+            "readproportion=0",
+            "-p",
+            "updateproportion=0",
+            "-p",
+            "insertproportion=1",
+            "--store-opt",
+            "sync=nosync",
+        ],
+    );
+    assert_eq!(stat(&s, "load", "write_txns")["increase"], 3000);
+    assert_eq!(stat(&s, "load", "entries")["end"], 3000);
+    assert_eq!(stat(&s, "run", "write_txns")["increase"], 2000);
+    assert_eq!(stat(&s, "run", "entries")["end"], 5000);
+    let tree = stat(&s, "run", "tree_bytes")["end"].as_u64().unwrap();
+    let used = stat(&s, "run", "map_used_bytes")["end"].as_u64().unwrap();
+    // The tree is within the map's used pages, and the data file holds at least them.
+    assert!(tree > 0 && tree <= used, "{tree} {used}");
+    let file = std::fs::metadata(data.join("store/data.mdb"))
+        .unwrap()
+        .len();
+    assert!(used <= file, "{used} > {file}");
+}
+
+/// SQLite's pages as the sampler saw them when the last phase's workers stopped are the
+/// database's own pages, read by the test on a connection of its own after the run.
+#[test]
+fn sqlite_pages_are_the_databases_own() {
+    let t = tempfile::tempdir().unwrap();
+    let (data, out) = (t.path().join("data"), t.path().join("run"));
+    let s = run(
+        "sqlite",
+        &data,
+        &out,
+        &["--records", "3000", "-p", "operationcount=1000"],
+    );
+    let c = rusqlite::Connection::open(data.join("store/kvmeter.sqlite")).unwrap();
+    let pragma = |p: &str| -> u64 {
+        c.query_row(&format!("PRAGMA {p}"), [], |r| r.get::<_, i64>(0))
+            .unwrap() as u64
+    };
+    let row = last_row(&out);
+    assert_eq!(row["phase"], "run");
+    assert_eq!(row["pages"], pragma("page_count").to_string(), "{row:?}");
+    assert_eq!(row["free_pages"], pragma("freelist_count").to_string());
+    assert_eq!(
+        stat(&s, "run", "db_bytes")["end"].as_u64(),
+        Some(pragma("page_count") * pragma("page_size"))
+    );
+    // 3,000 records of 10 fields of 100 bytes: more than 3 MB of pages.
+    assert!(stat(&s, "load", "db_bytes")["end"].as_u64().unwrap() > 3_000_000);
+}
+
+/// LevelDB with 1 MiB write buffers flushes and compacts while loading; reopened for a
+/// 3-second phase that only reads, it finishes the compactions its reopening started (fewer
+/// than 4 level-0 files at the end: nothing left to do). Its table files as the sampler last
+/// saw them are then those in its directory (`.ldb`), and their bytes agree within LevelDB's
+/// rounding to whole MiB per level.
+#[test]
+fn leveldb_table_files_are_those_in_its_directory() {
+    let t = tempfile::tempdir().unwrap();
+    let (data, out) = (t.path().join("data"), t.path().join("run"));
+    let s = run(
+        "leveldb",
+        &data,
+        &out,
+        &[
+            "-P",
+            "workloadc",
+            "--records",
+            "20000",
+            "--duration",
+            "3s",
+            "-p",
+            "fieldcount=1",
+            "-p",
+            "fieldlength=1000",
+            "--store-opt",
+            "write_buffer_mb=1",
+        ],
+    );
+    let tables: Vec<u64> = std::fs::read_dir(data.join("store/db"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "ldb"))
+        .map(|e| e.metadata().unwrap().len())
+        .collect();
+    assert!(tables.len() > 3, "{} table files", tables.len());
+    let row = last_row(&out);
+    assert_eq!(row["phase"], "run");
+    let l0: u64 = row["l0_files"].parse().unwrap();
+    assert!(l0 < 4, "compactions still due at the end: {row:?}");
+    assert_eq!(row["files"], tables.len().to_string(), "{row:?}");
+    let bytes: u64 = tables.iter().sum();
+    let seen: u64 = row["table_bytes"].parse().unwrap();
+    assert!(
+        seen.abs_diff(bytes) <= 7 * (1 << 19),
+        "{seen} against the directory's {bytes}"
+    );
+    let load = &phase(&s, "load")["store_stats"];
+    assert!(
+        load["stats"]["compaction_write_bytes"]["increase"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{load}"
+    );
+}
