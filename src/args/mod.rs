@@ -370,6 +370,10 @@ pub struct CommonArgs {
     /// same time base), else CLOCK_MONOTONIC; monotonic always uses CLOCK_MONOTONIC.
     #[arg(long, value_enum)]
     pub clock: Option<crate::plan::ClockChoice>,
+    /// The store's own statistics and events at every interval (store_stats.csv,
+    /// store_events.csv, summary.json's store_stats): on (the default) or off.
+    #[arg(long, value_enum, value_name = "ON|OFF")]
+    pub store_stats: Option<crate::plan::StoreStatsChoice>,
     /// How often telemetry (CPU, disk, process, memory, pressure) is sampled; 0 turns it off.
     #[arg(long, value_name = "DURATION")]
     pub telemetry_interval: Option<String>,
@@ -453,6 +457,7 @@ impl CommonArgs {
             status_interval: self.status_interval,
             clock: self.clock,
             telemetry_interval: self.telemetry_interval,
+            store_stats: self.store_stats,
             disk: self.disk,
             power: self.power,
             power_model: self.power_model,

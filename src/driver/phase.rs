@@ -551,9 +551,12 @@ fn start_companions<'a: 's, 's>(
 ) -> Vec<Box<dyn Companion + 's>> {
     let mut out: Vec<Box<dyn Companion + 's>> = vec![];
     // The store's own statistics (every phase): the first sample before the phase's clock.
-    let sampler = super::store_stats::StoreSampler::start(store, ctx.rundir, &phase.name, ctx.live);
-    if let Some(s) = sampler {
-        out.push(Box::new(s));
+    if ctx.plan.store_stats == crate::plan::StoreStatsChoice::On {
+        let sampler =
+            super::store_stats::StoreSampler::start(store, ctx.rundir, &phase.name, ctx.live);
+        if let Some(s) = sampler {
+            out.push(Box::new(s));
+        }
     }
     // The kernel's storage bytes: after the sampler, whose figures it divides by.
     if let Some(s) = super::storage_io::StorageIoCompanion::start(ctx) {

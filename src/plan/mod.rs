@@ -93,6 +93,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         format: req.format.unwrap_or(Format::Table),
         clock: req.clock.unwrap_or_default(),
         telemetry_interval: flags.telemetry_interval,
+        store_stats: req.store_stats.unwrap_or_default(),
         disk: req.disk.clone(),
         power: crate::telemetry::power::Choice::parse(req.power.as_deref().unwrap_or("auto"))?,
         power_model: match &req.power_model {

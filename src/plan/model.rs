@@ -37,6 +37,16 @@ pub enum ClockChoice {
     Monotonic,
 }
 
+/// `--store-stats`: whether the store's own statistics and events are sampled (on, the
+/// default: `store_stats.csv`, `store_events.csv`, summary.json's `store_stats`) or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreStatsChoice {
+    #[default]
+    On,
+    Off,
+}
+
 /// A pressure-scale phase: the schedule of papers/004 at one block size.
 #[derive(Clone, Debug, Serialize)]
 pub struct PressurePhase {
@@ -109,6 +119,8 @@ pub struct Plan {
     pub status_interval: Duration,
     pub format: Format,
     pub clock: ClockChoice,
+    /// `--store-stats`: sample the store's own statistics and events.
+    pub store_stats: StoreStatsChoice,
     /// Telemetry sampling interval; zero turns telemetry off.
     #[serde(serialize_with = "ser_secs")]
     pub telemetry_interval: Duration,

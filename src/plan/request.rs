@@ -51,6 +51,7 @@ pub struct Request {
     pub status_interval: Option<String>,
     pub clock: Option<ClockChoice>,
     pub telemetry_interval: Option<String>,
+    pub store_stats: Option<super::StoreStatsChoice>,
     pub disk: Option<String>,
     pub power: Option<String>,
     pub power_model: Option<String>,

@@ -162,3 +162,43 @@ fn leveldb_table_files_are_those_in_its_directory() {
         "{load}"
     );
 }
+
+/// `--store-stats off` samples nothing of the store's own: no store_stats.csv, no
+/// store_events.csv, no `store_stats` in the summary; the manifest says it was off. The
+/// kernel's storage bytes stay (they are not the store's statistics).
+#[test]
+fn store_stats_off_samples_nothing_and_says_so() {
+    let t = tempfile::tempdir().unwrap();
+    let (data, out) = (t.path().join("data"), t.path().join("run"));
+    let s = run(
+        "rocksdb",
+        &data,
+        &out,
+        &["--records", "2000", "--store-stats", "off"],
+    );
+    assert!(!out.join("store_stats.csv").exists());
+    assert!(!out.join("store_events.csv").exists());
+    for p in s["phases"].as_array().unwrap() {
+        assert!(p.get("store_stats").is_none(), "{p}");
+    }
+    let m = json(&out.join("manifest.json"));
+    validate("manifest.schema.json", &m);
+    assert_eq!(m["plan"]["store_stats"], "off");
+    let o = kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloada",
+            "--records",
+            "10",
+            "--store-stats",
+            "maybe",
+        ])
+        .arg("--out")
+        .arg(t.path().join("never"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--store-stats"));
+    assert!(!t.path().join("never").exists());
+}
