@@ -4,6 +4,8 @@
  * those through the real header, compiled by the C compiler, keeps the struct layout and the
  * calling convention right for whatever libwiredtiger the build finds, instead of restating
  * the layout in Rust. Keys and values are raw bytes (key_format=u, value_format=u). */
+#include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <wiredtiger.h>
 
@@ -120,4 +122,48 @@ int kvm_wt_current(WT_CURSOR *c, const void **key, size_t *klen, const void **va
     *val = v.data;
     *vlen = v.size;
     return 0;
+}
+
+/* The connection statistics kvmeter samples, in the order of STATS in src/store/wiredtiger.rs:
+ * named here by the header's own constants, whose numbers change between releases. */
+static const int KVM_WT_STATS[] = {
+    WT_STAT_CONN_CACHE_EVICTION_CLEAN,
+    WT_STAT_CONN_CACHE_EVICTION_DIRTY,
+    WT_STAT_CONN_CACHE_READ,
+    WT_STAT_CONN_CACHE_WRITE,
+    WT_STAT_CONN_BLOCK_BYTE_WRITE,
+    WT_STAT_CONN_BLOCK_BYTE_READ,
+    WT_STAT_CONN_LOG_BYTES_WRITTEN,
+    WT_STAT_CONN_LOG_SYNC,
+    WT_STAT_CONN_TXN_CHECKPOINT,
+    WT_STAT_CONN_CACHE_BYTES_INUSE,
+    WT_STAT_CONN_CACHE_BYTES_DIRTY,
+    WT_STAT_CONN_CACHE_BYTES_MAX,
+    WT_STAT_CONN_TXN_CHECKPOINT_RUNNING,
+};
+
+int kvm_wt_stats_count(void) { return (int)(sizeof KVM_WT_STATS / sizeof KVM_WT_STATS[0]); }
+
+/* Reads each statistic above into vals[i] (ok[i] = 0 where WiredTiger has none) from a
+ * statistics cursor on a session of its own; n must be kvm_wt_stats_count(). */
+int kvm_wt_stats(WT_CONNECTION *conn, int64_t *vals, int *ok, int n) {
+    WT_SESSION *s;
+    WT_CURSOR *c;
+    if (n != kvm_wt_stats_count()) return EINVAL;
+    int r = conn->open_session(conn, NULL, NULL, &s);
+    if (r != 0) return r;
+    r = s->open_cursor(s, "statistics:", NULL, NULL, &c);
+    if (r != 0) {
+        s->close(s, NULL);
+        return r;
+    }
+    for (int i = 0; i < n; i++) {
+        const char *desc, *pvalue;
+        int64_t v = 0;
+        c->set_key(c, KVM_WT_STATS[i]);
+        ok[i] = c->search(c) == 0 && c->get_value(c, &desc, &pvalue, &v) == 0;
+        vals[i] = v;
+    }
+    c->close(c);
+    return s->close(s, NULL);
 }

@@ -159,6 +159,8 @@ mod tests {
         all.extend(crate::store::leveldb::STATS);
         #[cfg(feature = "sqlite")]
         all.extend(crate::store::sqlite::STATS);
+        #[cfg(feature = "wiredtiger")]
+        all.extend(crate::store::wiredtiger::STATS);
         all.extend(crate::store::memcached::STATS);
         all.extend(crate::store::redis::STATS);
         for s in all {

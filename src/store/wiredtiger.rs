@@ -27,6 +27,8 @@ extern "C" {
     fn kvm_wt_close(conn: *mut Conn, config: *const c_char) -> c_int;
     fn kvm_wt_create(conn: *mut Conn, uri: *const c_char, config: *const c_char) -> c_int;
     fn kvm_wt_checkpoint(conn: *mut Conn) -> c_int;
+    fn kvm_wt_stats_count() -> c_int;
+    fn kvm_wt_stats(conn: *mut Conn, vals: *mut i64, ok: *mut c_int, n: c_int) -> c_int;
     fn kvm_wt_session(
         conn: *mut Conn,
         uri: *const c_char,
@@ -69,6 +71,7 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "checkpoint_s", default: "60", help: "seconds between checkpoints (0: only at close)" },
     OptSpec { name: "direct_io", default: "none", help: "O_DIRECT for: none or data (data and checkpoint files; O_DIRECT on the log makes WiredTiger 3.2.1 panic on ext4, so it is not offered)" },
     OptSpec { name: "session_max", default: "1100", help: "most sessions the connection allows (one per worker)" },
+    OptSpec { name: "statistics", default: "fast", help: "WiredTiger's statistics (statistics=(fast): its cheap counters, sampled into store_stats.csv; MongoDB keeps them on) or none (no counters: store_stats.csv is not written)" },
 ];
 
 pub static KIND: StoreKind = StoreKind {
@@ -87,7 +90,28 @@ pub static KIND: StoreKind = StoreKind {
     server: None,
     engine: None,
     scans_refused: super::scans_always_served,
-    stats: &[],
+    stats: STATS,
+};
+
+/// What WiredTiger says about itself: connection statistics from a `statistics:` cursor
+/// (`statistics=(fast)`), the shim naming each by its header's constant in this order.
+pub static STATS: &[stats::StatSpec] = {
+    use stats::{stat, Role, StatKind::*};
+    &[
+        stat("evicted_clean", "count", Counter, Role::Work, "unmodified pages evicted from the cache (cache: unmodified pages evicted)"),
+        stat("evicted_dirty", "count", Counter, Role::Work, "modified pages evicted: written before they left the cache (cache: modified pages evicted)"),
+        stat("pages_read", "count", Counter, Role::Plain, "pages read into the cache (cache: pages read into cache)"),
+        stat("pages_written", "count", Counter, Role::Plain, "pages written from the cache (cache: pages written from cache)"),
+        stat("block_bytes_written", "bytes", Counter, Role::StorageWrite, "bytes the block manager wrote: pages, checkpoints (block-manager: bytes written)"),
+        stat("block_bytes_read", "bytes", Counter, Role::Plain, "bytes the block manager read (block-manager: bytes read)"),
+        stat("log_bytes_written", "bytes", Counter, Role::StorageWrite, "bytes written to the log (log: log bytes written)"),
+        stat("log_syncs", "count", Counter, Role::Work, "log syncs (log: log sync operations)"),
+        stat("checkpoints", "count", Counter, Role::Work, "checkpoints taken (transaction: transaction checkpoints)"),
+        stat("cache_bytes", "bytes", Gauge, Role::Plain, "bytes in the cache (cache: bytes currently in the cache)"),
+        stat("cache_dirty_bytes", "bytes", Gauge, Role::Backlog, "modified bytes in the cache, still to be written (cache: tracked dirty bytes in the cache)"),
+        stat("cache_max_bytes", "bytes", Gauge, Role::Plain, "the cache's configured size (cache: maximum bytes configured)"),
+        stat("checkpoint_running", "bool", Gauge, Role::Plain, "1 while a checkpoint runs (transaction: transaction checkpoint currently running)"),
+    ]
 };
 
 fn version() -> String {
@@ -116,6 +140,7 @@ fn probe() -> Result<(), String> {
 struct Settings {
     open_config: String,
     table_config: String,
+    statistics: bool,
 }
 
 fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
@@ -147,6 +172,12 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
     if checkpoint > 0 {
         open_config.push_str(&format!(",checkpoint=(wait={checkpoint})"));
     }
+    let statistics = o.choice("statistics", &["fast", "none"])? == "fast";
+    open_config.push_str(if statistics {
+        ",statistics=(fast)"
+    } else {
+        ",statistics=(none)"
+    });
     let table_config = format!(
         "key_format=u,value_format=u{}",
         if lsm { ",type=lsm" } else { "" }
@@ -154,6 +185,7 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
     Ok(Settings {
         open_config,
         table_config,
+        statistics,
     })
 }
 
@@ -170,6 +202,8 @@ impl Drop for Connection {
 
 struct WtStore {
     conn: Arc<Connection>,
+    /// statistics=fast: the connection keeps its counters (`STATS`).
+    statistics: bool,
 }
 
 fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
@@ -201,10 +235,39 @@ fn open(dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
     }
     Ok(Box::new(WtStore {
         conn: Arc::new(conn),
+        statistics: s.statistics,
     }))
 }
 
 impl Store for WtStore {
+    fn stats(&self) -> &'static [stats::StatSpec] {
+        if self.statistics {
+            STATS
+        } else {
+            &[]
+        }
+    }
+
+    fn sample_stats(&self, out: &mut [Option<u64>]) -> Result<(), String> {
+        let n = STATS.len();
+        let (mut vals, mut ok) = ([0i64; 16], [0 as c_int; 16]);
+        // SAFETY: a live connection; both arrays hold at least n entries, and the shim
+        // refuses an n other than its own count.
+        let rc = unsafe {
+            if kvm_wt_stats_count() as usize != n || n > vals.len() {
+                return Err("the shim's statistics are not this build's".into());
+            }
+            kvm_wt_stats(self.conn.0, vals.as_mut_ptr(), ok.as_mut_ptr(), n as c_int)
+        };
+        if rc != 0 {
+            return Err(format!("statistics cursor: {}", strerror(rc)));
+        }
+        for i in 0..n {
+            out[i] = (ok[i] != 0 && vals[i] >= 0).then_some(vals[i] as u64);
+        }
+        Ok(())
+    }
+
     fn session(&self) -> anyhow::Result<Box<dyn Session>> {
         let (mut s, mut point, mut scan) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
         // SAFETY: a live connection; the session is closed in Drop.

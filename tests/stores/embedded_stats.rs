@@ -202,3 +202,50 @@ fn store_stats_off_samples_nothing_and_says_so() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--store-stats"));
     assert!(!t.path().join("never").exists());
 }
+
+/// WiredTiger with an 8 MiB cache loading 30 MB: its cache is the size the test configured,
+/// it must evict modified pages to take the data in (and read pages back to serve the run's
+/// reads), and its block manager must have written all of the data but what the cache still
+/// holds. With statistics=none it keeps no counters and kvmeter writes none.
+#[test]
+fn wiredtiger_evicts_and_writes_what_its_cache_cannot_hold() {
+    let t = tempfile::tempdir().unwrap();
+    let (data, out) = (t.path().join("data"), t.path().join("run"));
+    let (records, cache) = (30_000u64, 8u64 << 20);
+    let s = run(
+        "wiredtiger",
+        &data,
+        &out,
+        &[
+            "--records",
+            &records.to_string(),
+            "-p",
+            "operationcount=10000",
+            "-p",
+            "fieldcount=1",
+            "-p",
+            "fieldlength=1000",
+            "--store-opt",
+            "cache_mb=8",
+        ],
+    );
+    let inc = |p: &str, n: &str| stat(&s, p, n)["increase"].as_u64().unwrap();
+    assert_eq!(
+        stat(&s, "load", "cache_max_bytes")["end"].as_u64(),
+        Some(cache)
+    );
+    assert!(inc("load", "evicted_dirty") > 0);
+    assert!(inc("load", "block_bytes_written") >= records * 1000 - cache);
+    assert!(inc("run", "pages_read") > 0);
+    assert!(stat(&s, "run", "cache_bytes")["max"].as_u64().unwrap() <= 2 * cache);
+
+    let (data, out) = (t.path().join("data2"), t.path().join("run2"));
+    let s = run(
+        "wiredtiger",
+        &data,
+        &out,
+        &["--records", "1000", "--store-opt", "statistics=none"],
+    );
+    assert!(!out.join("store_stats.csv").exists());
+    assert!(phase(&s, "load").get("store_stats").is_none());
+}
