@@ -163,6 +163,7 @@ mod tests {
         all.extend(crate::store::wiredtiger::STATS);
         all.extend(crate::store::memcached::STATS);
         all.extend(crate::store::redis::STATS);
+        all.extend(crate::store::etcd::STATS);
         for s in all {
             assert!(
                 !s.name.is_empty()

@@ -185,3 +185,52 @@ fn etcd_200_that_is_not_a_range_response() {
     ))));
     reads_failed(&run("etcd", port, &[]), "protocol");
 }
+
+// ---- etcd's /metrics (issue 43: read on a connection of its own) ----
+
+/// Sane answers to the ping and the reads (every key absent); `hostile` to GET /metrics.
+macro_rules! etcd_metrics {
+    ($hostile:expr) => {{
+        fn answer(req: &[u8]) -> Act {
+            if req.starts_with(b"GET /version") {
+                say(&http(r#"{"etcdserver":"3.5.0","etcdcluster":"3.5.0"}"#))
+            } else if req.starts_with(b"GET /metrics") {
+                $hostile
+            } else {
+                say(&http(r#"{"header":{"revision":"1"}}"#))
+            }
+        }
+        tcp_server(answer)
+    }};
+}
+
+#[test]
+fn etcd_metrics_endless() {
+    let port = etcd_metrics!(Act::Endless(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n".to_vec(),
+        b"etcd_server_has_leader 1\n".to_vec()
+    ));
+    stats_unavailable(
+        &run("etcd", port, &[]),
+        "etcd: a Content-Length past max_reply",
+    );
+}
+
+#[test]
+fn etcd_metrics_one_byte_a_second() {
+    let port = etcd_metrics!(drip(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 25\r\n\r\netcd_server_has_leader 1\n"
+    ));
+    stats_unavailable(&run("etcd", port, &[]), "no complete reply within 1000 ms");
+}
+
+#[test]
+fn etcd_metrics_not_etcds() {
+    let port = etcd_metrics!(say(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world"
+    ));
+    stats_unavailable(
+        &run("etcd", port, &[]),
+        "GET /metrics: none of etcd's series in 11 bytes (is it etcd?)",
+    );
+}

@@ -18,6 +18,8 @@ pub mod auth;
 mod cluster;
 mod codec;
 mod frame;
+mod metrics;
+pub use metrics::STATS;
 pub mod url;
 use crate::error::UsageError;
 use auth::Access;
@@ -77,7 +79,7 @@ pub static KIND: StoreKind = StoreKind {
     server: Some(&SERVER),
     engine: Some(&ENGINE),
     scans_refused: super::scans_always_served,
-    stats: &[],
+    stats: metrics::STATS,
 };
 
 /// The event-driven engine serves etcd's JSON gateway with every option (TLS through the
@@ -378,6 +380,9 @@ struct EtcdStore {
     s: Settings,
     /// The event-driven engine's token, shared by every phase's connections.
     tokens: std::sync::Arc<codec::Tokens>,
+    /// `/metrics`, on a connection of its own (`metrics.rs`).
+    metrics: stats::Poller<Http>,
+    leaders: metrics::LeaderChanges,
 }
 
 fn open(_dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
@@ -394,10 +399,63 @@ fn open(_dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
         endpoints: endpoints.into(),
         s,
         tokens: Default::default(),
+        metrics: Default::default(),
+        leaders: metrics::LeaderChanges::new(),
     }))
 }
 
 impl Store for EtcdStore {
+    fn stats(&self) -> &'static [stats::StatSpec] {
+        metrics::STATS
+    }
+
+    fn sample_stats(&self, out: &mut [Option<u64>]) -> Result<(), String> {
+        let deadline = stats::deadline(self.s.timeout);
+        // The leader's counters where one answers (after a failover, the new leader's), else
+        // the first member that accepts.
+        let open = || {
+            let mut order: Vec<SocketAddr> = self.endpoints.to_vec();
+            if order.len() > 1 {
+                if let Some(l) = cluster::leader_endpoint(&order, deadline, &self.s.access) {
+                    order.swap(0, l);
+                }
+            }
+            let mut last = String::from("no member");
+            for a in &order {
+                match Http::connect(*a, deadline, &self.s.access) {
+                    Ok(mut h) => {
+                        h.max_reply = metrics::METRICS_LIMIT;
+                        return Ok(h);
+                    }
+                    Err(e) => last = e.message,
+                }
+            }
+            Err(last)
+        };
+        self.metrics.sample(open, |h| {
+            let body = h
+                .request(b"GET", b"/metrics", b"")
+                .map_err(|e| format!("GET /metrics: {}", e.message))?;
+            match metrics::parse(&String::from_utf8_lossy(body), out) {
+                0 => Err(format!(
+                    "GET /metrics: none of etcd's series in {} bytes (is it etcd?)",
+                    body.len()
+                )),
+                _ => Ok(()),
+            }
+        })?;
+        self.leaders.sampled(out);
+        Ok(())
+    }
+
+    fn poll_events(&self, out: &mut Vec<stats::StoreEvent>) -> Result<(), String> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        self.leaders.events(now, out);
+        Ok(())
+    }
+
     fn session(&self) -> anyhow::Result<Box<dyn Session>> {
         let mut conns = Vec::with_capacity(self.s.connections);
         for _ in 0..self.s.connections {
