@@ -193,15 +193,7 @@ mod tests {
     use crate::store::stats::StatKind;
 
     fn stats(figs: &[(&str, &str, u64)]) -> StoreStats {
-        let mut s = StoreStats {
-            stats: Default::default(),
-            write_amplification: None,
-            write_amplification_source: String::new(),
-            cache_hit_ratio: None,
-            events: Default::default(),
-            unavailable: Default::default(),
-            merged_from: None,
-        };
+        let mut s = StoreStats::default();
         for (name, role, inc) in figs {
             s.stats.insert(
                 name.to_string(),

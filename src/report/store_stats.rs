@@ -41,7 +41,7 @@ pub struct StatFigure {
 }
 
 /// What the store said about itself over one phase.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct StoreStats {
     /// Each statistic by its name; one the store could not give at the start or the end of the
     /// phase is left out and named in `unavailable`.

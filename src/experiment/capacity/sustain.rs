@@ -143,15 +143,7 @@ mod tests {
     use crate::store::stats::StatKind;
 
     fn stats(stall_us: Option<u64>, stops: u64) -> StoreStats {
-        let mut s = StoreStats {
-            stats: Default::default(),
-            write_amplification: None,
-            write_amplification_source: String::new(),
-            cache_hit_ratio: None,
-            events: Default::default(),
-            unavailable: Default::default(),
-            merged_from: None,
-        };
+        let mut s = StoreStats::default();
         let fig = |kind, unit: &str, role: &str, increase| StatFigure {
             kind,
             unit: unit.into(),
