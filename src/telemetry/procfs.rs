@@ -286,17 +286,24 @@ pub fn thread_group(comm: &str) -> String {
     }
 }
 
+/// (tid, /proc/PID/task/TID) of every live thread of a process; none when it is gone.
+fn tasks(root: &Root, pid: u32) -> Vec<(u32, std::path::PathBuf)> {
+    let Ok(dir) = std::fs::read_dir(root.path(&format!("proc/{pid}/task"))) else {
+        return vec![];
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let tid = e.file_name().to_str()?.parse::<u32>().ok()?;
+            Some((tid, e.path()))
+        })
+        .collect()
+}
+
 /// (tid, thread group, CPU ticks) of every thread of a process.
 pub fn read_threads(root: &Root, pid: u32) -> Vec<(u32, String, u64)> {
     let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir(root.path(&format!("proc/{pid}/task"))) else {
-        return out;
-    };
-    for e in dir.flatten() {
-        let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(text) = std::fs::read_to_string(e.path().join("stat")) else {
+    for (tid, dir) in tasks(root, pid) {
+        let Ok(text) = std::fs::read_to_string(dir.join("stat")) else {
             continue;
         };
         let Some((comm, ticks, _)) = parse_pid_stat(&text) else {
@@ -341,15 +348,9 @@ pub fn read_io(root: &Root, pid: u32) -> Result<TaskIo, String> {
 /// (tid, thread name, I/O) of every live thread of a process.
 pub fn read_thread_io(root: &Root, pid: u32) -> Vec<(u32, String, TaskIo)> {
     let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir(root.path(&format!("proc/{pid}/task"))) else {
-        return out;
-    };
-    for e in dir.flatten() {
-        let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else {
-            continue;
-        };
-        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-        let Some(io) = std::fs::read_to_string(e.path().join("io"))
+    for (tid, dir) in tasks(root, pid) {
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        let Some(io) = std::fs::read_to_string(dir.join("io"))
             .ok()
             .and_then(|t| parse_io(&t))
         else {
