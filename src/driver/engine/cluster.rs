@@ -30,11 +30,17 @@ const MAX_FAILS: u32 = 64;
 /// How often one loop may ask for the slot map.
 const REFRESH_NS: u64 = 100_000_000;
 
-/// Request slots on one socket: `depth`, and for a cluster client's socket one more, for the
-/// ASKING sent before a redirected request (a client still has at most `depth` operations in
-/// flight over its sockets: `can_issue`).
+/// Request slots on one socket: `depth`, and for a cluster client's socket twice that: every
+/// one of the client's `depth` operations (`can_issue` counts them over all its sockets) may
+/// be an ASK redirected to the same node, each behind its own ASKING. With one spare slot, a
+/// second ASK to a node while the first's pair was in flight found no room and its error
+/// stood (seen once in a fresh-clone CI's reshard test at depth 2).
 pub(super) fn ring_len(depth: usize, cluster: bool) -> usize {
-    depth + usize::from(cluster)
+    if cluster {
+        2 * depth
+    } else {
+        depth
+    }
 }
 
 pub(super) struct Routes {
@@ -448,5 +454,19 @@ impl Loop<'_, '_> {
             return;
         }
         r.map = map;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ring_len;
+
+    #[test]
+    fn a_cluster_socket_holds_every_operation_of_its_client_behind_an_asking() {
+        for depth in [1, 2, 8, 64] {
+            // All `depth` operations ASK-redirected to one node: an ASKING and the request each.
+            assert_eq!(ring_len(depth, true), 2 * depth);
+            assert_eq!(ring_len(depth, false), depth);
+        }
     }
 }
