@@ -215,6 +215,57 @@ typedef struct kvm_plugin {
 const kvm_plugin *
 kvmeter_store_plugin(void);
 
+/*
+ * Statistics (optional). A plug-in may export two more functions, both or neither, to put the
+ * store's own figures (flushes, compactions, cache hits, bytes it wrote) in store_stats.csv and
+ * summary.json on the run's clock, as kvmeter's built-in stores do (docs/plugins.md). They are
+ * looked up by name, so the table above and KVMETER_STORE_ABI_VERSION are unchanged: a plug-in
+ * without them keeps working, and kvmeter says it reports no statistics.
+ *
+ *     const kvm_stat *kvmeter_store_stats_declared(void);
+ *         The statistics the plug-in reports, ended by an entry with name == NULL; the array
+ *         lives as long as the library. Read once, at load: at most 256 entries, names of
+ *         a-z, 0-9 and _ (at most 64 bytes, each once; not phase, t_s or unix_us), a unit of
+ *         "count", "bytes", "us", "s", "files", "bytes/s" or "bool". Anything else is refused
+ *         with one line before a run starts.
+ *
+ *     int kvmeter_store_stats(kvm_store *store, kvm_stat_emit emit, void *ctx,
+ *                             char *err, size_t err_len);
+ *         Calls emit(ctx, name, value) for each declared statistic it can read now (one not
+ *         emitted is unavailable in this sample; an undeclared name is ignored). Returns 0, or
+ *         non-zero with one line in err: the sample is marked unavailable and the run goes
+ *         on. Called about once per interval from a thread of kvmeter's own while sessions
+ *         run on others, between open and close: read counters the sessions update with
+ *         atomic loads. Off the measured path, but its cost is the run's: keep it cheap.
+ */
+typedef enum kvm_stat_kind {
+   KVM_STAT_COUNTER = 0, /* only grows while the store is open: a phase reports its increase */
+   KVM_STAT_GAUGE   = 1, /* a level: a phase reports its end value and its highest sample */
+} kvm_stat_kind;
+
+/* The part a statistic plays in kvmeter's own figures. */
+typedef enum kvm_stat_role {
+   KVM_ROLE_PLAIN         = 0, /* nothing beyond itself */
+   KVM_ROLE_WORK          = 1, /* the store's own work, counted (flushes, compactions) */
+   KVM_ROLE_STORAGE_WRITE = 2, /* bytes the store wrote to storage: cross-checks the kernel's */
+   KVM_ROLE_USER_WRITE    = 3, /* bytes of keys and values asked to write: amplification's base */
+   KVM_ROLE_USER_READ     = 4, /* bytes the reads returned */
+   KVM_ROLE_CACHE_HIT     = 5, /* a cache's hits and misses: the phase's hit ratio */
+   KVM_ROLE_CACHE_MISS    = 6,
+   KVM_ROLE_STALL         = 7, /* microseconds writers were held back */
+   KVM_ROLE_BACKLOG       = 8, /* work owed (a gauge): must not grow for a load to be sustainable */
+} kvm_stat_role;
+
+typedef struct kvm_stat {
+   const char *name;
+   const char *unit;
+   uint32_t    kind; /* kvm_stat_kind */
+   uint32_t    role; /* kvm_stat_role */
+   const char *meaning; /* one line, at most 300 bytes (may be NULL) */
+} kvm_stat;
+
+typedef void (*kvm_stat_emit)(void *ctx, const char *name, uint64_t value);
+
 /* One field of an encoded record. */
 typedef struct kvm_field {
    const uint8_t *name;

@@ -14,7 +14,8 @@
  *   - open/close for the store, session_open/session_close for each worker;
  *   - read (lending the stored bytes), scan, insert, remove over kvmeter's encoded records,
  *     which a byte store keeps as they come (update may be NULL: kvmeter merges and inserts);
- *   - status codes, and last_error for the text of the latest error.
+ *   - status codes, and last_error for the text of the latest error;
+ *   - optionally, the store's own statistics (kvmeter_store_stats_declared/kvmeter_store_stats).
  * LMDB keeps a value in its memory map, so read lends it without a copy: the pointer stays
  * valid until the session's next call, when the read transaction is reset.
  */
@@ -429,6 +430,50 @@ last_error(kvm_session *s)
 {
    return s->error[0] != '\0' ? s->error : NULL;
 }
+
+/* --- statistics (optional; include/kvmeter_store.h, "Statistics") ------------------------- */
+
+/* LMDB's own accounting, as kvmeter's built-in adapter reads it: mdb_env_stat and
+ * mdb_env_info are safe to call while other threads run transactions. Built with
+ * -DKVM_LMDB_NO_STATS, the plug-in is one from before the statistics calls. */
+#ifndef KVM_LMDB_NO_STATS
+static const kvm_stat stats[] = {
+   {"write_txns", "count", KVM_STAT_COUNTER, KVM_ROLE_WORK,
+    "write transactions committed (me_last_txnid: one per write)"},
+   {"entries", "count", KVM_STAT_GAUGE, KVM_ROLE_PLAIN, "records in the tree (ms_entries)"},
+   {"depth", "count", KVM_STAT_GAUGE, KVM_ROLE_PLAIN, "height of the B+tree (ms_depth)"},
+   {"tree_bytes", "bytes", KVM_STAT_GAUGE, KVM_ROLE_PLAIN,
+    "branch, leaf and overflow pages times the page size"},
+   {"map_used_bytes", "bytes", KVM_STAT_GAUGE, KVM_ROLE_PLAIN,
+    "pages of the map in use, free ones included ((me_last_pgno + 1) x page size)"},
+   {NULL, NULL, 0, 0, NULL},
+};
+
+const kvm_stat *
+kvmeter_store_stats_declared(void)
+{
+   return stats;
+}
+
+int
+kvmeter_store_stats(kvm_store *st, kvm_stat_emit emit, void *ctx, char *err, size_t err_len)
+{
+   MDB_stat    ms;
+   MDB_envinfo info;
+   int         rc;
+   if ((rc = mdb_env_stat(st->env, &ms)) != 0 || (rc = mdb_env_info(st->env, &info)) != 0) {
+      snprintf(err, err_len, "LMDB statistics: %s", mdb_strerror(rc));
+      return -1;
+   }
+   uint64_t pages = (uint64_t)ms.ms_branch_pages + ms.ms_leaf_pages + ms.ms_overflow_pages;
+   emit(ctx, "write_txns", (uint64_t)info.me_last_txnid);
+   emit(ctx, "entries", (uint64_t)ms.ms_entries);
+   emit(ctx, "depth", (uint64_t)ms.ms_depth);
+   emit(ctx, "tree_bytes", pages * ms.ms_psize);
+   emit(ctx, "map_used_bytes", ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize);
+   return 0;
+}
+#endif
 
 /* --- the table kvmeter loads --------------------------------------------------------------- */
 

@@ -76,7 +76,11 @@ fn describe_store(out: &mut String, k: &crate::store::StoreKind) {
             o.name, o.default, o.help
         );
     }
-    *out += &statistics_line(k.stats);
+    if k.stats.is_empty() && crate::store::plugin::is_plugin(k.name) {
+        *out += "           statistics: none (the plug-in exports no kvmeter_store_stats: include/kvmeter_store.h)\n";
+    } else {
+        *out += &statistics_line(k.stats);
+    }
     out.push('\n');
 }
 

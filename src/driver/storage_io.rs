@@ -212,10 +212,25 @@ impl Companion for StorageIoCompanion {
             let (bytes, unread) = on_disk(dir);
             io.on_disk_bytes = (unread == 0).then_some(bytes);
         }
-        io.derive(ps.store_stats.as_ref());
+        // The ratios wait for the phase's op table: `derive` below, once it is filled.
         ps.storage_io = Some(io);
         Ok(())
     }
+}
+
+/// The phase's amplification ratios, once its op table and the store's statistics are in
+/// its summary.
+pub(super) fn derive(ps: &mut PhaseSummary) {
+    let Some(io) = ps.storage_io.as_mut() else {
+        return;
+    };
+    let ops = &ps.ops;
+    let asked = crate::report::storage_io::asked(
+        |name| ops.get(name).map(|o| o.mb_per_s),
+        ps.measured_seconds,
+        ps.warmup_seconds,
+    );
+    io.derive(ps.store_stats.as_ref(), &asked);
 }
 
 #[cfg(test)]

@@ -31,8 +31,10 @@ pub struct StorageIo {
     pub cancelled_write_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
-    /// Bytes the store was asked to write and bytes its reads returned, from its own counters
-    /// (statistics whose role is user_write, user_read); null where it keeps none.
+    /// Bytes the store was asked to write and bytes its reads returned: from its own counters
+    /// (statistics whose role is user_write, user_read), else kvmeter's own count of the
+    /// values it sent and got back (`ASKED`; the ratio's source says which); null where
+    /// neither is known.
     pub user_write_bytes: Option<u64>,
     pub user_read_bytes: Option<u64>,
     /// The kernel's storage bytes over the user bytes.
@@ -51,8 +53,11 @@ pub struct StorageIo {
 }
 
 impl StorageIo {
-    /// Adds the store's counters of the phase (`stats`) and derives the ratios.
-    pub fn derive(&mut self, stats: Option<&StoreStats>) {
+    /// Adds the store's counters of the phase (`stats`) and derives the ratios. A store that
+    /// counts no user bytes of its own (LMDB, SQLite, WiredTiger, LevelDB, a plug-in, a
+    /// server) is measured against `asked`: the bytes kvmeter itself asked it to write and got
+    /// back from it, or why those cannot stand in.
+    pub fn derive(&mut self, stats: Option<&StoreStats>, asked: &Asked) {
         let by_role = |role: &str| -> Option<u64> {
             let s = stats?;
             let mut found = false;
@@ -67,20 +72,34 @@ impl StorageIo {
                 .sum();
             found.then_some(sum)
         };
-        self.user_write_bytes = by_role("user_write");
-        self.user_read_bytes = by_role("user_read");
         self.store_write_bytes = by_role("storage_write");
         let why = self.unavailable.clone();
+        let own = |role: &str, verb: &str, pick: fn(&(u64, u64)) -> u64| match by_role(role) {
+            Some(b) => (Some(b), format!("the store's user bytes {verb}")),
+            None => match asked {
+                Ok(a) => (Some(pick(a)), format!("kvmeter's bytes {verb} ({ASKED})")),
+                Err(e) => (
+                    None,
+                    format!("unavailable: the store counts no user bytes {verb} and {e}"),
+                ),
+            },
+        };
+        let (user_write, write_den) = own("user_write", "written", |a| a.0);
+        let (user_read, read_den) = own("user_read", "read", |a| a.1);
+        self.user_write_bytes = user_write;
+        self.user_read_bytes = user_read;
         (self.write_amplification, self.write_amplification_source) = ratio(
             self.write_bytes,
-            self.user_write_bytes,
+            user_write,
             "written",
+            &write_den,
             why.as_deref(),
         );
         (self.read_amplification, self.read_amplification_source) = ratio(
             self.read_bytes,
-            self.user_read_bytes,
+            user_read,
             "read",
+            &read_den,
             why.as_deref(),
         );
         self.kernel_over_store = match (self.write_bytes, self.store_write_bytes) {
@@ -103,11 +122,20 @@ impl StorageIo {
             }
             _ => {}
         }
+        let by = |source: &str| {
+            if source.contains("kvmeter's bytes") {
+                "kernel over kvmeter's bytes"
+            } else {
+                "kernel"
+            }
+        };
         if let Some(w) = self.write_amplification {
-            parts.push(format!("write amplification {w:.2} (kernel)"));
+            let by = by(&self.write_amplification_source);
+            parts.push(format!("write amplification {w:.2} ({by})"));
         }
         if let Some(r) = self.read_amplification {
-            parts.push(format!("read amplification {r:.2} (kernel)"));
+            let by = by(&self.read_amplification_source);
+            parts.push(format!("read amplification {r:.2} ({by})"));
         }
         if let Some(k) = self.kernel_over_store {
             parts.push(format!("kernel/store's counters {k:.2}"));
@@ -119,18 +147,19 @@ impl StorageIo {
     }
 }
 
-/// `num / den` with its source; unavailable when either is unknown, none when nothing was
-/// asked of the store.
+/// `num / den` with its source (`den_is` names the denominator, or says why it is unknown);
+/// unavailable when either is unknown, none when nothing was asked of the store.
 fn ratio(
     num: Option<u64>,
     den: Option<u64>,
     verb: &str,
+    den_is: &str,
     why: Option<&str>,
 ) -> (Option<f64>, String) {
     match (num, den) {
         (Some(n), Some(d)) if d > 0 => (
             Some(n as f64 / d as f64),
-            format!("kernel's storage bytes {verb} / the store's user bytes {verb}"),
+            format!("kernel's storage bytes {verb} / {den_is}"),
         ),
         (Some(_), Some(_)) => (None, format!("none: no user bytes {verb} in the phase")),
         (None, _) => (
@@ -138,11 +167,35 @@ fn ratio(
             why.unwrap_or("unavailable: the kernel's figure is missing")
                 .to_string(),
         ),
-        (_, None) => (
-            None,
-            format!("unavailable: the store counts no user bytes {verb}"),
-        ),
+        (_, None) => (None, den_is.to_string()),
     }
+}
+
+/// What kvmeter's own counts of a phase's bytes are (the denominators of a store that keeps
+/// none): written are the values (with their field names) of its inserts and updates, read
+/// those its reads and scans returned; keys and the store's own record framing are not.
+pub const ASKED: &str =
+    "values with their field names, of inserts and updates sent and of reads and scans returned; keys not counted";
+
+/// kvmeter's own byte counts of a phase: (written, read), or why they cannot stand beside the
+/// kernel's figures.
+pub type Asked = Result<(u64, u64), String>;
+
+/// kvmeter's bytes of the phase from its op table (`mb_per_s` of a metric's name, over the
+/// measured window of `seconds`). They cover only the measured window, so a phase with a
+/// warm-up (whose operations the kernel counted too) has none.
+pub fn asked(mb_per_s: impl Fn(&str) -> Option<f64>, seconds: f64, warmup_seconds: f64) -> Asked {
+    if warmup_seconds > 0.0 {
+        return Err("kvmeter's own counts leave out the warm-up the kernel's include".into());
+    }
+    let bytes = |names: &[&str]| -> u64 {
+        names
+            .iter()
+            .filter_map(|n| mb_per_s(n))
+            .map(|m| (m * 1e6 * seconds).round() as u64)
+            .sum()
+    };
+    Ok((bytes(&["INSERT", "UPDATE"]), bytes(&["READ", "SCAN"])))
 }
 
 fn mb(b: u64) -> String {
@@ -223,7 +276,7 @@ mod tests {
             ("user", "user_write", 1_000),
             ("got", "user_read", 200),
         ]);
-        io.derive(Some(&s));
+        io.derive(Some(&s), &Ok((7, 7)));
         assert_eq!(io.write_amplification, Some(3.0));
         assert_eq!(io.read_amplification, Some(0.25));
         assert_eq!(io.store_write_bytes, Some(2_500));
@@ -237,7 +290,7 @@ mod tests {
             unavailable: Some("unavailable: the data directory is on tmpfs".into()),
             ..Default::default()
         };
-        io.derive(None);
+        io.derive(None, &Err("x".into()));
         assert_eq!(io.write_amplification, None);
         assert_eq!(
             io.write_amplification_source,
@@ -248,7 +301,10 @@ mod tests {
             read_bytes: Some(0),
             ..Default::default()
         };
-        io.derive(Some(&stats(&[("user", "user_write", 0)])));
+        io.derive(
+            Some(&stats(&[("user", "user_write", 0)])),
+            &Err("its counts leave out the warm-up".into()),
+        );
         assert_eq!(io.write_amplification, None);
         assert_eq!(
             io.write_amplification_source,
@@ -256,8 +312,57 @@ mod tests {
         );
         assert_eq!(
             io.read_amplification_source,
-            "unavailable: the store counts no user bytes read"
+            "unavailable: the store counts no user bytes read and its counts leave out the warm-up"
         );
+        // A store without user-byte counters is measured against kvmeter's own bytes.
+        let mut io = StorageIo {
+            write_bytes: Some(4_000),
+            read_bytes: Some(500),
+            ..Default::default()
+        };
+        io.derive(None, &Ok((1_000, 2_000)));
+        assert_eq!(io.write_amplification, Some(4.0));
+        assert_eq!(io.read_amplification, Some(0.25));
+        assert_eq!(io.user_write_bytes, Some(1_000));
+        assert!(
+            io.write_amplification_source
+                .starts_with("kernel's storage bytes written / kvmeter's bytes written ("),
+            "{}",
+            io.write_amplification_source
+        );
+    }
+
+    #[test]
+    fn kvmeters_bytes_are_its_writes_and_reads_over_the_window() {
+        use crate::measure::{new_histogram, OpStats, STATUS_SLOTS};
+        use crate::report::OpSummary;
+        // An op table as the phase's fill makes it: MB/s over a 4 s window.
+        let op = |mb_per_s: f64| {
+            let o = OpStats {
+                ok: new_histogram(),
+                failed: None,
+                missed: None,
+                intended: None,
+                statuses: [0; STATUS_SLOTS],
+                bytes: (mb_per_s * 4e6) as u64,
+            };
+            OpSummary::from_stats(&o, 4.0)
+        };
+        let ops: std::collections::BTreeMap<String, OpSummary> = [
+            ("INSERT", 1.0),
+            ("UPDATE", 0.5),
+            ("READ-MODIFY-WRITE", 9.0),
+            ("READ", 2.0),
+            ("SCAN", 0.25),
+        ]
+        .into_iter()
+        .map(|(n, m)| (n.to_string(), op(m)))
+        .collect();
+        // 1.5 MB/s written and 2.25 MB/s read for 4 s; a read-modify-write's bytes are its
+        // read's and its update's.
+        let mb = |n: &str| ops.get(n).map(|o| o.mb_per_s);
+        assert_eq!(asked(mb, 4.0, 0.0), Ok((6_000_000, 9_000_000)));
+        assert!(asked(mb, 4.0, 1.0).unwrap_err().contains("warm-up"));
     }
 
     #[test]

@@ -98,6 +98,18 @@ pub fn lmdb_example_partial_updates() -> String {
     format!("plugin:{}", p.display())
 }
 
+/// The example built with -DKVM_LMDB_NO_STATS: a plug-in from before the statistics calls.
+pub fn lmdb_example_without_stats() -> String {
+    static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let p = PATH.get_or_init(|| {
+        example_from_copy(
+            "kvm_lmdb_no_stats",
+            "-O2 -Wall -Wextra -Werror -DKVM_LMDB_NO_STATS",
+        )
+    });
+    format!("plugin:{}", p.display())
+}
+
 /// The test fixture, built with `defines` (e.g. "-DFIXTURE_ABI=99").
 pub fn fixture(tag: &str, defines: &[&str]) -> String {
     // A variant without the entry point leaves the functions unused.

@@ -5,6 +5,8 @@
  *   option reject=yes        check() refuses the options
  *   -DFIXTURE_ABI=N          declares another ABI version
  *   -DFIXTURE_NO_READ        leaves the required read function NULL
+ *   -DFIXTURE_HALF_STATS     exports kvmeter_store_stats_declared without kvmeter_store_stats
+ *   -DFIXTURE_BAD_STAT       declares a statistic with an unknown unit
  *   -DFIXTURE_NO_ENTRY       exports no kvmeter_store_plugin symbol
  *   -DFIXTURE_PARTIAL_WITHOUT_UPDATE  declares KVM_CAP_PARTIAL_UPDATE but no update function
  */
@@ -157,5 +159,31 @@ kvmeter_store_plugin(void)
       .remove = remove_key,
    };
    return &plugin;
+}
+#endif
+
+#if defined(FIXTURE_HALF_STATS) || defined(FIXTURE_BAD_STAT)
+const kvm_stat *
+kvmeter_store_stats_declared(void)
+{
+   static const kvm_stat stats[] = {
+#ifdef FIXTURE_BAD_STAT
+      {"calls", "furlongs", KVM_STAT_COUNTER, KVM_ROLE_PLAIN, "a unit kvmeter does not know"},
+#else
+      {"calls", "count", KVM_STAT_COUNTER, KVM_ROLE_PLAIN, "calls"},
+#endif
+      {NULL, NULL, 0, 0, NULL},
+   };
+   return stats;
+}
+#endif
+
+#ifdef FIXTURE_BAD_STAT
+int
+kvmeter_store_stats(kvm_store *st, kvm_stat_emit emit, void *ctx, char *err, size_t err_len)
+{
+   (void)st, (void)err, (void)err_len;
+   emit(ctx, "calls", 1);
+   return 0;
 }
 #endif

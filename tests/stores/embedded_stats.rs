@@ -76,6 +76,16 @@ fn lmdb_counts_its_entries_and_write_transactions() {
         .unwrap()
         .len();
     assert!(used <= file, "{used} > {file}");
+    // LMDB counts no user bytes: the write amplification is the kernel's bytes over those
+    // kvmeter sent, 3,000 records of YCSB's ten fields "field0".."field9" of 100 bytes.
+    let io = &phase(&s, "load")["storage_io"];
+    assert_eq!(io["user_write_bytes"], 3000 * 10 * (6 + 100), "{io}");
+    let source = io["write_amplification_source"].as_str().unwrap();
+    assert!(
+        source.starts_with("kernel's storage bytes written / kvmeter's bytes written"),
+        "{io}"
+    );
+    assert!(io["write_amplification"].as_f64().unwrap() > 0.0, "{io}");
 }
 
 /// SQLite's pages as the sampler saw them when the last phase's workers stopped are the

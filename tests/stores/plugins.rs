@@ -102,6 +102,68 @@ fn suite_runs_on_the_example_plugin_like_a_built_in_store() {
     assert!(runs[0].contains("-run-plugin-kvm_lmdb"), "{runs:?}");
 }
 
+/// The example's statistics are LMDB's own accounting, sampled through the optional ABI call:
+/// loading 3,000 records and inserting 2,000 more (a write transaction each) leaves 5,000
+/// entries. The same library built as a plug-in from before the call runs the same job and
+/// says it reports no statistics.
+#[test]
+fn the_example_plugins_statistics_are_lmdbs_own_and_an_older_plugin_still_runs() {
+    let t = tempfile::tempdir().unwrap();
+    let job = |spec: &str, out: &std::path::Path| {
+        let o = kvmeter()
+            .args(["run", "--store", spec, "--store-opt", "sync=nosync"])
+            .args(["-P", "workloads/workloada", "-p", "recordcount=3000"])
+            .args(["-p", "operationcount=2000", "-p", "readproportion=0"])
+            .args(["-p", "updateproportion=0", "-p", "insertproportion=1"])
+            .arg("--data-dir")
+            .arg(t.path().join("data"))
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let _ = std::fs::remove_dir_all(t.path().join("data"));
+        json(&out.join("summary.json"))
+    };
+    let spec = plugin_build::lmdb_example();
+    let s = job(&spec, &t.path().join("with"));
+    let stat = |p: &str, name: &str, field: &str| {
+        phase(&s, p)["store_stats"]["stats"][name][field].clone()
+    };
+    assert_eq!(stat("load", "write_txns", "increase"), 3000);
+    assert_eq!(stat("load", "entries", "end"), 3000);
+    assert_eq!(stat("run", "write_txns", "increase"), 2000);
+    assert_eq!(stat("run", "entries", "end"), 5000);
+    assert_eq!(stat("run", "write_txns", "unit"), "count");
+    let csv = std::fs::read_to_string(t.path().join("with/store_stats.csv")).unwrap();
+    assert!(
+        csv.starts_with("phase,t_s,unix_us,write_txns,entries,depth,tree_bytes,map_used_bytes\n"),
+        "{csv}"
+    );
+    // Write amplification of a plug-in: the kernel's bytes over those kvmeter sent.
+    let io = &phase(&s, "load")["storage_io"];
+    assert_eq!(io["user_write_bytes"], 3000 * 10 * (6 + 100), "{io}");
+    let o = kvmeter().args(["stores", &spec]).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("statistics (store_stats.csv): write_txns, entries, depth"),
+        "{text}"
+    );
+
+    let older = plugin_build::lmdb_example_without_stats();
+    let s = job(&older, &t.path().join("older"));
+    assert_eq!(s["status"], "completed");
+    assert_eq!(count(phase(&s, "run"), "INSERT"), 2000);
+    assert!(phase(&s, "run").get("store_stats").is_none(), "{s}");
+    assert!(!t.path().join("older/store_stats.csv").exists());
+    let o = kvmeter().args(["stores", &older]).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("statistics: none (the plug-in exports no kvmeter_store_stats"),
+        "{text}"
+    );
+}
+
 #[test]
 fn bad_plugins_are_one_line_and_exit_2_before_anything_is_created() {
     let t = tempfile::tempdir().unwrap();
@@ -139,6 +201,16 @@ fn bad_plugins_are_one_line_and_exit_2_before_anything_is_created() {
             plugin_build::fixture("partial", &["-DFIXTURE_PARTIAL_WITHOUT_UPDATE"]),
             vec![],
             "has no 'update (the plug-in declares KVM_CAP_PARTIAL_UPDATE)' (NULL)".into(),
+        ),
+        (
+            plugin_build::fixture("halfstats", &["-DFIXTURE_HALF_STATS"]),
+            vec![],
+            "exports only one of kvmeter_store_stats_declared and kvmeter_store_stats".into(),
+        ),
+        (
+            plugin_build::fixture("badstat", &["-DFIXTURE_BAD_STAT"]),
+            vec![],
+            "statistic 'calls': unit 'furlongs': expected one of count, bytes".into(),
         ),
         (
             plugin_build::fixture("plain", &[]),

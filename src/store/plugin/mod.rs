@@ -17,6 +17,7 @@
 mod abi;
 pub mod crash;
 mod session;
+mod stats;
 
 use super::{Capabilities, OptSpec, StoreKind, StoreOptions};
 use crate::error::UsageError;
@@ -39,6 +40,7 @@ pub struct Plugin {
     pub version: String,
     table: &'static RawPlugin,
     kind: &'static StoreKind,
+    stats: stats::PluginStats,
 }
 
 static LOADED: Mutex<Vec<&'static Plugin>> = Mutex::new(Vec::new());
@@ -134,6 +136,7 @@ fn open_library(spec: &str) -> Result<Plugin, UsageError> {
     if table.is_null() {
         return Err(bad(spec, "kvmeter_store_plugin() returned NULL"));
     }
+    let plugin_stats = stats::load(&lib).map_err(|m| bad(spec, m))?;
     // The library stays loaded for the life of the process: its table and code are 'static.
     std::mem::forget(lib);
     // SAFETY: the first field is the ABI version in every version of the header; nothing else
@@ -191,7 +194,7 @@ fn open_library(spec: &str) -> Result<Plugin, UsageError> {
         server: None,
         engine: None,
         scans_refused: crate::store::scans_always_served,
-        stats: &[],
+        stats: plugin_stats.specs,
     }));
     Ok(Plugin {
         spec: spec.to_string(),
@@ -200,6 +203,7 @@ fn open_library(spec: &str) -> Result<Plugin, UsageError> {
         version,
         table,
         kind,
+        stats: plugin_stats,
     })
 }
 

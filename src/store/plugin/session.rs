@@ -35,6 +35,7 @@ pub fn open(dir: &Path, opts: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
         table: p.table,
         name: p.name.clone(),
         store,
+        stats: p.stats,
     }))
 }
 
@@ -42,6 +43,7 @@ struct PluginStore {
     table: &'static RawPlugin,
     name: String,
     store: *mut c_void,
+    stats: super::stats::PluginStats,
 }
 
 // SAFETY: the ABI promises a store's sessions may be opened from any thread and used
@@ -50,6 +52,14 @@ unsafe impl Send for PluginStore {}
 unsafe impl Sync for PluginStore {}
 
 impl Store for PluginStore {
+    fn stats(&self) -> &'static [crate::store::stats::StatSpec] {
+        self.stats.specs
+    }
+
+    fn sample_stats(&self, out: &mut [Option<u64>]) -> Result<(), String> {
+        super::stats::sample(&self.stats, self.store, out)
+    }
+
     fn session(&self) -> anyhow::Result<Box<dyn Session>> {
         let mut err = [0u8; 1024];
         let f = self.table.session_open.expect("checked at load");
