@@ -237,7 +237,7 @@ fn record(
     ps.intervals = iv.index;
     ps.measured_seconds = w.measured.as_secs_f64();
     ps.fill(&iv.measured);
-    super::storage_io::derive(ps);
+    super::storage_io::derive(ctx, ps);
     ps.kvmeter_cpu = w.cpu_end.since(iv.cpu_start, ps.operations);
     ps.error_samples = samples;
     ps.sent_to = sent_by_member(ctx, &sent);

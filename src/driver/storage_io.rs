@@ -220,7 +220,8 @@ impl Companion for StorageIoCompanion {
 
 /// The phase's amplification ratios, once its op table and the store's statistics are in
 /// its summary.
-pub(super) fn derive(ps: &mut PhaseSummary) {
+pub(super) fn derive(ctx: &super::ctx::PhaseCtx, ps: &mut PhaseSummary) {
+    let loaded = load_into_empty(ctx, ps);
     let Some(io) = ps.storage_io.as_mut() else {
         return;
     };
@@ -231,6 +232,31 @@ pub(super) fn derive(ps: &mut PhaseSummary) {
         ps.warmup_seconds,
     );
     io.derive(ps.store_stats.as_ref(), &asked);
+    io.space(loaded);
+}
+
+/// Whether the phase is a load into an empty store, whose logical data is then exactly what
+/// it inserted: a load, into a data directory this run made (a managed server's included),
+/// with nothing written to the store since the run began or its last clear.
+fn load_into_empty(ctx: &super::ctx::PhaseCtx, ps: &PhaseSummary) -> Result<(), String> {
+    use crate::plan::PhaseKind;
+    if ps.kind != PhaseKind::Load {
+        return Err("only a load into an empty store has a known logical size".into());
+    }
+    if ctx.data.reused {
+        return Err("the data directory held a store before this run".into());
+    }
+    let wrote_before = ctx
+        .summary
+        .phases
+        .iter()
+        .rev()
+        .take_while(|p| p.kind != PhaseKind::Clear)
+        .any(|p| p.operations > 0);
+    if wrote_before {
+        return Err("an earlier phase of this run wrote to the store".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -157,6 +157,7 @@ pub fn metrics_of(p: &PhaseSummary) -> Vec<(String, f64)> {
     if let Some(o) = &p.open_loop {
         m.push(("achieved_ops_per_s".to_string(), o.achieved_ops_per_s));
     }
+    inside_the_store(p, &mut m);
     if let Some(e) = &p.energy {
         let tag = if e.estimate { "_estimate" } else { "" };
         m.push((format!("ops_per_joule{tag}"), e.ops_per_joule));
@@ -201,6 +202,53 @@ pub fn metrics_of(p: &PhaseSummary) -> Vec<(String, f64)> {
         }
     }
     m
+}
+
+/// What the store did and wrote (issue 43): the kernel's write and read amplification as the
+/// phase reports them, the same write figure over kvmeter's own bytes (one base for every
+/// store: what a comparison of stores divides), the store's own write amplification and
+/// cache hit ratio, the size on disk, and each counter of the store's work, storage writes
+/// and stalls (`store_<name>`: its increase over the phase) and event (`store_event_<name>`).
+fn inside_the_store(p: &PhaseSummary, m: &mut Vec<(String, f64)>) {
+    let mut put = |name: String, v: Option<f64>| {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            m.push((name, v));
+        }
+    };
+    if let Some(io) = &p.storage_io {
+        put("write_amplification".into(), io.write_amplification);
+        put("read_amplification".into(), io.read_amplification);
+        let over_kvmeter = match (io.write_bytes, io.kvmeter_write_bytes) {
+            (Some(w), Some(k)) if k > 0 => Some(w as f64 / k as f64),
+            _ => None,
+        };
+        put(
+            "write_amplification_over_kvmeter_bytes".into(),
+            over_kvmeter,
+        );
+        put(
+            "on_disk_mb".into(),
+            io.on_disk_bytes.map(|b| b as f64 / 1e6),
+        );
+        let mb = |b: Option<u64>| b.map(|b| b as f64 / 1e6);
+        put("storage_write_mb".into(), mb(io.write_bytes));
+        put("kvmeter_write_mb".into(), mb(io.kvmeter_write_bytes));
+        put("kernel_over_store".into(), io.kernel_over_store);
+        put("space_amplification".into(), io.space_amplification);
+    }
+    if let Some(s) = &p.store_stats {
+        put("store_write_amplification".into(), s.write_amplification);
+        put("cache_hit_ratio".into(), s.cache_hit_ratio);
+        for (name, f) in &s.stats {
+            let counted = matches!(f.role.as_deref(), Some("work" | "storage_write" | "stall"));
+            if counted {
+                put(format!("store_{name}"), f.increase.map(|v| v as f64));
+            }
+        }
+        for (name, n) in &s.events {
+            put(format!("store_event_{name}"), Some(*n as f64));
+        }
+    }
 }
 
 #[derive(Serialize)]

@@ -25,6 +25,28 @@ pub const NAMES: &[(&str, &str)] = &[
     ("kvmeter_cpu_pct", "kvmeter CPU (% of one CPU)"),
     ("server_cpu_pct", "server CPU (% of one CPU)"),
     ("capacity_ops_per_s", "capacity (ops/s)"),
+    ("write_amplification", "write amplification (kernel)"),
+    ("read_amplification", "read amplification (kernel)"),
+    (
+        "write_amplification_over_kvmeter_bytes",
+        "write amplification (kernel over kvmeter's bytes)",
+    ),
+    (
+        "store_write_amplification",
+        "write amplification (store's own counters)",
+    ),
+    ("cache_hit_ratio", "cache hit ratio"),
+    ("on_disk_mb", "size on disk (MB)"),
+    (
+        "space_amplification",
+        "space amplification (keys not counted)",
+    ),
+    ("storage_write_mb", "storage bytes written, kernel (MB)"),
+    ("kvmeter_write_mb", "bytes kvmeter sent to be written (MB)"),
+    (
+        "kernel_over_store",
+        "kernel's storage bytes over the store's own",
+    ),
     // Interval, timeline and telemetry columns.
     ("ops_per_s", "operations/s"),
     ("ok_per_s", "successful operations/s"),

@@ -37,6 +37,13 @@ pub struct StorageIo {
     /// neither is known.
     pub user_write_bytes: Option<u64>,
     pub user_read_bytes: Option<u64>,
+    /// kvmeter's own bytes of the phase (`ASKED`), whatever the store counts: the same base
+    /// for every store, which a comparison of stores divides by; null where they do not cover
+    /// the kernel's window (a warm-up).
+    #[serde(default)]
+    pub kvmeter_write_bytes: Option<u64>,
+    #[serde(default)]
+    pub kvmeter_read_bytes: Option<u64>,
     /// The kernel's storage bytes over the user bytes.
     pub write_amplification: Option<f64>,
     pub read_amplification: Option<f64>,
@@ -50,6 +57,13 @@ pub struct StorageIo {
     pub kernel_over_store: Option<f64>,
     /// Bytes the data directory's files take on disk when the phase ends (allocated blocks).
     pub on_disk_bytes: Option<u64>,
+    /// Space amplification: `on_disk_bytes` over the logical data the store holds, known
+    /// where a load put it into an empty store (its values with their field names; keys not
+    /// counted); null otherwise, with `space_amplification_source` saying why.
+    #[serde(default)]
+    pub space_amplification: Option<f64>,
+    #[serde(default)]
+    pub space_amplification_source: String,
 }
 
 impl StorageIo {
@@ -73,6 +87,10 @@ impl StorageIo {
             found.then_some(sum)
         };
         self.store_write_bytes = by_role("storage_write");
+        (self.kvmeter_write_bytes, self.kvmeter_read_bytes) = match asked {
+            Ok((w, r)) => (Some(*w), Some(*r)),
+            Err(_) => (None, None),
+        };
         let why = self.unavailable.clone();
         let own = |role: &str, verb: &str, pick: fn(&(u64, u64)) -> u64| match by_role(role) {
             Some(b) => (Some(b), format!("the store's user bytes {verb}")),
@@ -106,6 +124,28 @@ impl StorageIo {
             (Some(k), Some(s)) if s > 0 => Some(k as f64 / s as f64),
             _ => None,
         };
+    }
+
+    /// Space amplification of a phase that `loaded` into an empty store (or why it cannot be
+    /// known): the size on disk over the bytes the load inserted.
+    pub fn space(&mut self, loaded: Result<(), String>) {
+        (self.space_amplification, self.space_amplification_source) =
+            match (loaded, self.on_disk_bytes, self.kvmeter_write_bytes) {
+                (Err(why), _, _) => (None, format!("unavailable: {why}")),
+                (Ok(()), None, _) => (
+                    None,
+                    "unavailable: the data directory's size on disk is not known".into(),
+                ),
+                (Ok(()), Some(_), None) => (
+                    None,
+                    "unavailable: kvmeter's own counts leave out the load's warm-up".into(),
+                ),
+                (Ok(()), Some(_), Some(0)) => (None, "none: the load inserted nothing".into()),
+                (Ok(()), Some(d), Some(w)) => (
+                    Some(d as f64 / w as f64),
+                    "size on disk at the phase's end / the values with field names this load inserted into an empty store (keys not counted)".into(),
+                ),
+            };
     }
 
     /// The terminal's line.
@@ -142,6 +182,9 @@ impl StorageIo {
         }
         if let Some(d) = self.on_disk_bytes {
             parts.push(format!("on disk at the end {}", mb(d)));
+        }
+        if let Some(s) = self.space_amplification {
+            parts.push(format!("space amplification {s:.2} (keys not counted)"));
         }
         format!("  storage  {}\n", parts.join("; "))
     }
@@ -324,6 +367,7 @@ mod tests {
         assert_eq!(io.write_amplification, Some(4.0));
         assert_eq!(io.read_amplification, Some(0.25));
         assert_eq!(io.user_write_bytes, Some(1_000));
+        assert_eq!(io.kvmeter_write_bytes, Some(1_000));
         assert!(
             io.write_amplification_source
                 .starts_with("kernel's storage bytes written / kvmeter's bytes written ("),
@@ -363,6 +407,29 @@ mod tests {
         let mb = |n: &str| ops.get(n).map(|o| o.mb_per_s);
         assert_eq!(asked(mb, 4.0, 0.0), Ok((6_000_000, 9_000_000)));
         assert!(asked(mb, 4.0, 1.0).unwrap_err().contains("warm-up"));
+    }
+
+    #[test]
+    fn space_amplification_is_known_after_a_load_into_an_empty_store_only() {
+        let mut io = StorageIo {
+            on_disk_bytes: Some(3_000),
+            kvmeter_write_bytes: Some(1_000),
+            ..Default::default()
+        };
+        io.space(Ok(()));
+        assert_eq!(io.space_amplification, Some(3.0));
+        assert!(io
+            .line()
+            .contains("space amplification 3.00 (keys not counted)"));
+        io.space(Err("the data directory held data before this run".into()));
+        assert_eq!(io.space_amplification, None);
+        assert_eq!(
+            io.space_amplification_source,
+            "unavailable: the data directory held data before this run"
+        );
+        io.kvmeter_write_bytes = None;
+        io.space(Ok(()));
+        assert!(io.space_amplification_source.contains("warm-up"));
     }
 
     #[test]

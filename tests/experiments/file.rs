@@ -86,6 +86,42 @@ fn every_paper_preset_runs_end_to_end() {
         );
         // Offline: nothing is loaded from anywhere.
         assert!(!html.contains("src=\"http") && !html.contains("href=\"http"));
+        if i == 1 {
+            the_stores_write_amplification_is_on_one_base(&out);
+        }
+    }
+}
+
+/// papers/001's write-amplification findings divide each store's kernel bytes by the same
+/// base: the bytes kvmeter sent, 30,000 records of ten "fieldN" names and 100-byte values at
+/// smoke scale; the figure in results.json is the point's own summary.json's ratio.
+fn the_stores_write_amplification_is_on_one_base(out: &Path) {
+    let results = json(&out.join("results.json"));
+    for store in ["rocksdb", "wiredtiger"] {
+        let summary = json(&out.join(format!("steps/{store}/points/02-threads=2/r1/summary.json")));
+        let io = &summary["phases"][0]["storage_io"];
+        let sent = io["kvmeter_write_bytes"].as_u64().unwrap();
+        assert!(sent.abs_diff(30_000 * 10 * (6 + 100)) <= 1, "{store}: {io}");
+        let want = io["write_bytes"].as_f64().unwrap() / sent as f64;
+        let figures = results["steps"][store]["figures"].as_array().unwrap();
+        let got = figures
+            .iter()
+            .find(|f| f[0] == "threads=2/load.write_amplification_over_kvmeter_bytes")
+            .unwrap_or_else(|| panic!("{store}: no same-base figure in {figures:?}"))[1]
+            .as_f64()
+            .unwrap();
+        assert!(
+            (got - want).abs() <= 1e-9 * want.max(1.0),
+            "{store}: {got} {want}"
+        );
+    }
+    let findings = std::fs::read_to_string(out.join("findings.md")).unwrap();
+    for id in [
+        "lsm-writes-more-per-byte",
+        "lsm-traffic-is-compaction",
+        "btree-rewrites-pages",
+    ] {
+        assert!(findings.contains(id), "{id} missing:\n{findings}");
     }
 }
 

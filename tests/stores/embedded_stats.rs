@@ -88,6 +88,48 @@ fn lmdb_counts_its_entries_and_write_transactions() {
     assert!(io["write_amplification"].as_f64().unwrap() > 0.0, "{io}");
 }
 
+/// Space amplification after a load into an empty store is the data directory's allocated
+/// size, as the test measures it after the run, over the values loaded (2,000 records of ten
+/// "fieldN" names and 100-byte values); a second load into the same directory has none.
+#[test]
+fn lmdb_space_amplification_is_its_files_over_the_values_loaded() {
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("data");
+    let load = |out: &str| {
+        run(
+            "lmdb",
+            &data,
+            &t.path().join(out),
+            &[
+                "--phase",
+                "load",
+                "--records",
+                "2000",
+                "--store-opt",
+                "sync=full",
+            ],
+        )
+    };
+    let s = load("first");
+    let mut blocks = 0u64;
+    for e in std::fs::read_dir(data.join("store")).unwrap() {
+        use std::os::unix::fs::MetadataExt;
+        blocks += e.unwrap().metadata().unwrap().blocks() * 512;
+    }
+    let io = &phase(&s, "load")["storage_io"];
+    assert_eq!(io["on_disk_bytes"], blocks, "{io}");
+    let want = blocks as f64 / (2000 * 10 * (6 + 100)) as f64;
+    let got = io["space_amplification"].as_f64().unwrap();
+    assert!((got - want).abs() < 1e-9, "{got} {want} {io}");
+    let s = load("second");
+    let io = &phase(&s, "load")["storage_io"];
+    assert!(io["space_amplification"].is_null(), "{io}");
+    assert_eq!(
+        io["space_amplification_source"],
+        "unavailable: the data directory held a store before this run"
+    );
+}
+
 /// SQLite's pages as the sampler saw them when the last phase's workers stopped are the
 /// database's own pages, read by the test on a connection of its own after the run.
 #[test]
