@@ -5,7 +5,8 @@
 //! point at a p99.9 spike and see the compaction or stall beneath it. A stall's band comes from
 //! store_stats.csv instead: the intervals in which the store's stall counter grew (RocksDB logs
 //! when a stall starts, not when it ends). Redis's latency spikes and background saves carry
-//! its clock's whole seconds: each is the second it happened in.
+//! its clock's whole seconds: each is the second it happened in; an AOF rewrite, of which
+//! Redis keeps no time, is the second from the sample that saw it.
 //!
 //! A separate file from events.csv, whose columns are a fault's (which `--fault`, its target
 //! member and pid): a store's event has a job, bytes and the store's own words instead.
@@ -94,11 +95,11 @@ pub fn bands(
                 "flush_started" | "flush_finished" => "flush",
                 "compaction_started" | "compaction_finished" => "compaction",
                 // Redis's books keep whole seconds: the second it happened in.
-                instant @ ("latency_spike" | "save_finished") => {
-                    let what = if instant == "save_finished" {
-                        "save"
-                    } else {
-                        "spike"
+                instant @ ("latency_spike" | "save_finished" | "aof_rewrite_finished") => {
+                    let what = match instant {
+                        "save_finished" => "save",
+                        "aof_rewrite_finished" => "rewrite",
+                        _ => "spike",
                     };
                     out.push(Band {
                         from_s: at,

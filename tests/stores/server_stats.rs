@@ -215,6 +215,9 @@ fn redis_latency_spikes_and_saves_are_its_own_books() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(redis_cli(port, &["debug", "sleep", "0.3"]).contains("OK"));
     assert!(redis_cli(port, &["bgsave"]).contains("Background saving started"));
+    // Redis runs one fork at a time: the rewrite is scheduled behind the save if need be.
+    let rewrite = redis_cli(port, &["bgrewriteaof"]);
+    assert!(rewrite.contains("rewriting"), "{rewrite}");
     assert!(child.wait().unwrap().success());
 
     // Redis's books: the latency monitor's "command" event and the latest save.
@@ -256,10 +259,27 @@ fn redis_latency_spikes_and_saves_are_its_own_books() {
         .find(|r| r[3] == "save_finished")
         .unwrap_or_else(|| panic!("{csv}"));
     assert_eq!(save[2], (saved_s * 1_000_000).to_string());
+    let rewrites: u64 = info
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("aof_rewrites:"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(rewrites, 1, "{info}");
+    let rewrite = rows
+        .iter()
+        .find(|r| r[3] == "aof_rewrite_finished")
+        .unwrap_or_else(|| panic!("{csv}"));
+    assert!(rewrite[6].contains("1 AOF rewrite(s)"), "{csv}");
     let s = json(&out.join("summary.json"));
     let events = &phase(&s, "run")["store_stats"]["events"];
     assert_eq!(events["latency_spike"], 1, "{events}");
     assert_eq!(events["save_finished"], 1, "{events}");
+    assert_eq!(events["aof_rewrite_finished"], 1, "{events}");
+    let stat = |p: &str, name: &str| phase(&s, p)["store_stats"]["stats"][name]["increase"].clone();
+    assert_eq!(stat("run", "aof_rewrites"), rewrites);
+    assert_eq!(stat("run", "rdb_saves"), 1);
+    assert_eq!(stat("load", "aof_rewrites"), 0);
     // The load phase had neither.
     assert!(phase(&s, "load")["store_stats"]["events"].is_null());
     // The run page marks the second of each under the phase's figures.
@@ -267,6 +287,7 @@ fn redis_latency_spikes_and_saves_are_its_own_books() {
     let svg = std::fs::read_to_string(out.join("figures/run-read-latency.svg")).unwrap();
     assert_eq!(svg.matches("class=\"band spike\"").count(), 1);
     assert_eq!(svg.matches("class=\"band save\"").count(), 1);
+    assert_eq!(svg.matches("class=\"band rewrite\"").count(), 1);
 }
 
 /// etcd's `/metrics` (issue 43): each put is one Raft proposal, committed and synced to its

@@ -131,14 +131,15 @@ fn band_fill(kind: &str) -> &'static str {
         "stall" => "#f6c6c6",
         "spike" => "#d9c6ef",
         "save" => "#93c47d",
+        "rewrite" => "#76a5af",
         _ => "#e6e6e6",
     }
 }
 
 /// Ranges of store activity under the series, clipped to the plot, each with its tooltip:
 /// a stall or a latency spike tints the whole height (latency rises under it); flushes and
-/// compactions (or a server's saves) are two lanes along the bottom, the upper for compactions
-/// and saves, so overlapping jobs stay apart.
+/// compactions (or a server's saves and AOF rewrites) are two lanes along the bottom, the upper
+/// for compactions, saves and rewrites, so overlapping jobs stay apart.
 pub(super) fn bands(
     out: &mut String,
     bands: &[(f64, f64, &'static str, String)],
@@ -152,7 +153,7 @@ pub(super) fn bands(
             continue;
         }
         let (y, h, opacity) = match *kind {
-            "compaction" | "save" => (top + height - 16.0, 7.0, 0.9),
+            "compaction" | "save" | "rewrite" => (top + height - 16.0, 7.0, 0.9),
             "flush" => (top + height - 8.0, 7.0, 0.9),
             _ => (top, height, 0.5),
         };

@@ -370,7 +370,7 @@ fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: 
     let tinted = if bands.is_empty() {
         ""
     } else {
-        " Under the series, what the store did (its own log and counters): intervals in which writes stalled tinted red, seconds with a latency spike the server recorded tinted violet; along the bottom, compactions (orange) or background saves (green) in the upper lane and flushes (blue) in the lower; hover over one for its job, duration and bytes."
+        " Under the series, what the store did (its own log and counters): intervals in which writes stalled tinted red, seconds with a latency spike the server recorded tinted violet; along the bottom, compactions (orange), background saves (green) or AOF rewrites (teal) in the upper lane and flushes (blue) in the lower; hover over one for its job, duration and bytes."
     };
     let mut t = LineChart::new(
         &format!("{name}-throughput"),

@@ -1,6 +1,8 @@
 //! What Redis did, on the run's clock (issue 43, events on the timeline), from its own books
 //! on the statistics connection: each background save that ended (`INFO persistence`:
-//! `rdb_last_save_time` moved; how long it took) and each latency spike its latency monitor
+//! `rdb_last_save_time` moved; how long it took), each AOF rewrite that ended (`aof_rewrites`
+//! grew: Redis keeps no time of it, so it is placed at the sample that saw it, which the detail
+//! says) and each latency spike its latency monitor
 //! recorded (`LATENCY LATEST`: a fork, a slow command, an AOF fsync, an eviction cycle, ... over
 //! `latency-monitor-threshold`, which managed servers get at 10 ms). Both carry Redis's clock
 //! in whole seconds, which the detail says. The first poll of a phase only notes where Redis's
@@ -20,6 +22,7 @@ const MAX_NAMES: usize = 64;
 pub(super) struct Seen {
     polled: bool,
     last_save: Option<u64>,
+    aof_rewrites: Option<u64>,
     latency: BTreeMap<String, u64>,
 }
 
@@ -51,6 +54,23 @@ pub(super) fn poll(
             }
             seen.last_save = Some(at);
         }
+        if let Some(n) = num("aof_rewrites") {
+            if let Some(was) = seen.aof_rewrites.filter(|w| !first && n > *w) {
+                let took = num("aof_last_rewrite_time_sec")
+                    .map_or(String::new(), |s| format!("the latest took {s} s; "));
+                out.push(StoreEvent {
+                    unix_us: now_unix_us(),
+                    event: "aof_rewrite_finished",
+                    job: None,
+                    bytes: None,
+                    detail: format!(
+                        "{} AOF rewrite(s) since the last sample; {took}placed at kvmeter's sample: Redis keeps no time of them",
+                        n - was
+                    ),
+                });
+            }
+            seen.aof_rewrites = Some(n);
+        }
         for (name, at, latest_ms, max_ms) in latest {
             let was = seen.latency.get(&name).copied();
             if !first && was.is_none_or(|w| at > w) && out.len() < MAX_EVENTS_PER_POLL {
@@ -70,6 +90,12 @@ pub(super) fn poll(
         }
         Ok(())
     })
+}
+
+fn now_unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }
 
 fn info_persistence(c: &mut Conn) -> Result<String, String> {

@@ -177,6 +177,14 @@ pub static STATS: &[StatSpec] = &[
         "the memory limit (0: none)",
     ),
     stat(
+        "rdb_saves",
+        "count",
+        Counter,
+        Role::Work,
+        "RDB saves (background or not)",
+    ),
+    stat("aof_rewrites", "count", Counter, Role::Work, "AOF rewrites"),
+    stat(
         "rdb_bgsave_in_progress",
         "bool",
         Gauge,
