@@ -127,6 +127,51 @@ fn redis_info(port: u16) -> HashMap<String, u64> {
         .collect()
 }
 
+/// A managed Redis Cluster of three masters: the cluster's statistics are its masters' summed,
+/// so the run's hits are every read the test asked for (3,000 of loaded records, none missed)
+/// and the load's HSETs every record, though each master served about a third of them.
+#[test]
+fn redis_cluster_statistics_are_its_masters_summed() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    let o = kvmeter()
+        .args(["run", "-P", "workloadc", "--store", "redis"])
+        .args([
+            "--store-opt",
+            "cluster=3",
+            "--records",
+            "2000",
+            "--ops",
+            "3000",
+        ])
+        .args(["--threads", "2", "--interval", "200ms", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("summary.json"));
+    validate("summary.schema.json", &s);
+    let stat = |p: &str, name: &str| {
+        phase(&s, p)["store_stats"]["stats"][name]["increase"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{name}: {}", phase(&s, p)["store_stats"]))
+    };
+    assert_eq!(stat("run", "keyspace_hits"), 3000);
+    assert_eq!(stat("run", "keyspace_misses"), 0);
+    assert_eq!(stat("run", "cmdstat_hgetall_calls"), 3000);
+    assert_eq!(stat("load", "cmdstat_hset_calls"), 2000);
+    // Three masters' flags are each 0 or 1; their highest, not their sum.
+    let flag = &phase(&s, "run")["store_stats"]["stats"]["rdb_bgsave_in_progress"];
+    assert!(flag["max"].as_u64().unwrap() <= 1, "{flag}");
+    let sent: u64 = phase(&s, "run")["sent_to"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(sent, 3000);
+}
+
 #[test]
 fn redis_evicted_keys_hits_and_misses_are_its_own_info() {
     let t = tempfile::tempdir().unwrap();

@@ -221,45 +221,87 @@ pub(super) fn sample(
     addr: SocketAddr,
     out: &mut [Option<u64>],
 ) -> Result<(), String> {
-    if s.cluster > 0 {
-        return Err(
-            "a Redis Cluster's statistics are each node's; kvmeter samples none of them yet".into(),
-        );
+    poller.sample(|| open(s, addr), |c| info_all(c, out))
+}
+
+/// The most masters whose statistics one sample sums.
+const MAX_MASTERS: usize = 64;
+
+/// A Redis Cluster's statistics: `INFO all` of each master that CLUSTER SLOTS names (asked of
+/// the node at `addr` on the seed's statistics connection), each on a connection of its own in
+/// `nodes`, summed — the cluster's hits, evictions, memory and commands — except the flags
+/// (`bool`) and the latest fork's time, which are the highest of any master. A statistic one
+/// master did not give is unavailable in this sample.
+pub(super) fn sample_cluster(
+    seed: &Poller<Conn>,
+    nodes: &std::sync::Mutex<std::collections::BTreeMap<SocketAddr, Poller<Conn>>>,
+    s: &Settings,
+    addr: SocketAddr,
+    out: &mut [Option<u64>],
+) -> Result<(), String> {
+    let map = seed.sample(|| open(s, addr), super::cluster::slot_map)?;
+    let mut masters: Vec<SocketAddr> = map.into_iter().flatten().collect();
+    masters.sort();
+    masters.dedup();
+    if masters.is_empty() || masters.len() > MAX_MASTERS {
+        return Err(format!(
+            "CLUSTER SLOTS named {} masters (1 to {MAX_MASTERS} are sampled)",
+            masters.len()
+        ));
     }
-    poller.sample(
-        || open(s, addr),
-        |c| {
-            out.fill(None);
-            c.begin();
-            command(&mut c.wbuf, &[b"INFO", b"all"]);
-            c.send().map_err(|e| e.message)?;
-            let text = match reply(c).map_err(|e| format!("INFO: {}", e.message))? {
-                Reply::Bulk(Some(r)) => c.bytes(r),
-                _ => return Err(c.protocol("INFO: not a bulk string").message),
+    let mut nodes = nodes.lock().unwrap_or_else(|p| p.into_inner());
+    nodes.retain(|a, _| masters.contains(a));
+    let mut one = vec![None; out.len()];
+    out.fill(Some(0));
+    for m in masters {
+        let poller = nodes.entry(m).or_default();
+        poller
+            .sample(|| open(s, m), |c| info_all(c, &mut one))
+            .map_err(|e| format!("master {m}: {e}"))?;
+        for ((o, v), spec) in out.iter_mut().zip(&one).zip(STATS) {
+            *o = match (*o, *v) {
+                (Some(a), Some(b)) if spec.unit == "bool" || spec.name == "latest_fork_usec" => {
+                    Some(a.max(b))
+                }
+                (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                _ => None,
             };
-            if text.windows(15).any(|w| w == b"# Commandstats\r") {
-                // A command not yet called has no line: its calls and time are 0.
-                for (i, spec) in STATS.iter().enumerate() {
-                    if spec.name.starts_with("cmdstat_") {
-                        out[i] = Some(0);
-                    }
-                }
+        }
+    }
+    Ok(())
+}
+
+/// One `INFO all` on `c` into `out`.
+fn info_all(c: &mut Conn, out: &mut [Option<u64>]) -> Result<(), String> {
+    out.fill(None);
+    c.begin();
+    command(&mut c.wbuf, &[b"INFO", b"all"]);
+    c.send().map_err(|e| e.message)?;
+    let text = match reply(c).map_err(|e| format!("INFO: {}", e.message))? {
+        Reply::Bulk(Some(r)) => c.bytes(r),
+        _ => return Err(c.protocol("INFO: not a bulk string").message),
+    };
+    if text.windows(15).any(|w| w == b"# Commandstats\r") {
+        // A command not yet called has no line: its calls and time are 0.
+        for (i, spec) in STATS.iter().enumerate() {
+            if spec.name.starts_with("cmdstat_") {
+                out[i] = Some(0);
             }
-            for line in text.split(|&b| b == b'\n') {
-                let line = std::str::from_utf8(line)
-                    .unwrap_or("")
-                    .trim_end_matches('\r');
-                let Some((name, value)) = line.split_once(':') else {
-                    continue; // "# Section" headers and blank lines
-                };
-                match name.strip_prefix("cmdstat_") {
-                    Some(cmd) => command_stats(out, cmd, value),
-                    None => stats::set(STATS, out, name, value),
-                }
-            }
-            Ok(())
-        },
-    )
+        }
+    }
+    for line in text.split(|&b| b == b'\n') {
+        let line = std::str::from_utf8(line)
+            .unwrap_or("")
+            .trim_end_matches('\r');
+        let Some((name, value)) = line.split_once(':') else {
+            continue; // "# Section" headers and blank lines
+        };
+        match name.strip_prefix("cmdstat_") {
+            Some(cmd) => command_stats(out, cmd, value),
+            None => stats::set(STATS, out, name, value),
+        }
+    }
+    Ok(())
 }
 
 /// The statistics connection: the store's settings (TLS, AUTH, SELECT) under the statistics'

@@ -119,6 +119,10 @@ struct RedisStore {
     s: Settings,
     /// Redis's `INFO`, on a connection of its own, and where its books stood (events).
     poller: super::stats::Poller<Conn>,
+    /// A cluster's masters' statistics connections.
+    nodes: std::sync::Mutex<
+        std::collections::BTreeMap<std::net::SocketAddr, super::stats::Poller<Conn>>,
+    >,
     seen: std::sync::Mutex<events::Seen>,
 }
 
@@ -138,6 +142,7 @@ fn open(_dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
     Ok(Box::new(RedisStore {
         s,
         poller: Default::default(),
+        nodes: Default::default(),
         seen: Default::default(),
     }))
 }
@@ -191,12 +196,16 @@ impl Store for RedisStore {
 
     fn sample_stats(&self, out: &mut [Option<u64>]) -> Result<(), String> {
         let addr = self.s.addr.expect("resolved in open");
+        if self.s.cluster > 0 {
+            return info::sample_cluster(&self.poller, &self.nodes, &self.s, addr, out);
+        }
         info::sample(&self.poller, &self.s, addr, out)
     }
 
     fn poll_events(&self, out: &mut Vec<super::stats::StoreEvent>) -> Result<(), String> {
         if self.s.cluster > 0 {
-            return Ok(()); // the statistics say why: each node's, not sampled yet
+            // Each master keeps its own books; the events of a cluster are not followed yet.
+            return Ok(());
         }
         let addr = self.s.addr.expect("resolved in open");
         events::poll(&self.poller, || info::open(&self.s, addr), &self.seen, out)
