@@ -25,7 +25,8 @@ macro_rules! redis {
 macro_rules! redis_info {
     ($hostile:expr) => {{
         fn answer(req: &[u8]) -> Act {
-            if has(req, b"INFO\r\n$3\r\nall") {
+            // The statistics' INFO: several sections (Redis 7), or `all` after a refusal.
+            if has(req, b"INFO\r\n$3\r\nall") || has(req, b"INFO\r\n$5\r\nstats") {
                 $hostile
             } else if has(req, b"INFO") {
                 say(INFO)
@@ -35,6 +36,30 @@ macro_rules! redis_info {
         }
         tcp_server(answer)
     }};
+}
+
+/// A Redis before 7.0 refuses INFO with several sections: the statistics ask for `INFO all`
+/// instead and get them.
+#[test]
+fn redis_before_7_refuses_info_sections_and_answers_info_all() {
+    fn answer(req: &[u8]) -> Act {
+        let body = b"$45\r\n# Stats\r\nkeyspace_hits:7\r\nkeyspace_misses:3\r\n\r\n";
+        if has(req, b"INFO\r\n$5\r\nstats") {
+            say(b"-ERR syntax error\r\n")
+        } else if has(req, b"INFO\r\n$3\r\nall") {
+            say(body)
+        } else if has(req, b"INFO") {
+            say(INFO)
+        } else {
+            say(b"*0\r\n")
+        }
+    }
+    let o = run("redis", tcp_server(answer), &[]);
+    sane(&o);
+    let summary = json(&o.out.join("summary.json"));
+    let stats = &phase(&summary, "run")["store_stats"]["stats"];
+    assert_eq!(stats["keyspace_hits"]["increase"], 0, "{stats}");
+    assert_eq!(stats["keyspace_misses"]["increase"], 0, "{stats}");
 }
 
 #[test]

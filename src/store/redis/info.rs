@@ -214,7 +214,7 @@ pub static STATS: &[StatSpec] = &[
     ),
 ];
 
-/// Reads `INFO all` from the server at `addr` into `out`.
+/// Reads the server's INFO (`SECTIONS`) at `addr` into `out`.
 pub(super) fn sample(
     poller: &Poller<Conn>,
     s: &Settings,
@@ -226,38 +226,57 @@ pub(super) fn sample(
 
 /// The most masters whose statistics one sample sums.
 const MAX_MASTERS: usize = 64;
+/// Samples between two CLUSTER SLOTS (a failed sample asks again at once).
+const MAP_EVERY: u32 = 50;
 
-/// A Redis Cluster's statistics: `INFO all` of each master that CLUSTER SLOTS names (asked of
-/// the node at `addr` on the seed's statistics connection), each on a connection of its own in
-/// `nodes`, summed — the cluster's hits, evictions, memory and commands — except the flags
-/// (`bool`) and the latest fork's time, which are the highest of any master. A statistic one
-/// master did not give is unavailable in this sample.
+/// A cluster's statistics connections: the masters CLUSTER SLOTS named last, how many samples
+/// ago, and a statistics connection to each.
+#[derive(Default)]
+pub(super) struct ClusterPollers {
+    masters: Vec<SocketAddr>,
+    age: u32,
+    pollers: std::collections::BTreeMap<SocketAddr, Poller<Conn>>,
+}
+
+/// A Redis Cluster's statistics: the sections of INFO of each master that CLUSTER SLOTS names
+/// (asked of the node at `addr` on the seed's statistics connection every `MAP_EVERY` samples),
+/// each on a connection of its own, summed — the cluster's hits, evictions, memory and
+/// commands — except the flags (`bool`) and the latest fork's time, which are the highest of
+/// any master. A statistic one master did not give is unavailable in this sample.
 pub(super) fn sample_cluster(
     seed: &Poller<Conn>,
-    nodes: &std::sync::Mutex<std::collections::BTreeMap<SocketAddr, Poller<Conn>>>,
+    nodes: &std::sync::Mutex<ClusterPollers>,
     s: &Settings,
     addr: SocketAddr,
     out: &mut [Option<u64>],
 ) -> Result<(), String> {
-    let map = seed.sample(|| open(s, addr), super::cluster::slot_map)?;
-    let mut masters: Vec<SocketAddr> = map.into_iter().flatten().collect();
-    masters.sort();
-    masters.dedup();
-    if masters.is_empty() || masters.len() > MAX_MASTERS {
-        return Err(format!(
-            "CLUSTER SLOTS named {} masters (1 to {MAX_MASTERS} are sampled)",
-            masters.len()
-        ));
-    }
     let mut nodes = nodes.lock().unwrap_or_else(|p| p.into_inner());
-    nodes.retain(|a, _| masters.contains(a));
+    if nodes.masters.is_empty() || nodes.age >= MAP_EVERY {
+        let map = seed.sample(|| open(s, addr), super::cluster::slot_map)?;
+        let mut masters: Vec<SocketAddr> = map.into_iter().flatten().collect();
+        masters.sort();
+        masters.dedup();
+        if masters.is_empty() || masters.len() > MAX_MASTERS {
+            return Err(format!(
+                "CLUSTER SLOTS named {} masters (1 to {MAX_MASTERS} are sampled)",
+                masters.len()
+            ));
+        }
+        nodes.pollers.retain(|a, _| masters.contains(a));
+        (nodes.masters, nodes.age) = (masters, 0);
+    }
+    nodes.age += 1;
     let mut one = vec![None; out.len()];
     out.fill(Some(0));
-    for m in masters {
-        let poller = nodes.entry(m).or_default();
-        poller
-            .sample(|| open(s, m), |c| info_all(c, &mut one))
-            .map_err(|e| format!("master {m}: {e}"))?;
+    for i in 0..nodes.masters.len() {
+        let m = nodes.masters[i];
+        let poller = nodes.pollers.entry(m).or_default();
+        let r = poller.sample(|| open(s, m), |c| info_all(c, &mut one));
+        if let Err(e) = r {
+            // The map may have changed (a failover, a reshard): ask for it at the next sample.
+            nodes.masters.clear();
+            return Err(format!("master {m}: {e}"));
+        }
         for ((o, v), spec) in out.iter_mut().zip(&one).zip(STATS) {
             *o = match (*o, *v) {
                 (Some(a), Some(b)) if spec.unit == "bool" || spec.name == "latest_fork_usec" => {
@@ -271,13 +290,41 @@ pub(super) fn sample_cluster(
     Ok(())
 }
 
-/// One `INFO all` on `c` into `out`.
+/// The sections the declared statistics come from: Redis 7 answers several in one INFO,
+/// about three quarters of `INFO all` and without its per-command latency percentiles.
+const SECTIONS: [&[u8]; 6] = [
+    b"INFO",
+    b"stats",
+    b"memory",
+    b"clients",
+    b"persistence",
+    b"commandstats",
+];
+
+/// Whether a server refused INFO with several sections (Redis before 7.0): from then on this
+/// process asks for `INFO all`.
+static ONE_SECTION_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// One INFO of the sections the statistics need on `c` into `out`.
 fn info_all(c: &mut Conn, out: &mut [Option<u64>]) -> Result<(), String> {
+    use std::sync::atomic::Ordering::Relaxed;
     out.fill(None);
-    c.begin();
-    command(&mut c.wbuf, &[b"INFO", b"all"]);
-    c.send().map_err(|e| e.message)?;
-    let text = match reply(c).map_err(|e| format!("INFO: {}", e.message))? {
+    let ask = |c: &mut Conn, all: bool| -> Result<Reply, String> {
+        c.begin();
+        if all {
+            command(&mut c.wbuf, &[b"INFO", b"all"]);
+        } else {
+            command(&mut c.wbuf, &SECTIONS);
+        }
+        c.send().map_err(|e| e.message)?;
+        reply(c).map_err(|e| format!("INFO: {}", e.message))
+    };
+    let mut answer = ask(c, ONE_SECTION_ONLY.load(Relaxed))?;
+    if matches!(answer, Reply::Error(_)) && !ONE_SECTION_ONLY.load(Relaxed) {
+        ONE_SECTION_ONLY.store(true, Relaxed);
+        answer = ask(c, true)?;
+    }
+    let text = match answer {
         Reply::Bulk(Some(r)) => c.bytes(r),
         _ => return Err(c.protocol("INFO: not a bulk string").message),
     };

@@ -120,9 +120,7 @@ struct RedisStore {
     /// Redis's `INFO`, on a connection of its own, and where its books stood (events).
     poller: super::stats::Poller<Conn>,
     /// A cluster's masters' statistics connections.
-    nodes: std::sync::Mutex<
-        std::collections::BTreeMap<std::net::SocketAddr, super::stats::Poller<Conn>>,
-    >,
+    nodes: std::sync::Mutex<info::ClusterPollers>,
     seen: std::sync::Mutex<events::Seen>,
 }
 
