@@ -77,37 +77,35 @@ fn example_from_copy(tag: &str, cflags: &str) -> PathBuf {
     lib
 }
 
+/// The example built once per test binary as `tag` with `defines`, as a `plugin:` spec.
+fn example_variant(
+    cell: &'static std::sync::OnceLock<PathBuf>,
+    tag: &str,
+    defines: &str,
+) -> String {
+    let p = cell
+        .get_or_init(|| example_from_copy(tag, &format!("-O2 -Wall -Wextra -Werror {defines}")));
+    format!("plugin:{}", p.display())
+}
+
 /// The example LMDB plug-in (needs Debian's liblmdb-dev; scripts/setup.sh installs it), built
 /// by examples/plugins/Makefile from a copy outside the source tree, as docs/plugins.md says.
 pub fn lmdb_example() -> String {
     static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let p = PATH.get_or_init(|| example_from_copy("kvm_lmdb", "-O2 -Wall -Wextra -Werror"));
-    format!("plugin:{}", p.display())
+    example_variant(&PATH, "kvm_lmdb", "")
 }
 
 /// The example built with -DKVM_LMDB_PARTIAL_UPDATE: it declares KVM_CAP_PARTIAL_UPDATE and
 /// merges updated fields itself (kvm_record_next), so the partial-update path is checked too.
 pub fn lmdb_example_partial_updates() -> String {
     static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let p = PATH.get_or_init(|| {
-        example_from_copy(
-            "kvm_lmdb_partial",
-            "-O2 -Wall -Wextra -Werror -DKVM_LMDB_PARTIAL_UPDATE",
-        )
-    });
-    format!("plugin:{}", p.display())
+    example_variant(&PATH, "kvm_lmdb_partial", "-DKVM_LMDB_PARTIAL_UPDATE")
 }
 
 /// The example built with -DKVM_LMDB_NO_STATS: a plug-in from before the statistics calls.
 pub fn lmdb_example_without_stats() -> String {
     static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let p = PATH.get_or_init(|| {
-        example_from_copy(
-            "kvm_lmdb_no_stats",
-            "-O2 -Wall -Wextra -Werror -DKVM_LMDB_NO_STATS",
-        )
-    });
-    format!("plugin:{}", p.display())
+    example_variant(&PATH, "kvm_lmdb_no_stats", "-DKVM_LMDB_NO_STATS")
 }
 
 /// The test fixture, built with `defines` (e.g. "-DFIXTURE_ABI=99").

@@ -10,17 +10,20 @@ use crate::common::*;
 use serde_json::Value;
 use std::collections::HashMap;
 
+/// kvmeter's `store_stats` increase of `name` in phase `p`.
+fn increase_in(p: &Value, name: &str) -> u64 {
+    p["store_stats"]["stats"][name]["increase"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{name} in {}: {}", p["name"], p["store_stats"]))
+}
+
 /// kvmeter's `store_stats` increase of `name` in each phase, added.
 fn increase(summary: &Value, name: &str) -> u64 {
     summary["phases"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| {
-            p["store_stats"]["stats"][name]["increase"]
-                .as_u64()
-                .unwrap_or_else(|| panic!("{name} in {}: {}", p["name"], p["store_stats"]))
-        })
+        .map(|p| increase_in(p, name))
         .sum()
 }
 
@@ -151,11 +154,7 @@ fn redis_cluster_statistics_are_its_masters_summed() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = json(&out.join("summary.json"));
     validate("summary.schema.json", &s);
-    let stat = |p: &str, name: &str| {
-        phase(&s, p)["store_stats"]["stats"][name]["increase"]
-            .as_u64()
-            .unwrap_or_else(|| panic!("{name}: {}", phase(&s, p)["store_stats"]))
-    };
+    let stat = |p: &str, name: &str| increase_in(phase(&s, p), name);
     assert_eq!(stat("run", "keyspace_hits"), 3000);
     assert_eq!(stat("run", "keyspace_misses"), 0);
     assert_eq!(stat("run", "cmdstat_hgetall_calls"), 3000);
@@ -321,7 +320,7 @@ fn redis_latency_spikes_and_saves_are_its_own_books() {
     assert_eq!(events["latency_spike"], 1, "{events}");
     assert_eq!(events["save_finished"], 1, "{events}");
     assert_eq!(events["aof_rewrite_finished"], 1, "{events}");
-    let stat = |p: &str, name: &str| phase(&s, p)["store_stats"]["stats"][name]["increase"].clone();
+    let stat = |p: &str, name: &str| increase_in(phase(&s, p), name);
     assert_eq!(stat("run", "aof_rewrites"), rewrites);
     assert_eq!(stat("run", "rdb_saves"), 1);
     assert_eq!(stat("load", "aof_rewrites"), 0);
