@@ -496,7 +496,13 @@ mod tests {
         assert!(w.counters.unwrap().counts.contains_key("page-faults"));
         let p = w.power.unwrap();
         assert!(p.estimate);
-        assert!(p.avg_w >= 92.0 && p.avg_w <= 127.0, "{}", p.avg_w);
+        // The model's idle and busy watts, to within the float rounding of a share near 0
+        // (a fresh-clone CI saw 91.99999999999997 on an idle window).
+        assert!(
+            p.avg_w >= 92.0 - 1e-6 && p.avg_w <= 127.0 + 1e-6,
+            "{}",
+            p.avg_w
+        );
         let csv = std::fs::read_to_string(t.path().join("telemetry.csv")).unwrap();
         let width = header().split(',').count();
         let rows: Vec<&str> = csv.lines().skip(1).collect();
