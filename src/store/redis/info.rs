@@ -1,5 +1,5 @@
-//! Redis's own accounting (`INFO all`, redis.io "INFO") on the run's clock (issue 43): cache
-//! hits and misses, evictions and expiries, memory, clients, forks and background saves, and
+//! Redis's own accounting (`INFO` of five sections, redis.io "INFO") on the run's clock
+//! (issue 43): cache hits and misses, evictions and expiries, memory, clients, forks and background saves, and
 //! from `commandstats` the calls and server-side microseconds of each command kvmeter sends —
 //! the server's own service time beside the client's latency. Read on a connection of its own
 //! (`stats::Poller`), bounded by `stats::REPLY_LIMIT` and a deadline of at most a second.
@@ -221,7 +221,7 @@ pub(super) fn sample(
     addr: SocketAddr,
     out: &mut [Option<u64>],
 ) -> Result<(), String> {
-    poller.sample(|| open(s, addr), |c| info_all(c, out))
+    poller.sample(|| open(s, addr), |c| read_info(c, out))
 }
 
 /// The most masters whose statistics one sample sums.
@@ -271,7 +271,7 @@ pub(super) fn sample_cluster(
     for i in 0..nodes.masters.len() {
         let m = nodes.masters[i];
         let poller = nodes.pollers.entry(m).or_default();
-        let r = poller.sample(|| open(s, m), |c| info_all(c, &mut one));
+        let r = poller.sample(|| open(s, m), |c| read_info(c, &mut one));
         if let Err(e) = r {
             // The map may have changed (a failover, a reshard): ask for it at the next sample.
             nodes.masters.clear();
@@ -306,7 +306,7 @@ const SECTIONS: [&[u8]; 6] = [
 static ONE_SECTION_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// One INFO of the sections the statistics need on `c` into `out`.
-fn info_all(c: &mut Conn, out: &mut [Option<u64>]) -> Result<(), String> {
+fn read_info(c: &mut Conn, out: &mut [Option<u64>]) -> Result<(), String> {
     use std::sync::atomic::Ordering::Relaxed;
     out.fill(None);
     let ask = |c: &mut Conn, all: bool| -> Result<Reply, String> {
