@@ -2,7 +2,8 @@
 //! (issue 43): cache hits and misses, evictions and expiries, memory, clients, forks and
 //! background saves, and from `commandstats` the calls and server-side microseconds of each
 //! command kvmeter sends — the server's own service time beside the client's latency. Read
-//! on a connection of its own (`stats::Poller`), bounded by `stats::REPLY_LIMIT` and a deadline of at most a second.
+//! on a connection of its own (`stats::Poller`), bounded by `stats::REPLY_LIMIT` and a
+//! deadline of at most a second.
 //! Redis names each statistic as it is declared here (`cmdstat_<cmd>` becomes
 //! `cmdstat_<cmd>_calls` and `_usec`).
 
