@@ -549,6 +549,7 @@ fn phase(
             operations: 0,
             run_dir: None,
             store_stats: None,
+            storage_io: None,
         };
         let key = format!("done/{p}/{:04}", a.index);
         send(s, c, a, &key, &serde_json::to_string(&done)?, run_lease);

@@ -559,6 +559,7 @@ impl PhaseSync for AgentSync {
                 .and_then(|d| d.parent())
                 .map(|d| d.display().to_string()),
             store_stats: ps.store_stats.clone(),
+            storage_io: ps.storage_io.clone(),
         };
         if let Ok(line) = serde_json::to_string(&done) {
             let _ = Self::append(&mut self.phases, &line);

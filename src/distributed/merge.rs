@@ -11,6 +11,7 @@ use crate::measure::Stats;
 use crate::plan::Plan;
 use crate::report::manifest::{shown_options, DataManifest, Manifest, Measurement, StoreManifest};
 use crate::report::rundir::RunDir;
+use crate::report::storage_io::StorageIo;
 use crate::report::{Outcome, RunStatus, Summary};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -273,6 +274,12 @@ impl Merger {
             .filter_map(|d| Some((d.agent, d.store_stats.as_ref()?)))
             .collect();
         ps.store_stats = crate::report::store_stats::StoreStats::merged(&each, shared);
+        let io: Vec<_> = dones
+            .iter()
+            .filter_map(|d| Some((d.agent, d.storage_io.as_ref()?)))
+            .collect();
+        let merged = StorageIo::merged(&io, shared, ps.store_stats.as_ref());
+        ps.storage_io = merged;
         let failed = dones.iter().find(|d| d.outcome == "failed");
         let interrupted = dones.iter().any(|d| d.outcome == "interrupted");
         if let Some(f) = failed {

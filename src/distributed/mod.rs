@@ -187,6 +187,9 @@ pub struct PhaseDone {
     /// What the store said about itself over the agent's phase (issue 43), for the merge.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_stats: Option<crate::report::store_stats::StoreStats>,
+    /// The kernel's storage bytes of the agent's phase and kvmeter's own, for the merge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_io: Option<crate::report::storage_io::StorageIo>,
 }
 
 /// An agent's own record in its run directory (`dist/agent.json`): enough for

@@ -64,6 +64,9 @@ pub struct StorageIo {
     pub space_amplification: Option<f64>,
     #[serde(default)]
     pub space_amplification_source: String,
+    /// How a distributed run's figures were put together from its agents'; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_from: Option<String>,
 }
 
 impl StorageIo {
@@ -124,6 +127,87 @@ impl StorageIo {
             (Some(k), Some(s)) if s > 0 => Some(k as f64 / s as f64),
             _ => None,
         };
+    }
+
+    /// A distributed phase's figures from its agents' (`each`: agent index and figures).
+    /// Each agent's own store (`shared` false) is summed: the kernel's bytes, the bytes on
+    /// disk and kvmeter's bytes, the ratios derived again from the sums and the merged store
+    /// counters (`stats`). A server every agent drives (`shared`) is one store: the kernel's
+    /// figures are those of the agent that saw its process (the lowest such agent), over
+    /// every agent's bytes. A figure some agent lacks is unavailable, saying which agent.
+    pub fn merged(
+        each: &[(usize, &StorageIo)],
+        shared: bool,
+        stats: Option<&StoreStats>,
+    ) -> Option<StorageIo> {
+        let mut each = each.to_vec();
+        each.sort_by_key(|(a, _)| *a);
+        let (first_agent, first) = *each.first()?;
+        let sum = |get: fn(&StorageIo) -> Option<u64>| -> Result<u64, usize> {
+            each.iter()
+                .map(|(a, s)| get(s).ok_or(*a))
+                .sum::<Result<u64, usize>>()
+        };
+        let mut out = StorageIo {
+            source: first.source.clone(),
+            ..StorageIo::default()
+        };
+        let asked: Asked = match (
+            sum(|s| s.kvmeter_write_bytes),
+            sum(|s| s.kvmeter_read_bytes),
+        ) {
+            (Ok(w), Ok(r)) => Ok((w, r)),
+            (Err(a), _) | (_, Err(a)) => Err(format!("agent {a} has no count of its own bytes")),
+        };
+        if shared {
+            let seen = each.iter().find(|(_, s)| s.write_bytes.is_some());
+            let (agent, kernel) = seen.copied().unwrap_or((first_agent, first));
+            out.source = kernel.source.clone();
+            out.write_bytes = kernel.write_bytes;
+            out.read_bytes = kernel.read_bytes;
+            out.cancelled_write_bytes = kernel.cancelled_write_bytes;
+            out.unavailable = kernel.unavailable.clone();
+            out.on_disk_bytes = kernel.on_disk_bytes;
+            out.merged_from = Some(format!(
+                "agent {agent}'s view of the server every agent drives, over the bytes of all {} agents",
+                each.len()
+            ));
+        } else {
+            match (sum(|s| s.write_bytes), sum(|s| s.read_bytes)) {
+                (Ok(w), Ok(r)) => (out.write_bytes, out.read_bytes) = (Some(w), Some(r)),
+                (Err(a), _) | (_, Err(a)) => {
+                    let why = each
+                        .iter()
+                        .find(|(x, _)| *x == a)
+                        .and_then(|(_, s)| s.unavailable.clone());
+                    out.unavailable = Some(format!(
+                        "unavailable: agent {a}: {}",
+                        why.unwrap_or_else(|| "no figure".into())
+                            .trim_start_matches("unavailable: ")
+                    ));
+                }
+            }
+            out.cancelled_write_bytes = sum(|s| s.cancelled_write_bytes).ok();
+            out.on_disk_bytes = sum(|s| s.on_disk_bytes).ok();
+            out.merged_from = Some(format!("the sum of {} agents' own stores", each.len()));
+        }
+        out.derive(stats, &asked);
+        let loaded = match each.iter().find(|(_, s)| s.space_amplification.is_none()) {
+            None => Ok(()),
+            Some((a, s)) => Err(format!(
+                "agent {a}: {}",
+                s.space_amplification_source
+                    .trim_start_matches("unavailable: ")
+            )),
+        };
+        if shared {
+            out.space(Err(
+                "a server's size on disk over every agent's load is not one store's load".into(),
+            ));
+        } else {
+            out.space(loaded);
+        }
+        Some(out)
     }
 
     /// Space amplification of a phase that `loaded` into an empty store (or why it cannot be

@@ -587,3 +587,56 @@ fn on_agent_loss_abort_stops_the_run_and_an_etcd_leader_kill_does_not_disturb_it
         .contains("agent 1 was lost"));
     assert_eq!(keys_left(&url), 0);
 }
+
+/// Two agents, each with its own embedded RocksDB: the merged phase's storage I/O is the sum
+/// of the agents' own (the kernel's bytes, kvmeter's bytes, RocksDB's user bytes) and its
+/// ratios are those sums divided again, not any agent's ratio.
+#[test]
+fn embedded_stores_storage_io_is_summed_over_agents() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_etcd, url) = etcd(tmp.path(), 1);
+    let run = s(&[
+        "--store",
+        "rocksdb",
+        "-P",
+        "workloada",
+        "--records",
+        "4000",
+        "--ops",
+        "4000",
+        "--threads",
+        "1",
+        "--interval",
+        "500ms",
+        "--telemetry-interval",
+        "0",
+    ]);
+    let mut d = Dist::start(&url, "storage-io", 2, &[], &run);
+    let code = d.finish();
+    assert_eq!(code, 0, "{}", d.log("coord.log"));
+    let merged = json(&d.path("merged/summary.json"));
+    let agents: Vec<Value> = (0..2)
+        .map(|i| json(&d.path(&format!("agent{i}/summary.json"))))
+        .collect();
+    let load = |v: &Value| phase(v, "load")["storage_io"].clone();
+    let m = load(&merged);
+    assert_eq!(m["merged_from"], "the sum of 2 agents' own stores", "{m}");
+    let sum = |k: &str| -> u64 { agents.iter().map(|a| load(a)[k].as_u64().unwrap()).sum() };
+    for k in [
+        "write_bytes",
+        "read_bytes",
+        "kvmeter_write_bytes",
+        "user_write_bytes",
+        "on_disk_bytes",
+    ] {
+        assert_eq!(m[k].as_u64(), Some(sum(k)), "{k}: {m}");
+    }
+    // RocksDB's own user bytes: 2 × 2,000 inserts, each at least its 1,000-byte record.
+    assert!(sum("user_write_bytes") >= 4000 * 1000, "{m}");
+    let wa = m["write_amplification"].as_f64().unwrap();
+    let want = sum("write_bytes") as f64 / sum("user_write_bytes") as f64;
+    assert!((wa - want).abs() <= 1e-9 * want, "{wa} ≠ {want}");
+    let space = m["space_amplification"].as_f64().unwrap();
+    let want = sum("on_disk_bytes") as f64 / sum("kvmeter_write_bytes") as f64;
+    assert!((space - want).abs() <= 1e-9 * want, "{space} ≠ {want}");
+}
