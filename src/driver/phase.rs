@@ -552,10 +552,14 @@ fn start_companions<'a: 's, 's>(
 ) -> Vec<Box<dyn Companion + 's>> {
     let mut out: Vec<Box<dyn Companion + 's>> = vec![];
     // The store's own statistics (every phase): the first sample before the phase's clock.
+    let mut shared = None;
     if ctx.plan.store_stats == crate::plan::StoreStatsChoice::On {
         let sampler =
             super::store_stats::StoreSampler::start(store, ctx.rundir, &phase.name, ctx.live);
-        if let Some(s) = sampler {
+        if let Some(mut s) = sampler {
+            if phase.pressure.is_some() {
+                shared = Some(s.share());
+            }
             out.push(Box::new(s));
         }
     }
@@ -572,6 +576,7 @@ fn start_companions<'a: 's, 's>(
             io,
             phase.warmup,
             ctx.plan.random_ratio,
+            shared,
             || collector.empty_stats(),
         )));
     }

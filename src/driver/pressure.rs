@@ -2,15 +2,21 @@
 //! write ratios w0..w25 (`antagonist::schedule`), one step every `--step`, starting when
 //! warm-up ends. The store's operations are summed per step, and the antagonists' own I/O is
 //! sampled at each step boundary; at the end each step's throughput becomes its normalized
-//! pressure and the steps are sorted into the scale.
+//! pressure and the steps are sorted into the scale. When the store reports statistics, the
+//! sampler's latest sample is kept at each step boundary too (`store_stats::Latest`: the
+//! sampler runs first at every boundary), so each step also says what the store wrote and how
+//! long its writers stalled (issue 43; papers/004 asks about compaction under interference).
 
 use super::companion::Companion;
+use super::store_stats::Latest;
 use crate::antagonist::io::{IoAntagonists, Sample};
 use crate::antagonist::schedule;
 use crate::measure::{percentile, Stats};
 use crate::plan::PressurePhase;
+use crate::report::pressure::PressureStoreMeans;
 use crate::report::rundir::RunDir;
-use crate::report::{self, Outcome, PhaseSummary, PressureResult, PressureStep};
+use crate::report::{self, Outcome, PhaseSummary, PressureResult, PressureStep, PressureStore};
+use crate::store::stats::StatSpec;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -24,6 +30,9 @@ pub(super) struct PressureScale<'a> {
     /// The antagonists' counters at each step boundary, and when each step began.
     samples: Vec<Vec<Sample>>,
     starts: Vec<Duration>,
+    /// The store's statistics and its sample at each step boundary, when it reports any.
+    store: Option<(&'static [StatSpec], Latest)>,
+    store_samples: Vec<Vec<Option<u64>>>,
     current: Option<usize>,
 }
 
@@ -34,6 +43,7 @@ impl<'a> PressureScale<'a> {
         io: &'a IoAntagonists,
         warmup: Duration,
         random_ratio: f64,
+        store: Option<(&'static [StatSpec], Latest)>,
         empty: impl Fn() -> Stats,
     ) -> Self {
         let mut p = PressureScale {
@@ -44,6 +54,8 @@ impl<'a> PressureScale<'a> {
             steps: (0..schedule::STEPS).map(|_| empty()).collect(),
             samples: vec![],
             starts: vec![],
+            store,
+            store_samples: vec![],
             current: None,
         };
         p.boundary(Duration::ZERO);
@@ -71,8 +83,7 @@ impl Companion for PressureScale<'_> {
         if self.current == Some(w) {
             return;
         }
-        self.samples.push(self.io.sample());
-        self.starts.push(at);
+        self.mark(at);
         for (i, wr) in schedule::step(w).iter().enumerate() {
             self.io.set(i, *wr, self.plan.block_size);
         }
@@ -91,8 +102,7 @@ impl Companion for PressureScale<'_> {
         ps: &mut PhaseSummary,
         rundir: &mut RunDir,
     ) -> anyhow::Result<()> {
-        self.samples.push(self.io.sample());
-        self.starts.push(end);
+        self.mark(end);
         self.io.idle_all();
         let result = self.result();
         rundir.append_pressure(&ps.name, &result)?;
@@ -106,6 +116,15 @@ impl Companion for PressureScale<'_> {
 }
 
 impl PressureScale<'_> {
+    /// A step boundary at `at`: the antagonists' counters and the store's latest sample.
+    fn mark(&mut self, at: Duration) {
+        self.samples.push(self.io.sample());
+        self.starts.push(at);
+        if let Some((_, latest)) = &self.store {
+            self.store_samples.push(latest.borrow().clone());
+        }
+    }
+
     fn result(&self) -> PressureResult {
         let n = self.samples.len().saturating_sub(1).min(self.steps.len());
         let mut out: Vec<PressureStep> = (0..n).map(|w| self.step_result(w)).collect();
@@ -133,6 +152,8 @@ impl PressureScale<'_> {
                 .collect(),
             read_only_mean_pressure: mean(1..5),
             write_mean_pressure: mean(5..schedule::STEPS),
+            read_only_store: PressureStoreMeans::of(out.iter().skip(1).take(4)),
+            write_store: PressureStoreMeans::of(out.iter().skip(5)),
             steps: out,
         }
     }
@@ -164,6 +185,10 @@ impl PressureScale<'_> {
             antagonist_write_iops: d.writes as f64 / secs,
             antagonist_mb_per_s: d.bytes as f64 / secs / 1e6,
             antagonist_avg_latency_us: d.avg_latency_us(),
+            store: self.store.as_ref().and_then(|(specs, _)| {
+                let at = |i: usize| self.store_samples.get(i).map(Vec::as_slice);
+                PressureStore::between(specs, at(w)?, at(w + 1)?, secs, ops)
+            }),
         }
     }
 }

@@ -13,8 +13,10 @@ use crate::report::store_stats::{StatsCsv, StoreStats};
 use crate::report::PhaseSummary;
 use crate::store::stats::{StatKind, StatSpec, StoreEvent};
 use crate::store::Store;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub(super) struct StoreSampler<'s> {
@@ -38,7 +40,14 @@ pub(super) struct StoreSampler<'s> {
     first_failed: bool,
     last_failed: bool,
     events: Events,
+    /// The latest sample, for a companion that divides the phase by its own clock (the
+    /// pressure scale's steps), when one asked (`share`).
+    latest: Option<Latest>,
 }
+
+/// The store's latest sample, shared on the interval loop's thread: the sampler sets it at
+/// each boundary before the companions after it see that boundary.
+pub(super) type Latest = Rc<RefCell<Vec<Option<u64>>>>;
 
 /// The store's events of the phase: store_events.csv (opened at the first event, so a store
 /// that logs none has no file) and each kind's count.
@@ -124,6 +133,7 @@ impl<'s> StoreSampler<'s> {
                 lost: None,
                 short: None,
             },
+            latest: None,
         };
         s.sample();
         s.first_failed = s.last_failed;
@@ -149,7 +159,19 @@ impl<'s> StoreSampler<'s> {
                 self.max[i] = self.max[i].max(self.now[i]);
             }
         }
+        if let Some(l) = &self.latest {
+            l.borrow_mut().clone_from(&self.now);
+        }
         unix_us
+    }
+
+    /// What the store declares and its latest sample (the phase's first until the next
+    /// boundary), kept current from now on.
+    pub(super) fn share(&mut self) -> (&'static [StatSpec], Latest) {
+        let l = self
+            .latest
+            .get_or_insert_with(|| Rc::new(RefCell::new(self.now.clone())));
+        (self.specs, l.clone())
     }
 
     fn write(&mut self, at: Duration, unix_us: u64) {

@@ -16,6 +16,7 @@ pub mod javafmt;
 pub mod manifest;
 pub mod names;
 pub mod output;
+pub mod pressure;
 pub mod rundata;
 pub mod rundir;
 pub mod stats;
@@ -26,6 +27,8 @@ pub mod table;
 pub mod tidy;
 pub mod trace_stats;
 pub mod ycsb;
+
+pub use pressure::{PressureResult, PressureStep, PressureStore};
 
 use crate::measure::{percentile, status_slot_name, Metric, OpStats, Stats, STATUS_SLOTS};
 use hdrhistogram::Histogram;
@@ -444,43 +447,6 @@ pub struct ArrivalsCheck {
     pub expected: f64,
     pub tolerance: f64,
     pub passed: bool,
-}
-
-/// One step of the pressure scale.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct PressureStep {
-    /// w0 .. w25.
-    pub step: String,
-    pub start_s: f64,
-    pub seconds: f64,
-    /// Each antagonist instance's write ratio; null when it was not running.
-    pub write_ratios: Vec<Option<f64>>,
-    /// The store's mean throughput over the step (ρ).
-    pub ops_per_s: f64,
-    /// (ρ(w0) − ρ(wi)) / ρ(w0).
-    pub normalized_pressure: f64,
-    /// Latency percentiles per operation type in the step (µs).
-    pub p50_us: BTreeMap<String, f64>,
-    pub p99_us: BTreeMap<String, f64>,
-    pub p99_9_us: BTreeMap<String, f64>,
-    pub antagonist_read_iops: f64,
-    pub antagonist_write_iops: f64,
-    pub antagonist_mb_per_s: f64,
-    pub antagonist_avg_latency_us: f64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct PressureResult {
-    pub block_size_kib: usize,
-    pub step_seconds: f64,
-    pub random_ratio: f64,
-    pub file_size_bytes: u64,
-    pub steps: Vec<PressureStep>,
-    /// Steps by decreasing normalized pressure (the pressure scale, papers/004 Def. 2).
-    pub scale: Vec<String>,
-    /// Mean normalized pressure of the read-only steps (w1–w4) and of the write steps (w5–w25).
-    pub read_only_mean_pressure: f64,
-    pub write_mean_pressure: f64,
 }
 
 /// Energy of a phase's measured window. `estimate` true means the utilisation model: these

@@ -416,7 +416,7 @@ impl RunDir {
         let phase = super::csv::field(phase);
         let (mut f, new) = append(&self.root.join("pressure.csv"))?;
         if new {
-            writeln!(f, "phase,block_size_kib,step,start_s,seconds,write_ratios,ops_per_s,normalized_pressure,antagonist_read_iops,antagonist_write_iops,antagonist_mb_per_s,antagonist_avg_latency_us")?;
+            writeln!(f, "phase,block_size_kib,step,start_s,seconds,write_ratios,ops_per_s,normalized_pressure,antagonist_read_iops,antagonist_write_iops,antagonist_mb_per_s,antagonist_avg_latency_us,store_write_mb_per_s,store_stall_s_per_s")?;
         }
         for s in &r.steps {
             let wr: Vec<String> = s
@@ -424,9 +424,17 @@ impl RunDir {
                 .iter()
                 .map(|w| w.map(|x| format!("{x}")).unwrap_or_else(|| "-".into()))
                 .collect();
+            // Blank where the store reports no such figure: never 0.
+            let store = |g: fn(&super::PressureStore) -> Option<f64>| {
+                s.store
+                    .as_ref()
+                    .and_then(g)
+                    .map(|v| format!("{v:.4}"))
+                    .unwrap_or_default()
+            };
             writeln!(
                 f,
-                "{phase},{},{},{:.3},{:.3},{},{:.1},{:.4},{:.1},{:.1},{:.3},{:.1}",
+                "{phase},{},{},{:.3},{:.3},{},{:.1},{:.4},{:.1},{:.1},{:.3},{:.1},{},{}",
                 r.block_size_kib,
                 s.step,
                 s.start_s,
@@ -437,7 +445,9 @@ impl RunDir {
                 s.antagonist_read_iops,
                 s.antagonist_write_iops,
                 s.antagonist_mb_per_s,
-                s.antagonist_avg_latency_us
+                s.antagonist_avg_latency_us,
+                store(|x| x.storage_write_mb_per_s),
+                store(|x| x.stall_s_per_s)
             )?;
         }
         f.sync_data()?;

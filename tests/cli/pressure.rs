@@ -2,7 +2,10 @@
 //! that needs a calibration.
 
 use super::*;
+use serde_json::Value;
 
+/// The pressure scale on RocksDB under updates (so it flushes and writes its WAL): the
+/// schedule, the antagonists' I/O per step, and what the store did in each step.
 #[test]
 fn pressure_scale_runs_the_papers_schedule() {
     let t = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap(); // O_DIRECT needs a real filesystem
@@ -12,9 +15,9 @@ fn pressure_scale_runs_the_papers_schedule() {
         .args([
             "pressure",
             "-P",
-            "workloadc",
+            "workloada",
             "--store",
-            "null",
+            "rocksdb",
             "--records",
             "1000",
             "--step",
@@ -89,6 +92,7 @@ fn pressure_scale_runs_the_papers_schedule() {
     assert!(scale.windows(2).all(|x| np(x[0]) >= np(x[1])));
     let csv = std::fs::read_to_string(out.join("pressure.csv")).unwrap();
     assert_eq!(csv.lines().count(), 27);
+    store_figures_per_step(&out, phase(&s, "pressure-4k"), &csv);
     // The antagonist files are gone; the data directory stays.
     assert!(data.join(".kvmeter-data").is_file());
     let left: Vec<_> = std::fs::read_dir(&data)
@@ -101,6 +105,69 @@ fn pressure_scale_runs_the_papers_schedule() {
         })
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// Each step's store figures are the difference of RocksDB's own counters sampled at the
+/// step's two boundaries (store_stats.csv's rows at those times), the steps add up to the
+/// phase, and the rates are those increases over the step's seconds.
+fn store_figures_per_step(out: &Path, ph: &Value, pressure_csv: &str) {
+    let stats = std::fs::read_to_string(out.join("store_stats.csv")).unwrap();
+    let mut lines = stats.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let (t, wal, flush, compaction) = (
+        col("t_s"),
+        col("wal_bytes"),
+        col("flush_bytes"),
+        col("compaction_write_bytes"),
+    );
+    // t_s → (wal, flush + compaction) bytes so far, in the pressure phase.
+    let rows: std::collections::HashMap<String, (u64, u64)> = lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|r| r[0] == "pressure-4k")
+        .map(|r| {
+            let n = |i: usize| r[i].parse::<u64>().unwrap();
+            (r[t].to_string(), (n(wal), n(flush) + n(compaction)))
+        })
+        .collect();
+    let steps = ph["pressure"]["steps"].as_array().unwrap();
+    let mut wal_sum = 0;
+    let rates: Vec<&str> = pressure_csv.lines().skip(1).collect();
+    for (i, st) in steps.iter().enumerate() {
+        let (start, secs) = (
+            st["start_s"].as_f64().unwrap(),
+            st["seconds"].as_f64().unwrap(),
+        );
+        let at = |x: f64| rows[&format!("{x:.3}")];
+        let (a, b) = (at(start), at(start + secs));
+        let store = &st["store"];
+        let wal_step = store["increase"]["wal_bytes"].as_u64().unwrap();
+        assert_eq!(wal_step, b.0 - a.0, "w{i}: WAL bytes");
+        assert!(wal_step > 0, "w{i}: updates write the WAL");
+        wal_sum += wal_step;
+        let mb_s = ((b.0 - a.0) + (b.1 - a.1)) as f64 / secs / 1e6;
+        let got = store["storage_write_mb_per_s"].as_f64().unwrap();
+        assert!(
+            (got - mb_s).abs() <= 1e-6 * mb_s.max(1.0),
+            "w{i}: {got} ≠ {mb_s}"
+        );
+        assert!(store["backlog_end"]["l0_files"].is_u64(), "w{i}: {store}");
+        let stall = store["stall_s_per_s"].as_f64().unwrap();
+        let csv_row: Vec<&str> = rates[i].split(',').collect();
+        assert_eq!(
+            csv_row[csv_row.len() - 1].parse::<f64>().unwrap(),
+            (stall * 1e4).round() / 1e4
+        );
+    }
+    let phase_wal = ph["store_stats"]["stats"]["wal_bytes"]["increase"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(wal_sum, phase_wal, "the steps cover the phase");
+    let means = &ph["pressure"]["write_store"];
+    assert!(
+        means["storage_write_mb_per_s"].as_f64().unwrap() > 0.0,
+        "{means}"
+    );
 }
 
 #[test]

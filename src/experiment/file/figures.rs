@@ -10,7 +10,12 @@ use crate::error::UsageError;
 pub use crate::report::experiment::{Figure, FigureKind};
 
 const FIGURE_KINDS: [&str; 5] = ["sweep", "phases", "series", "capacity", "pressure"];
-const SERIES_FILES: [&str; 3] = ["intervals.csv", "telemetry.csv", "timeline.csv"];
+const SERIES_FILES: [&str; 4] = [
+    "intervals.csv",
+    "telemetry.csv",
+    "timeline.csv",
+    "store_stats.csv",
+];
 const KEYS: [&str; 13] = [
     "id", "title", "caption", "kind", "steps", "metrics", "metric", "file", "columns", "point",
     "phase", "log_x", "log_y",

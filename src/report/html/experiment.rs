@@ -401,7 +401,7 @@ fn csv_series(
     phase: Option<&str>,
     prefix: Option<&str>,
 ) -> Option<Vec<Series>> {
-    let x_col = ["time_s", "t_end_s", "end_s"]
+    let x_col = ["time_s", "t_end_s", "end_s", "t_s"]
         .into_iter()
         .find(|c| t.header.iter().any(|h| h == c))?;
     let xs = t.column(x_col)?;

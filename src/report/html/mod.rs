@@ -11,6 +11,7 @@ mod capacity;
 mod durability;
 mod experiment;
 mod faults;
+mod pressure;
 mod run;
 mod sweep;
 mod telemetry;

@@ -230,7 +230,7 @@ fn phase_section(p: &mut Page, d: &RunData, name: &str) {
     if let Some(ph) = ph {
         super::faults::section(p, d, ph);
         counters(p, ph);
-        pressure(p, ph);
+        super::pressure::section(p, ph);
     }
 }
 
@@ -536,59 +536,6 @@ fn counters(p: &mut Page, ph: &PhaseSummary) {
             &format!("{}: {why}", k.trim_start_matches("counters.")),
         );
     }
-}
-
-fn pressure(p: &mut Page, ph: &PhaseSummary) {
-    let Some(r) = &ph.pressure else {
-        return;
-    };
-    let bars = r
-        .steps
-        .iter()
-        .map(|s| {
-            (
-                s.step.clone(),
-                s.normalized_pressure,
-                format!("{:.0} ops/s", s.ops_per_s),
-            )
-        })
-        .collect();
-    let b = BarChart {
-        id: format!("{}-pressure-scale", ph.name),
-        title: format!(
-            "{}: normalized pressure by step, sorted ({} KiB blocks)",
-            ph.name, r.block_size_kib
-        ),
-        y_label: "normalized pressure (ρ(w0) − ρ(w)) / ρ(w0)".into(),
-        bars,
-        sorted: true,
-    };
-    p.figure(
-        &b.id.clone(),
-        b.svg(),
-        "The pressure scale (papers/004): steps sorted by how much they slowed the store.",
-    );
-    let mut c = LineChart::new(
-        &format!("{}-pressure-steps", ph.name),
-        &format!("{}: throughput per step", ph.name),
-        "step (w0..w25)",
-        &names::name("ops_per_s"),
-    );
-    let mut s = Series::new(
-        "ops/s",
-        r.steps
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (i as f64, s.ops_per_s))
-            .collect(),
-    );
-    s.markers = true;
-    c.series.push(s);
-    p.figure(
-        &c.id.clone(),
-        c.svg(),
-        "The store's throughput in each step of the antagonists' schedule.",
-    );
 }
 
 /// Energy and operations per joule per phase (papers/000 Fig. 1), labelled when estimated.
