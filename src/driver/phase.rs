@@ -64,7 +64,9 @@ pub(super) fn run(
     }
     // The antagonists are up before the clock starts: the phase measures under them from its
     // first interval, and starting them is not charged to the phase's duration.
-    let mut companions = start_companions(ctx, phase, &collector, store.as_ref());
+    // Shared with the store's statistics thread (`store_stats`), which ends before the close.
+    let store = std::sync::Arc::new(store);
+    let mut companions = start_companions(ctx, phase, &collector, &store);
     // The phase's start: the deadline, the interval grid, the schedule and the timeline all
     // count from here (one instant, one clock reading).
     let t0 = Instant::now();
@@ -143,7 +145,12 @@ pub(super) fn run(
         ctx.rundir
             .write_json("replay.json", &f.counts_with(&ps.ops))?;
     }
-    let close_result = store.close();
+    let close_result = match std::sync::Arc::try_unwrap(store) {
+        Ok(s) => s.close(),
+        Err(_) => Err(anyhow::anyhow!(
+            "the store was not closed: its statistics call had not returned by the phase's end"
+        )),
+    };
     ps.wall_seconds = wall0.elapsed().as_secs_f64();
     let fatal = shared
         .fatal
@@ -548,7 +555,7 @@ fn start_companions<'a: 's, 's>(
     ctx: &PhaseCtx<'a>,
     phase: &'a PhasePlan,
     collector: &Collector,
-    store: &'s dyn Store,
+    store: &std::sync::Arc<Box<dyn Store>>,
 ) -> Vec<Box<dyn Companion + 's>> {
     let mut out: Vec<Box<dyn Companion + 's>> = vec![];
     // The store's own statistics (every phase): the first sample before the phase's clock.

@@ -2,13 +2,13 @@
 //! write ratios w0..w25 (`antagonist::schedule`), one step every `--step`, starting when
 //! warm-up ends. The store's operations are summed per step, and the antagonists' own I/O is
 //! sampled at each step boundary; at the end each step's throughput becomes its normalized
-//! pressure and the steps are sorted into the scale. When the store reports statistics, the
-//! sampler's latest sample is kept at each step boundary too (`store_stats::Latest`: the
-//! sampler runs first at every boundary), so each step also says what the store wrote and how
-//! long its writers stalled (issue 43; papers/004 asks about compaction under interference).
+//! pressure and the steps are sorted into the scale. When the store reports statistics, each
+//! step also says what the store wrote and how long its writers stalled, from the store's
+//! samples at the step's two boundaries (`store_stats::Samples`, by the time each was asked
+//! for; issue 43: papers/004 asks about compaction under interference).
 
 use super::companion::Companion;
-use super::store_stats::Latest;
+use super::store_stats::Samples;
 use crate::antagonist::io::{IoAntagonists, Sample};
 use crate::antagonist::schedule;
 use crate::measure::{percentile, Stats};
@@ -30,9 +30,8 @@ pub(super) struct PressureScale<'a> {
     /// The antagonists' counters at each step boundary, and when each step began.
     samples: Vec<Vec<Sample>>,
     starts: Vec<Duration>,
-    /// The store's statistics and its sample at each step boundary, when it reports any.
-    store: Option<(&'static [StatSpec], Latest)>,
-    store_samples: Vec<Vec<Option<u64>>>,
+    /// The store's statistics and its samples, when it reports any.
+    store: Option<(&'static [StatSpec], Samples)>,
     current: Option<usize>,
 }
 
@@ -43,7 +42,7 @@ impl<'a> PressureScale<'a> {
         io: &'a IoAntagonists,
         warmup: Duration,
         random_ratio: f64,
-        store: Option<(&'static [StatSpec], Latest)>,
+        store: Option<(&'static [StatSpec], Samples)>,
         empty: impl Fn() -> Stats,
     ) -> Self {
         let mut p = PressureScale {
@@ -55,7 +54,6 @@ impl<'a> PressureScale<'a> {
             samples: vec![],
             starts: vec![],
             store,
-            store_samples: vec![],
             current: None,
         };
         p.boundary(Duration::ZERO);
@@ -116,13 +114,11 @@ impl Companion for PressureScale<'_> {
 }
 
 impl PressureScale<'_> {
-    /// A step boundary at `at`: the antagonists' counters and the store's latest sample.
+    /// A step boundary at `at`: the antagonists' counters now (the store's sample at `at`
+    /// is the sampler's, looked up at the end).
     fn mark(&mut self, at: Duration) {
         self.samples.push(self.io.sample());
         self.starts.push(at);
-        if let Some((_, latest)) = &self.store {
-            self.store_samples.push(latest.borrow().clone());
-        }
     }
 
     fn result(&self) -> PressureResult {
@@ -185,8 +181,11 @@ impl PressureScale<'_> {
             antagonist_write_iops: d.writes as f64 / secs,
             antagonist_mb_per_s: d.bytes as f64 / secs / 1e6,
             antagonist_avg_latency_us: d.avg_latency_us(),
-            store: self.store.as_ref().and_then(|(specs, _)| {
-                let at = |i: usize| self.store_samples.get(i).map(Vec::as_slice);
+            // A boundary the sampler skipped (the store still answering) leaves the step
+            // without the store's figures.
+            store: self.store.as_ref().and_then(|(specs, samples)| {
+                let samples = samples.borrow();
+                let at = |i: usize| samples.get(&starts[i]).map(Vec::as_slice);
                 PressureStore::between(specs, at(w)?, at(w + 1)?, secs, ops)
             }),
         }

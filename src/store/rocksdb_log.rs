@@ -7,7 +7,7 @@
 //! at most `READ_PER_POLL` bytes a poll, a line at most `MAX_LINE` bytes (a longer one is
 //! skipped), at most `MAX_EVENTS_PER_POLL` events.
 
-use super::stats::{StoreEvent, MAX_EVENTS_PER_POLL};
+use super::stats::{event_detail, StoreEvent, MAX_EVENTS_PER_POLL};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -135,7 +135,7 @@ fn event(line: &[u8], db: &str) -> Option<StoreEvent> {
                 event: name,
                 job: None,
                 bytes: None,
-                detail: short(&format!("{db}{why}")),
+                detail: event_detail(&format!("{db}{why}")),
             });
         }
     }
@@ -176,7 +176,7 @@ fn logged_event(json: &str, db: &str) -> Option<StoreEvent> {
         event,
         job: num("job"),
         bytes,
-        detail: short(&format!("{db}{detail}")),
+        detail: event_detail(&format!("{db}{detail}")),
     })
 }
 
@@ -189,15 +189,6 @@ fn lsm_state(v: &serde_json::Value) -> String {
         }
         None => String::new(),
     }
-}
-
-/// At most 200 bytes, cut at a character boundary.
-fn short(s: &str) -> String {
-    let mut end = s.len().min(200);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
 }
 
 /// A LOG line's own time, `2026/11/27-11:58:09.123456` in the local time zone (RocksDB's

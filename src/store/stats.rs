@@ -91,6 +91,15 @@ pub struct StoreEvent {
 /// The most events one poll returns; more in one interval are counted as left out.
 pub const MAX_EVENTS_PER_POLL: usize = 10_000;
 
+/// An event's detail: at most 200 bytes, cut at a character boundary.
+pub fn event_detail(s: &str) -> String {
+    let mut end = s.len().min(200);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
 /// A server's statistics (memcached `stats`, Redis `INFO`) are read on a connection of their
 /// own, opened at the first sample and again after one fails: never one that carries load, so
 /// they are not counted as operations and never queue behind them. The lock is taken once per

@@ -26,6 +26,8 @@ enum Act {
     Drip(Vec<u8>, Duration),
     /// Writes the head, then the unit again and again until the client goes.
     Endless(Vec<u8>, Vec<u8>),
+    /// Waits, then writes the bytes.
+    Late(Vec<u8>, Duration),
 }
 
 fn say(b: &[u8]) -> Act {
@@ -73,6 +75,12 @@ fn serve(mut s: TcpStream, answer: fn(&[u8]) -> Act) {
                         return;
                     }
                     std::thread::sleep(gap);
+                }
+            }
+            Act::Late(b, wait) => {
+                std::thread::sleep(wait);
+                if s.write_all(&b).is_err() {
+                    return;
                 }
             }
             Act::Endless(head, unit) => {

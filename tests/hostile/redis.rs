@@ -80,6 +80,47 @@ fn redis_info_one_byte_a_second() {
     stats_unavailable(&run("redis", port, &[]), "no complete reply within 1000 ms");
 }
 
+/// A server whose statistics take 700 ms to come (inside the 1 s deadline) while intervals
+/// are 200 ms: the store is asked on a thread of its own, so the interval loop keeps its
+/// clock, the boundaries met while a sample is outstanding are skipped and counted, and the
+/// samples that came are the figures.
+#[test]
+fn redis_info_slower_than_the_interval_is_sampled_less_often_not_waited_for() {
+    const BODY: &[u8] = b"$45\r\n# Stats\r\nkeyspace_hits:7\r\nkeyspace_misses:3\r\n\r\n";
+    let port = redis_info!(Act::Late(BODY.to_vec(), Duration::from_millis(700)));
+    let o = run("redis", port, &["--interval=200ms"]);
+    sane(&o);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let summary = json(&o.out.join("summary.json"));
+    let p = phase(&summary, "run");
+    assert_eq!(
+        p["store_stats"]["stats"]["keyspace_hits"]["increase"], 0,
+        "{p}"
+    );
+    let samples = p["store_stats"]["unavailable"]["samples"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        samples.contains("interval boundaries skipped"),
+        "{}",
+        p["store_stats"]
+    );
+    // Every 200 ms interval of the 2 s phase has its row; the statistics far fewer.
+    let rows = |f: &str| {
+        std::fs::read_to_string(o.out.join(f))
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with("run,"))
+            .count()
+    };
+    let (intervals, samples) = (rows("intervals.csv"), rows("store_stats.csv"));
+    assert!(intervals >= 9, "{intervals} intervals");
+    assert!(
+        (2..=6).contains(&samples),
+        "{samples} samples in 2 s at 700 ms each"
+    );
+}
+
 #[test]
 fn redis_info_not_a_bulk() {
     let port = redis_info!(say(b"-ERR unknown section\r\n"));

@@ -382,3 +382,73 @@ fn etcd_proposals_and_fsyncs_are_the_puts_asked_for() {
         "no leader change, no event"
     );
 }
+
+/// A Redis Cluster's events are each master's own: mid-run the test has each of the three
+/// masters kvmeter started save in the background; store_events.csv holds one save of each,
+/// named by the master, at the time its own `rdb_last_save_time` gives.
+#[test]
+fn redis_cluster_saves_are_each_masters_own() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    let mut child = std::process::Command::new(bin())
+        .args(["run", "-P", "workloadc", "--store", "redis"])
+        .args(["--store-opt", "cluster=3", "--records", "1000"])
+        .args(["--duration", "4s", "--interval", "200ms", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    crate::common::servers::wait_for_phase(&out, "run");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let m = json(&out.join("manifest.json"));
+    let members: Vec<(String, u16)> = m["store"]["server"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            let a = x["addr"].as_str().unwrap().to_string();
+            let port = a.rsplit(':').next().unwrap().parse().unwrap();
+            (a, port)
+        })
+        .collect();
+    assert_eq!(members.len(), 3, "{m}");
+    // Each master's books before its save, then the save.
+    let last_save = |port: u16| -> u64 {
+        redis_cli(port, &["info", "persistence"])
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("rdb_last_save_time:"))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let before: Vec<u64> = members.iter().map(|(_, p)| last_save(*p)).collect();
+    for (_, p) in &members {
+        assert!(redis_cli(*p, &["bgsave"]).contains("Background saving started"));
+    }
+    // Read each master's books while it still runs (kvmeter stops them at its end).
+    let mut saved = vec![0; members.len()];
+    let t0 = std::time::Instant::now();
+    while saved.iter().zip(&before).any(|(s, b)| s <= b) {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(3), "no save");
+        for (i, (_, p)) in members.iter().enumerate() {
+            saved[i] = last_save(*p);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(child.wait().unwrap().success());
+    let csv = std::fs::read_to_string(out.join("store_events.csv")).unwrap();
+    // phase,t_s,unix_us,event,job,bytes,detail
+    for ((addr, _), at) in members.iter().zip(&saved) {
+        let rows: Vec<Vec<&str>> = csv
+            .lines()
+            .skip(1)
+            .map(|l| l.splitn(7, ',').collect())
+            .filter(|r: &Vec<&str>| r[3] == "save_finished")
+            .filter(|r| r[6].contains(&format!("master {addr}: ")))
+            .collect();
+        assert_eq!(rows.len(), 1, "{addr}: {csv}");
+        assert_eq!(rows[0][0], "run");
+        assert_eq!(rows[0][2].parse::<u64>().unwrap(), at * 1_000_000, "{addr}");
+    }
+}

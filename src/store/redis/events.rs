@@ -29,10 +29,9 @@ pub(super) struct Seen {
 pub(super) fn poll(
     poller: &Poller<Conn>,
     open: impl FnOnce() -> Result<Conn, String>,
-    seen: &std::sync::Mutex<Seen>,
+    seen: &mut Seen,
     out: &mut Vec<StoreEvent>,
 ) -> Result<(), String> {
-    let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
     let first = !seen.polled;
     poller.sample(open, |c| {
         let persistence = info_persistence(c)?;

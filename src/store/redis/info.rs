@@ -237,6 +237,34 @@ pub(super) struct ClusterPollers {
     masters: Vec<SocketAddr>,
     age: u32,
     pollers: std::collections::BTreeMap<SocketAddr, Poller<Conn>>,
+    /// Where each master's books stood at its last events poll.
+    seen: std::collections::BTreeMap<SocketAddr, super::events::Seen>,
+}
+
+impl ClusterPollers {
+    /// Each master's events (`events::poll`: saves, AOF rewrites, latency spikes) on its
+    /// statistics connection, each detail naming the master; the masters are those the latest
+    /// statistics sample found (none before it). A master that cannot answer is named in the
+    /// error; the others' events still count.
+    pub(super) fn events(
+        &mut self,
+        s: &Settings,
+        out: &mut Vec<stats::StoreEvent>,
+    ) -> Result<(), String> {
+        let mut failed = None;
+        for &m in &self.masters {
+            let from = out.len();
+            let poller = self.pollers.entry(m).or_default();
+            let seen = self.seen.entry(m).or_default();
+            if let Err(e) = super::events::poll(poller, || open(s, m), seen, out) {
+                failed.get_or_insert(format!("master {m}: {e}"));
+            }
+            for e in &mut out[from..] {
+                e.detail = stats::event_detail(&format!("master {m}: {}", e.detail));
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
 }
 
 /// A Redis Cluster's statistics: the sections of INFO of each master that CLUSTER SLOTS names
@@ -264,6 +292,7 @@ pub(super) fn sample_cluster(
             ));
         }
         nodes.pollers.retain(|a, _| masters.contains(a));
+        nodes.seen.retain(|a, _| masters.contains(a));
         (nodes.masters, nodes.age) = (masters, 0);
     }
     nodes.age += 1;

@@ -202,11 +202,13 @@ impl Store for RedisStore {
 
     fn poll_events(&self, out: &mut Vec<super::stats::StoreEvent>) -> Result<(), String> {
         if self.s.cluster > 0 {
-            // Each master keeps its own books; the events of a cluster are not followed yet.
-            return Ok(());
+            // Each master keeps its own books: each is polled, its events named by it.
+            let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+            return nodes.events(&self.s, out);
         }
         let addr = self.s.addr.expect("resolved in open");
-        events::poll(&self.poller, || info::open(&self.s, addr), &self.seen, out)
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        events::poll(&self.poller, || info::open(&self.s, addr), &mut seen, out)
     }
 
     fn event_target(&self) -> Option<Box<dyn super::wire::EventTarget>> {
