@@ -2,9 +2,9 @@
 //! because it answers one GET with bytes already rendered — a crate (tiny_http) would bring
 //! a thread pool and chunked bodies kvmeter does not need, and an async runtime is out of the
 //! question. One thread serves every connection at once over mio (already the engine's poller),
-//! `Connection: close`. Each connection is bounded: its request to 8 KiB and 64 header lines
-//! arriving within 2 s, its answer written within 5 s; anything else is answered 400/404/405/
-//! 408/431 and closed. At most `MAX_CONNECTIONS` are held: a new one past that closes the
+//! `Connection: close`; `httparse` reads the request head. Each connection is bounded: its
+//! request to 8 KiB and 64 header lines arriving within 2 s, its answer written within 5 s;
+//! anything else is answered 400/404/405/408/431 and closed. At most `MAX_CONNECTIONS` are held: a new one past that closes the
 //! oldest that has not yet sent its request, so neither slow clients nor thousands of idle
 //! ones can keep a scraper out (security review F3). The run never waits on it: the body is an
 //! `Arc` swapped in under a mutex held for a pointer copy, once per interval and once per
@@ -272,37 +272,27 @@ pub struct Request {
     pub protobuf: bool,
 }
 
-/// Parses a request head (bounded already by `progress`).
+/// Parses a request head (bounded already by `progress`) with `httparse`, into a fixed
+/// array of `MAX_HEADERS`.
 pub fn parse(head: &[u8]) -> Result<Request, u16> {
-    let head = std::str::from_utf8(head).map_err(|_| 400u16)?;
-    let mut lines = head.split("\r\n");
-    let first = lines.next().unwrap_or("");
-    let mut parts = first.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err(400),
+        Err(httparse::Error::TooManyHeaders) => return Err(431),
+        Err(_) => return Err(400),
+    }
+    let (Some(method), Some(target)) = (req.method, req.path) else {
         return Err(400);
     };
-    if !version.starts_with("HTTP/1.") {
-        return Err(400);
-    }
-    let mut protobuf = false;
-    let mut count = 0;
-    for line in lines.take_while(|l| !l.is_empty()) {
-        count += 1;
-        if count > MAX_HEADERS {
-            return Err(431);
-        }
-        let Some((name, value)) = line.split_once(':') else {
-            return Err(400);
-        };
-        if name.trim().eq_ignore_ascii_case("accept")
-            && value.contains("application/vnd.google.protobuf")
-            && value.contains("io.prometheus.client.MetricFamily")
-        {
-            protobuf = true;
-        }
-    }
+    let protobuf = req.headers.iter().any(|h| {
+        let v = h.value;
+        let has = |needle: &[u8]| v.windows(needle.len()).any(|w| w == needle);
+        h.name.eq_ignore_ascii_case("accept")
+            && has(b"application/vnd.google.protobuf")
+            && has(b"io.prometheus.client.MetricFamily")
+    });
     let path = target.split('?').next().unwrap_or("").to_string();
     Ok(Request {
         method: method.to_string(),

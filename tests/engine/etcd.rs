@@ -5,7 +5,7 @@
 //! puts, and the key count is the records inserted. With authentication the connections send a
 //! token (a wrong password is one line before the phase; a token etcd stops accepting mid-run
 //! breaks the connections, which authenticate again). A hostile HTTP server in the test
-//! (garbage status line, a Content-Length past max_reply, a header block that never ends)
+//! (garbage status line, a Content-Length past max_reply, header lines that never end)
 //! costs protocol errors, never a hang or a panic. No timing is asserted.
 
 use crate::common;
@@ -354,7 +354,7 @@ fn a_hostile_http_server_costs_protocol_errors_not_a_hang() {
         (
             "endless",
             Hostile::EndlessHeaders,
-            "header block past 8 KiB",
+            "more than 64 HTTP headers",
         ),
     ] {
         let port = hostile(how);

@@ -6,7 +6,9 @@
 //! the chunks together (`max_reply`), each chunk-size line, and the trailers; anything else is
 //! `Broken`, never waited for. etcd's gateway answers a success with `Content-Length` and an
 //! error chunked, with a `Grpc-Trailer-Content-Type` trailer: both are read whole, so the next
-//! pipelined reply starts where this one ends.
+//! pipelined reply starts where this one ends. The status line and headers are read by
+//! `httparse` (into a fixed array of `MAX_HEADERS`); the bounds, the body's framing and the
+//! trailers are this module's.
 
 use crate::store::net::parse_usize;
 use crate::store::wire;
@@ -14,6 +16,9 @@ use crate::store::wire;
 /// The longest status line and header block (and, apart, trailer block) accepted. etcd's are
 /// about 300 bytes.
 pub(super) const MAX_HEAD: usize = 8 * 1024;
+
+/// The most header lines a reply may have (etcd sends about six).
+const MAX_HEADERS: usize = 64;
 
 /// The outcome of looking for a whole reply.
 #[derive(Debug, PartialEq, Eq)]
@@ -39,26 +44,30 @@ pub(super) fn frame(buf: &[u8], max_reply: usize, joined: &mut Vec<u8>) -> Frame
         return Framed::Broken("etcd: a reply that is not HTTP/1.x (garbage status line)");
     }
     let head = &buf[..buf.len().min(MAX_HEAD)];
-    let Some(eol) = wire::crlf(head) else {
-        return more_head(buf);
+    // Parsed as far as it has come, so a bad status line or header is refused at once; a
+    // block that never ends is refused at MAX_HEAD, one of too many lines at MAX_HEADERS.
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut reply = httparse::Response::new(&mut headers);
+    let at = match reply.parse(head) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return more_head(buf),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Framed::Broken("etcd: more than 64 HTTP headers")
+        }
+        Err(httparse::Error::Status | httparse::Error::Version) => {
+            return Framed::Broken("etcd: malformed HTTP status line")
+        }
+        Err(_) => return Framed::Broken("etcd: a malformed HTTP header"),
     };
-    let Some(status) = status_code(&head[..eol]) else {
+    let Some(status) = reply.code else {
         return Framed::Broken("etcd: malformed HTTP status line");
     };
-    let mut at = eol + 2;
     let mut length: Option<usize> = None;
     let mut chunked = false;
     let mut close = false;
-    loop {
-        let Some(e) = wire::crlf(&head[at..]) else {
-            return more_head(buf);
-        };
-        let h = &head[at..at + e];
-        at += e + 2;
-        if h.is_empty() {
-            break;
-        }
-        if let Some(v) = header(h, b"content-length:") {
+    for h in reply.headers.iter() {
+        let v = h.value.trim_ascii();
+        if h.name.eq_ignore_ascii_case("content-length") {
             let Some(n) = parse_usize(v) else {
                 return Framed::Broken("etcd: a Content-Length that is not a number");
             };
@@ -69,12 +78,12 @@ pub(super) fn frame(buf: &[u8], max_reply: usize, joined: &mut Vec<u8>) -> Frame
                 return Framed::Broken("etcd: a Content-Length past max_reply");
             }
             length = Some(n);
-        } else if let Some(v) = header(h, b"transfer-encoding:") {
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
             if !v.eq_ignore_ascii_case(b"chunked") {
                 return Framed::Broken("etcd: a transfer encoding other than chunked");
             }
             chunked = true;
-        } else if let Some(v) = header(h, b"connection:") {
+        } else if h.name.eq_ignore_ascii_case("connection") {
             close = v.eq_ignore_ascii_case(b"close");
         }
     }
@@ -104,28 +113,6 @@ fn more_head(buf: &[u8]) -> Framed {
         Framed::Broken("etcd: an HTTP header block past 8 KiB")
     } else {
         Framed::More
-    }
-}
-
-/// `HTTP/1.x NNN[ reason]`: the code.
-fn status_code(l: &[u8]) -> Option<u16> {
-    if l.len() < 12 || l[8] != b' ' || (l.len() > 12 && l[12] != b' ') {
-        return None;
-    }
-    let d = &l[9..12];
-    if !d.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(d.iter().fold(0u16, |n, c| n * 10 + (c - b'0') as u16))
-}
-
-/// The trimmed value of header line `h` when its name is `name` (with the colon, lower case).
-#[inline]
-fn header<'a>(h: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
-    if h.len() >= name.len() && h[..name.len()].eq_ignore_ascii_case(name) {
-        Some(h[name.len()..].trim_ascii())
-    } else {
-        None
     }
 }
 
@@ -275,14 +262,24 @@ mod tests {
             many.extend_from_slice(b"a\r\n0123456789\r\n");
         }
         assert!(broken(&many, 100));
-        // A header block that never ends.
+        // A header block that never ends (of long lines: fewer than MAX_HEADERS).
         let mut endless = b"HTTP/1.1 200 OK\r\n".to_vec();
-        while endless.len() < MAX_HEAD - 20 {
-            endless.extend_from_slice(b"X-A: b\r\n");
+        let line = [b"X-A: ".as_slice(), &[b'b'; 200], b"\r\n"].concat();
+        while endless.len() < MAX_HEAD - line.len() {
+            endless.extend_from_slice(&line);
         }
         assert_eq!(frame(&endless, 100, &mut j), Framed::More);
-        endless.extend_from_slice(&[b'x'; 40]);
+        endless.extend_from_slice(&line);
         assert!(broken(&endless, 100));
+        // More header lines than MAX_HEADERS, however short.
+        let mut many = b"HTTP/1.1 200 OK\r\n".to_vec();
+        for _ in 0..=MAX_HEADERS {
+            many.extend_from_slice(b"X-A: b\r\n");
+        }
+        assert_eq!(
+            frame(&many, 100, &mut j),
+            Framed::Broken("etcd: more than 64 HTTP headers")
+        );
         // Endless trailers.
         let mut t = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n".to_vec();
         t.extend_from_slice(&vec![b'y'; MAX_HEAD + 1]);
