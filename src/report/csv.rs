@@ -1,14 +1,14 @@
-//! The one CSV format of a run directory, read and written here: intervals.csv, telemetry.csv,
-//! threads.csv, timeline.csv, events.csv, pressure.csv. Writing quotes a field only where it
-//! must (a comma, a quote or a line break in it), so every file kvmeter wrote before reads the
-//! same byte for byte; reading follows RFC 4180 (quoted fields, doubled quotes, commas inside
-//! quotes) and is bounded, because `kvmeter report` and `compare` read directories copied from
-//! anywhere.
+//! The one CSV format of a run directory: intervals.csv, telemetry.csv, threads.csv,
+//! timeline.csv, events.csv, pressure.csv, store_stats.csv. Reading is the `csv` crate's
+//! (RFC 4180: quoted fields, doubled quotes, commas and line breaks inside quotes) within
+//! kvmeter's bounds, because `kvmeter report` and `compare` read directories copied from
+//! anywhere: each record's fields and bytes, named by file and line; a last record a crash cut
+//! short (too few fields, or inside a quote it never closed) is left out rather than refused.
 //!
-//! Hand-written rather than the `csv` crate: the files need a few dozen lines of it, the bounds
-//! must name the file and line, a record a crash cut short must be dropped rather than refused,
-//! and the writer keeps one quirk of the old files (a line break inside a field is written as a
-//! space, so every record is one line for `grep` and `tail -f`).
+//! Writing stays here, a few lines: it quotes a field only where it must (a comma, a quote or a
+//! line break in it), so every file kvmeter wrote before reads the same byte for byte, and it
+//! keeps one quirk of the old files the crate's writer has no switch for (a line break inside
+//! a field is written as a space, so every record is one line for `grep` and `tail -f`).
 
 use crate::error::UsageError;
 use std::borrow::Cow;
@@ -115,21 +115,54 @@ impl Table {
 
     /// Parses `text`, read from `name` (for the errors: `name:line: …`).
     pub fn parse_named(text: &str, name: &str) -> Result<Self, UsageError> {
-        let mut records = Records {
-            rest: text,
-            line: 1,
-            name,
-        };
-        let Some(header) = records.next_record()? else {
-            return Ok(Table::default());
-        };
+        let mut reader = ::csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(text.as_bytes());
+        let mut rec = ::csv::StringRecord::new();
+        let mut header: Option<Vec<String>> = None;
         let mut rows = vec![];
-        while let Some(r) = records.next_record()? {
-            if r.len() == header.len() {
-                rows.push(r);
+        // Where the last record began, and whether it became a row.
+        let (mut last, mut last_kept) = (0usize, false);
+        loop {
+            let line = reader.position().line();
+            let err = |what: String| {
+                UsageError::new(format!(
+                    "{name}:{line}: {what}; kvmeter's CSV files have no such rows (is it one kvmeter wrote?)"
+                ))
+            };
+            match reader.read_record(&mut rec) {
+                Ok(false) => break,
+                Ok(true) => {}
+                Err(e) => return Err(err(e.to_string())),
             }
+            if rec.len() > MAX_FIELDS {
+                return Err(err(format!("a row of more than {MAX_FIELDS} fields")));
+            }
+            if rec.as_slice().len() > MAX_RECORD_BYTES {
+                return Err(err(format!("a row longer than {MAX_RECORD_BYTES} bytes")));
+            }
+            last = rec.position().map_or(0, |p| p.byte() as usize);
+            let fields: Vec<String> = rec.iter().map(str::to_string).collect();
+            last_kept = match &header {
+                None => {
+                    header = Some(fields);
+                    false
+                }
+                Some(h) if h.len() == fields.len() => {
+                    rows.push(fields);
+                    true
+                }
+                Some(_) => false,
+            };
         }
-        Ok(Table { header, rows })
+        if last_kept && cut_in_a_quote(text.get(last..).unwrap_or("")) {
+            rows.pop();
+        }
+        Ok(Table {
+            header: header.unwrap_or_default(),
+            rows,
+        })
     }
 
     /// Reads a run directory's CSV file; `None` when there is none (or it cannot be read).
@@ -191,78 +224,10 @@ impl Table {
     }
 }
 
-/// The records of a CSV text, one at a time.
-struct Records<'t> {
-    rest: &'t str,
-    /// The line the next record starts on (1-based).
-    line: usize,
-    name: &'t str,
-}
-
-impl Records<'_> {
-    fn err(&self, what: String) -> UsageError {
-        UsageError::new(format!(
-            "{}:{}: {what}; kvmeter's CSV files have no such rows (is it one kvmeter wrote?)",
-            self.name, self.line
-        ))
-    }
-
-    /// The next record; `None` at the end. A last record inside an unclosed quote was cut by
-    /// a crash and is left out.
-    fn next_record(&mut self) -> Result<Option<Vec<String>>, UsageError> {
-        if self.rest.is_empty() {
-            return Ok(None);
-        }
-        let mut fields = vec![];
-        let mut cur = String::new();
-        let (mut quoted, mut lines, mut len) = (false, 1, 0usize);
-        let mut chars = self.rest.char_indices().peekable();
-        let mut end = self.rest.len();
-        let mut done = false;
-        while let Some((i, c)) = chars.next() {
-            len += c.len_utf8();
-            if len > MAX_RECORD_BYTES {
-                return Err(self.err(format!("a row longer than {MAX_RECORD_BYTES} bytes")));
-            }
-            match (quoted, c) {
-                (true, '"') if chars.peek().is_some_and(|&(_, n)| n == '"') => {
-                    chars.next();
-                    cur.push('"');
-                }
-                (true, '"') => quoted = false,
-                (true, c) => {
-                    lines += usize::from(c == '\n');
-                    cur.push(c);
-                }
-                (false, '"') if cur.is_empty() => quoted = true,
-                (false, ',') => {
-                    fields.push(std::mem::take(&mut cur));
-                    if fields.len() >= MAX_FIELDS {
-                        return Err(self.err(format!("a row of more than {MAX_FIELDS} fields")));
-                    }
-                }
-                (false, '\n') => {
-                    end = i + 1;
-                    done = true;
-                    break;
-                }
-                (false, c) => cur.push(c),
-            }
-        }
-        self.rest = &self.rest[end..];
-        self.line += lines;
-        if quoted {
-            return Ok(None); // cut inside a quoted field
-        }
-        if !done && cur.is_empty() && fields.is_empty() {
-            return Ok(None);
-        }
-        if cur.ends_with('\r') {
-            cur.pop();
-        }
-        fields.push(cur);
-        Ok(Some(fields))
-    }
+/// Whether the last record, from its first byte, ends inside a quote it opened: written by a
+/// crash mid-field (every record kvmeter writes ends with its line break, outside quotes).
+fn cut_in_a_quote(last: &str) -> bool {
+    !last.ends_with('\n') && last.bytes().filter(|&b| b == b'"').count() % 2 == 1
 }
 
 #[cfg(test)]
