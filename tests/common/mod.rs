@@ -1,6 +1,7 @@
 //! Helpers shared by the end-to-end test files: the binary, JSON files, schema checks.
 #![allow(dead_code)]
 
+pub mod etcd;
 pub mod servers;
 
 use assert_cmd::Command;
@@ -85,4 +86,14 @@ pub fn copy_dir(from: &Path, to: &Path) {
 pub fn alive(pid: i64) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
     unsafe { libc::kill(pid as i32, 0) == 0 }
+}
+
+/// A process this test started, killed when the test ends (pass or fail).
+pub struct Proc(pub std::process::Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -3,25 +3,18 @@
 //! the helpers that read etcd, HDR logs and memcached's command log independently of
 //! kvmeter's code.
 
+// Where every test found them before common/etcd.rs; not every test binary uses each.
+#[allow(unused_imports)]
+pub use super::etcd::{etcd, etcd_post, etcd_post_one, etcd_with, keys_left};
+pub use super::Proc;
 use super::{bin, free_port};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A process this test started, killed when the test ends (pass or fail).
-pub struct Proc(pub Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 pub fn wait_port(port: u16) {
     let t = Instant::now();
@@ -197,109 +190,6 @@ impl Launch {
             c
         })
     }
-}
-
-/// A POST to etcd's JSON gateway (the first member that answers); the reply's JSON.
-pub fn etcd_post(url: &str, path: &str, body: &str) -> Option<Value> {
-    url.split(',').find_map(|u| etcd_post_one(u, path, body))
-}
-
-pub fn etcd_post_one(url: &str, path: &str, body: &str) -> Option<Value> {
-    let hostport = url.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(hostport).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: etcd\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let at = text.find("\r\n\r\n")? + 4;
-    let body = &text[at..];
-    // A chunked reply: the JSON is the line between the chunk sizes.
-    let json_text = if text[..at].to_ascii_lowercase().contains("chunked") {
-        body.lines().nth(1)?.to_string()
-    } else {
-        body.to_string()
-    };
-    serde_json::from_str(&json_text).ok()
-}
-
-/// Keys under /kvmeter/ in etcd (every run's).
-pub fn keys_left(url: &str) -> u64 {
-    // base64 of "/kvmeter/" and of "/kvmeter0" (the range end).
-    let r = etcd_post(
-        url,
-        "/v3/kv/range",
-        r#"{"key":"L2t2bWV0ZXIv","range_end":"L2t2bWV0ZXIw","count_only":true}"#,
-    )
-    .expect("etcd answers");
-    r["count"]
-        .as_str()
-        .and_then(|c| c.parse().ok())
-        .or_else(|| r["count"].as_u64())
-        .unwrap_or(0)
-}
-
-/// An etcd cluster of `members` on loopback; returns the processes and the client URL list.
-pub fn etcd(dir: &Path, members: usize) -> (Vec<Proc>, String) {
-    etcd_with(dir, members, &[])
-}
-
-/// As `etcd`, each member started with `extra` flags besides (e.g. a backend quota).
-pub fn etcd_with(dir: &Path, members: usize, extra: &[&str]) -> (Vec<Proc>, String) {
-    let ports: Vec<(u16, u16)> = (0..members).map(|_| (free_port(), free_port())).collect();
-    let cluster: Vec<String> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
-        .collect();
-    let mut procs = vec![];
-    for (i, (client, peer)) in ports.iter().enumerate() {
-        let log = std::fs::File::create(dir.join(format!("etcd{i}.log"))).unwrap();
-        let c = Command::new("etcd")
-            .args([
-                "--name",
-                &format!("m{i}"),
-                "--data-dir",
-                dir.join(format!("etcd{i}")).to_str().unwrap(),
-                "--listen-client-urls",
-                &format!("http://127.0.0.1:{client}"),
-                "--advertise-client-urls",
-                &format!("http://127.0.0.1:{client}"),
-                "--listen-peer-urls",
-                &format!("http://127.0.0.1:{peer}"),
-                "--initial-advertise-peer-urls",
-                &format!("http://127.0.0.1:{peer}"),
-                "--initial-cluster",
-                &cluster.join(","),
-                "--initial-cluster-state",
-                "new",
-            ])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("etcd (Debian's etcd-server) is installed");
-        procs.push(Proc(c));
-    }
-    let url = ports
-        .iter()
-        .map(|(c, _)| format!("http://127.0.0.1:{c}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    // Ready: a write goes through (the group has a leader).
-    let t = Instant::now();
-    while etcd_post(&url, "/v3/kv/range", r#"{"key":"AA=="}"#)
-        .and_then(|v| v.get("header").cloned())
-        .is_none()
-    {
-        assert!(t.elapsed() < Duration::from_secs(20), "etcd did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    (procs, url)
 }
 
 /// memcached on loopback with one worker thread; `-vv` logs every command it serves.

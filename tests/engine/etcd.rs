@@ -10,45 +10,21 @@
 
 use crate::common;
 
+use common::etcd::{certs, Etcd};
 use common::servers::Proc;
-use common::{count, free_port, json, kvmeter, phase};
+use common::{count, json, kvmeter, phase};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PASSWORD: &str = "engine-pw";
 
 /// A one-member etcd on loopback (`extra` arguments added); its client port.
 fn etcd(dir: &Path, extra: &[&str]) -> (Proc, u16) {
-    let (client, peer) = (free_port(), free_port());
-    let log = std::fs::File::create(dir.join("etcd.log")).unwrap();
-    let c = Command::new("etcd")
-        .args(["--name", "m0", "--data-dir"])
-        .arg(dir.join("etcd-data"))
-        .arg("--listen-client-urls")
-        .arg(format!("http://127.0.0.1:{client}"))
-        .arg("--advertise-client-urls")
-        .arg(format!("http://127.0.0.1:{client}"))
-        .arg("--listen-peer-urls")
-        .arg(format!("http://127.0.0.1:{peer}"))
-        .arg("--initial-advertise-peer-urls")
-        .arg(format!("http://127.0.0.1:{peer}"))
-        .arg("--initial-cluster")
-        .arg(format!("m0=http://127.0.0.1:{peer}"))
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("etcd (Debian's etcd-server) is installed");
-    let p = Proc(c);
-    let t = Instant::now();
-    while post(client, "/v3/kv/range", r#"{"key":"AA=="}"#, None).0 != 200 {
-        assert!(t.elapsed() < Duration::from_secs(20), "etcd did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    (p, client)
+    let mut m = Etcd::new(dir, 1).args(extra).start();
+    (m.procs.remove(0), m.clients[0])
 }
 
 /// A POST to etcd's gateway (optionally with a token): the status and the reply's JSON
@@ -388,39 +364,6 @@ fn a_hostile_http_server_costs_protocol_errors_not_a_hang() {
     }
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let o = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl is installed (scripts/setup.sh)");
-    assert!(
-        o.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-/// A CA, and a server certificate for 127.0.0.1 and a client certificate it signs (P-256).
-fn certs(dir: &Path) {
-    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    let ca = format!("req -x509 {ec} -keyout ca.key -out ca.pem -days 2 -subj /CN=engine-ca");
-    openssl(dir, &ca.split_whitespace().collect::<Vec<_>>());
-    for (name, ext) in [
-        (
-            "server",
-            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n",
-        ),
-        ("client", "extendedKeyUsage=clientAuth\n"),
-    ] {
-        let req = format!("req {ec} -keyout {name}.key -out {name}.csr -subj /CN={name}");
-        openssl(dir, &req.split_whitespace().collect::<Vec<_>>());
-        std::fs::write(dir.join(format!("{name}.cnf")), ext).unwrap();
-        let sign = format!("x509 -req -in {name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out {name}.pem -days 2 -extfile {name}.cnf");
-        openssl(dir, &sign.split_whitespace().collect::<Vec<_>>());
-    }
-}
-
 /// etcd's own count of the gRPC calls of `method` one member handled (its plain-http metrics
 /// listener): the gateway calls the member's own handler for each request it serves.
 fn handled(metrics_port: u16, method: &str) -> u64 {
@@ -444,44 +387,10 @@ fn handled(metrics_port: u16, method: &str) -> u64 {
 fn engine_connections_go_to_the_leader_of_a_tls_cluster() {
     let t = tempfile::tempdir().unwrap();
     let d = t.path();
-    certs(d);
     // Three members, clients over TLS with client certificates, metrics on plain http.
-    let ports: Vec<[u16; 3]> = (0..3)
-        .map(|_| [free_port(), free_port(), free_port()])
-        .collect();
-    let cluster = ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("m{i}=http://127.0.0.1:{}", p[1]))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut procs = vec![];
-    for (i, [client, peer, metrics]) in ports.iter().enumerate() {
-        let log = std::fs::File::create(d.join(format!("etcd{i}.log"))).unwrap();
-        let args = format!(
-            "--name m{i} --data-dir {dir}/data{i} --listen-client-urls https://127.0.0.1:{client} \
-             --advertise-client-urls https://127.0.0.1:{client} --listen-peer-urls http://127.0.0.1:{peer} \
-             --initial-advertise-peer-urls http://127.0.0.1:{peer} --initial-cluster {cluster} \
-             --initial-cluster-state new --listen-metrics-urls http://127.0.0.1:{metrics} \
-             --cert-file {dir}/server.pem --key-file {dir}/server.key --trusted-ca-file {dir}/ca.pem \
-             --client-cert-auth",
-            dir = d.display()
-        );
-        let c = Command::new("etcd")
-            .args(args.split_whitespace())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("etcd is installed");
-        procs.push(Proc(c));
-    }
-    let t0 = Instant::now();
-    let log =
-        |i: usize| std::fs::read_to_string(d.join(format!("etcd{i}.log"))).unwrap_or_default();
-    while !(0..3).all(|i| log(i).contains("ready to serve client requests")) {
-        assert!(t0.elapsed() < Duration::from_secs(20), "etcd did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let c = certs(d, "engine-ca");
+    let m = Etcd::new(d, 3).tls(&c).metrics().start();
+    let log = |i: usize| m.log(i);
     let leader = (0..3)
         .find(|&i| log(i).contains("became leader"))
         .expect("a member logs that it became leader");
@@ -490,7 +399,7 @@ fn engine_connections_go_to_the_leader_of_a_tls_cluster() {
     order.push(leader);
     let addr = order
         .iter()
-        .map(|&i| format!("https://127.0.0.1:{}", ports[i][0]))
+        .map(|&i| format!("https://127.0.0.1:{}", m.clients[i]))
         .collect::<Vec<_>>()
         .join(",");
     let out = d.join("run");
@@ -521,8 +430,8 @@ fn engine_connections_go_to_the_leader_of_a_tls_cluster() {
     assert_eq!(run["ops"]["VERIFY"]["ok"].as_u64(), Some(reads));
     // Every put went to the leader (followers forward none: they handled no Put), and so did
     // the reads (a follower handled at most kvmeter's check that it answers: one range).
-    for (i, p) in ports.iter().enumerate() {
-        let (puts, ranges) = (handled(p[2], "Put"), handled(p[2], "Range"));
+    for (i, &p) in m.metrics.iter().enumerate() {
+        let (puts, ranges) = (handled(p, "Put"), handled(p, "Range"));
         if i == leader {
             assert_eq!(puts, 300 + updates, "leader m{i}");
             assert!(ranges >= reads, "leader m{i}: {ranges} < {reads}");

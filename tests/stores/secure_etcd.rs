@@ -1,6 +1,6 @@
 //! etcd secured (issue 27 item 2, review finding F3): a real etcd with TLS and client
-//! certificates (made here with the openssl command line: a CA, a server certificate for IP
-//! 127.0.0.1, a client certificate), and a real etcd with its own authentication (a root
+//! certificates (made by `common::etcd` with the openssl command line: a CA, a server
+//! certificate for IP 127.0.0.1, a client certificate), and a real etcd with its own authentication (a root
 //! user, simple tokens that expire after one idle second). A distributed job (coordinator + 2
 //! agents) and the `etcd` store run through each; a wrong CA, a wrong password, plain http to
 //! the TLS etcd, https to a plain one and a missing certificate file are one line and exit 2,
@@ -8,145 +8,28 @@
 
 use crate::common;
 
+use common::etcd::{certs, Certs, Etcd};
 use common::servers::{wait_exit, Proc};
-use common::{bin, free_port, json, phase};
+use common::{bin, json, phase};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The root user's password: characters a URL must percent-encode.
 const PASSWORD: &str = "s3cr:t@x/y";
 const PASSWORD_IN_URL: &str = "s3cr%3At%40x%2Fy";
 
-struct Certs {
-    ca: String,
-    server_cert: String,
-    server_key: String,
-    client_cert: String,
-    client_key: String,
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let o = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl is installed (scripts/setup.sh)");
-    assert!(
-        o.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-/// A CA and two certificates it signs (P-256 keys: quick to make).
-fn certs(dir: &Path, ca_name: &str) -> Certs {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut a = vec!["req", "-x509"];
-    a.extend(ec);
-    let subj = format!("/CN={ca_name}");
-    a.extend([
-        "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", &subj,
-    ]);
-    openssl(dir, &a);
-    for (name, ext) in [
-        (
-            "server",
-            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n",
-        ),
-        ("client", "extendedKeyUsage=clientAuth\n"),
-    ] {
-        let mut a = vec!["req"];
-        a.extend(ec);
-        let (key, csr, pem, cnf) = (
-            format!("{name}.key"),
-            format!("{name}.csr"),
-            format!("{name}.pem"),
-            format!("{name}.cnf"),
-        );
-        let subj = format!("/CN=kvmeter test {name}");
-        a.extend(["-keyout", &key, "-out", &csr, "-subj", &subj]);
-        openssl(dir, &a);
-        std::fs::write(dir.join(&cnf), ext).unwrap();
-        let sign = format!(
-            "x509 -req -in {csr} -CA ca.pem -CAkey ca.key -CAcreateserial -out {pem} -days 2 -extfile {cnf}"
-        );
-        openssl(dir, &sign.split_whitespace().collect::<Vec<_>>());
-    }
-    let p = |f: &str| dir.join(f).display().to_string();
-    Certs {
-        ca: p("ca.pem"),
-        server_cert: p("server.pem"),
-        server_key: p("server.key"),
-        client_cert: p("client.pem"),
-        client_key: p("client.key"),
-    }
-}
-
-/// etcd members on loopback (client URLs https with `tls`, peers plain http); waits until each
-/// logs that it serves clients. Returns the processes and the client ports.
+/// etcd members on loopback (`common::etcd::Etcd`: client URLs https with `tls`, peers plain
+/// http). Returns the processes and the client ports.
 fn etcd(dir: &Path, members: usize, tls: Option<&Certs>, extra: &[&str]) -> (Vec<Proc>, Vec<u16>) {
-    let ports: Vec<(u16, u16)> = (0..members).map(|_| (free_port(), free_port())).collect();
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let cluster: Vec<String> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
-        .collect();
-    let mut procs = vec![];
-    for (i, (client, peer)) in ports.iter().enumerate() {
-        let client_url = format!("{scheme}://127.0.0.1:{client}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        let data = dir.join(format!("etcd{i}"));
-        let mut args: Vec<String> = format!(
-            "--name m{i} --data-dir {} --listen-client-urls {client_url} --advertise-client-urls \
-             {client_url} --listen-peer-urls {peer_url} --initial-advertise-peer-urls {peer_url} \
-             --initial-cluster {} --initial-cluster-state new",
-            data.display(),
-            cluster.join(",")
-        )
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
-        if let Some(c) = tls {
-            for (flag, v) in [
-                ("--cert-file", &c.server_cert),
-                ("--key-file", &c.server_key),
-                ("--trusted-ca-file", &c.ca),
-            ] {
-                args.extend([flag.to_string(), v.clone()]);
-            }
-            args.push("--client-cert-auth".into());
-        }
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let log = std::fs::File::create(dir.join(format!("etcd{i}.log"))).unwrap();
-        let c = Command::new("etcd")
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("etcd (Debian's etcd-server) is installed");
-        procs.push(Proc(c));
+    let mut e = Etcd::new(dir, members).args(extra);
+    if let Some(c) = tls {
+        e = e.tls(c);
     }
-    let t = Instant::now();
-    for i in 0..members {
-        while !std::fs::read_to_string(dir.join(format!("etcd{i}.log")))
-            .unwrap_or_default()
-            .contains("ready to serve client requests")
-        {
-            assert!(t.elapsed() < Duration::from_secs(20), "etcd did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    (procs, ports.iter().map(|p| p.0).collect())
+    let m = e.start();
+    (m.procs, m.clients)
 }
 
 /// A POST to a plain-http etcd (optionally with a token): status code and body.
