@@ -328,6 +328,22 @@ fn pressure_lines(out: &mut String, p: &PhaseSummary) {
             "           highest: {} (all steps in pressure.csv)",
             top.join(", ")
         );
+        // What the store did under it, from its own statistics (issue 43).
+        if let (Some(ro), Some(w)) = (&r.read_only_store, &r.write_store) {
+            let mbs = |m: &crate::report::pressure::PressureStoreMeans| {
+                m.storage_write_mb_per_s
+                    .map_or("-".into(), |v| format!("{v:.1} MB/s"))
+            };
+            let stall = |m: &crate::report::pressure::PressureStoreMeans| {
+                m.stall_s_per_s
+                    .map_or("-".into(), |v| format!("{v:.3} s/s"))
+            };
+            let _ = writeln!(
+                out,
+                "           store (its own counters) read-only / with writes: wrote {} / {}, writers stalled {} / {}",
+                mbs(ro), mbs(w), stall(ro), stall(w)
+            );
+        }
     }
 }
 

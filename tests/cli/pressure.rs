@@ -11,7 +11,7 @@ fn pressure_scale_runs_the_papers_schedule() {
     let t = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap(); // O_DIRECT needs a real filesystem
     let out = t.path().join("p");
     let data = t.path().join("data");
-    kvmeter()
+    let said = kvmeter()
         .args([
             "pressure",
             "-P",
@@ -37,9 +37,18 @@ fn pressure_scale_runs_the_papers_schedule() {
         .arg(&out)
         .assert()
         .success();
+    let said = String::from_utf8_lossy(&said.get_output().stdout).to_string();
     let s = json(&out.join("summary.json"));
     validate("summary.schema.json", &s);
     let p = &phase(&s, "pressure-4k")["pressure"];
+    // The terminal says what the store did under the read and the write steps.
+    let means = |k: &str| p[k]["storage_write_mb_per_s"].as_f64().unwrap();
+    let line = format!(
+        "store (its own counters) read-only / with writes: wrote {:.1} MB/s / {:.1} MB/s",
+        means("read_only_store"),
+        means("write_store")
+    );
+    assert!(said.contains(&line), "{line}\n{said}");
     assert_eq!(p["block_size_kib"], 4);
     let steps = p["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 26);
