@@ -175,20 +175,35 @@ impl Launch {
     }
 
     pub fn start(self) -> (Proc, u16) {
-        let log = self.log.map(|p| std::fs::File::create(p).unwrap());
-        spawn_listening(|port| {
-            let mut c = Command::new(self.program);
-            c.args(&self.args);
-            for flag in &self.port_flags {
-                c.args([flag.to_string(), port.to_string()]);
-            }
-            c.stdout(Stdio::null());
-            match &log {
-                Some(f) => c.stderr(f.try_clone().unwrap()),
-                None => c.stderr(Stdio::null()),
-            };
-            c
-        })
+        let log = self.log.as_ref().map(|p| std::fs::File::create(p).unwrap());
+        spawn_listening(|port| self.command(port, log.as_ref()))
+    }
+
+    /// Starts it on `port` (a server the test restarts where it was) and waits until the
+    /// port answers.
+    pub fn start_at(self, port: u16) -> Proc {
+        let log = self.log.as_ref().map(|p| std::fs::File::create(p).unwrap());
+        let p = Proc(
+            self.command(port, log.as_ref())
+                .spawn()
+                .expect("the server is installed"),
+        );
+        wait_port(port);
+        p
+    }
+
+    fn command(&self, port: u16, log: Option<&std::fs::File>) -> Command {
+        let mut c = Command::new(self.program);
+        c.args(&self.args);
+        for flag in &self.port_flags {
+            c.args([flag.to_string(), port.to_string()]);
+        }
+        c.stdout(Stdio::null());
+        match log {
+            Some(f) => c.stderr(f.try_clone().unwrap()),
+            None => c.stderr(Stdio::null()),
+        };
+        c
     }
 }
 

@@ -15,12 +15,12 @@
 
 use crate::common;
 
-use common::servers::{wait_exit, wait_port, Proc};
+use common::servers::{wait_exit, Launch, Proc};
 use common::{bin, free_port, json};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const WRITERS: usize = 2;
@@ -61,17 +61,10 @@ fn redis_server(dir: &Path, port: u16, durable: bool) -> Proc {
     } else {
         ("no", "everysec")
     };
-    let c = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", aof, "--appendfsync", fsync])
-        .arg("--dir")
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server is installed");
-    wait_port(port);
-    Proc(c)
+    // The last of a repeated flag wins: `Launch::redis` says `--appendonly no` first.
+    Launch::redis(dir)
+        .args(&["--appendonly", aof, "--appendfsync", fsync])
+        .start_at(port)
 }
 
 struct Check {
