@@ -67,9 +67,10 @@ fn an_estimate_stays_within_its_model_under_load() {
         );
     }
     assert!(!phases.is_empty());
+    // An idle window's mean is 92 W computed in floats (91.99999999999997 has been seen).
     for (avg, peak) in phases {
-        assert!((92.0..=127.0).contains(&avg), "avg {avg}");
-        assert!((92.0..=127.005).contains(&peak), "peak {peak}");
+        assert!((92.0 - 1e-6..=127.0 + 1e-6).contains(&avg), "avg {avg}");
+        assert!((92.0 - 1e-6..=127.005).contains(&peak), "peak {peak}");
     }
 }
 
