@@ -284,15 +284,15 @@ impl<'s> StoreSampler<'s> {
 
     /// Asks for a sample at `at` and waits for it (the phase's first and last).
     fn sample_and_wait(&mut self, at: Duration) {
-        // An answer still outstanding comes first, then this one.
-        for _ in 0..2 {
-            self.take(FINAL_WAIT);
-            if self.asker.ask(at) {
-                break;
-            }
-        }
+        // An answer still outstanding comes first, then this one: both within FINAL_WAIT.
+        let deadline = std::time::Instant::now() + FINAL_WAIT;
+        let left = || deadline.saturating_duration_since(std::time::Instant::now());
+        self.take(left());
         self.samples += 1;
-        self.take(FINAL_WAIT);
+        if self.asker.ask(at) {
+            // A zero wait only looks: the answer may need a moment even when the time is up.
+            self.take(left().max(Duration::from_millis(1)));
+        }
         if self.asker.outstanding {
             self.fail(format!(
                 "the store did not answer within {} s",
