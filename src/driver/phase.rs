@@ -44,28 +44,17 @@ pub(super) fn run(
         threads,
         mut engine,
     } = Opened::open(ctx, phase, &mut ps)?;
-    if test.is_some() && !sessions.is_empty() {
-        let (s, rec) = sessions.remove(0);
-        sessions.insert(0, (test_panic::sabotage(test, s), rec));
-    }
-    // A replay's trace is opened and its queues made before the clock starts.
-    let feed = phase
-        .replay
-        .as_ref()
-        .map(|r| {
-            let scan = ctx.adapter.capabilities.scan;
-            super::feed::Feed::open(r, threads, phase.operations, scan)
-        })
-        .transpose()?;
+    test_panic::sabotage_first(test, &mut sessions);
+    let feed = open_feed(ctx, phase, threads)?;
     // Checked before anything starts; its origin is set when the phase does.
     let grid = phase_grid(phase, ctx.plan.interval, ctx.clock.now())?;
     if let Some(s) = ctx.sync.as_deref_mut() {
         s.before_phase(ctx.index, phase)?;
     }
-    // The antagonists are up before the clock starts: the phase measures under them from its
-    // first interval, and starting them is not charged to the phase's duration.
     // Shared with the store's statistics thread (`store_stats`), which ends before the close.
     let store = std::sync::Arc::new(store);
+    // The antagonists are up before the clock starts: the phase measures under them from its
+    // first interval, and starting them is not charged to the phase's duration.
     let mut companions = start_companions(ctx, phase, &collector, &store);
     // The phase's start: the deadline, the interval grid, the schedule and the timeline all
     // count from here (one instant, one clock reading).
@@ -123,42 +112,22 @@ pub(super) fn run(
     if let Some(e) = &engine {
         ps.engine = Some(e.summary(threads, ctx.plan.seed, shared.stream_base));
     }
-    // Finish.
-    // The last completion; the measured window ends at the deadline when it was reached (the
+    // Finish. The last completion; the measured window ends at the deadline when it was reached (the
     // calls in flight then are counted in the last interval, `measure::Grid`).
     let last = shared.end_ns.load(Ordering::Relaxed);
     let end = Duration::from_nanos(last.min(grid.deadline));
-    let in_warmup = iv.close_last(ctx, &collector, &mut companions, end)?;
-    finish_companions(companions, end, &mut ps, ctx.rundir)?;
-    let measured_from = if in_warmup {
-        end
-    } else {
-        phase.warmup.min(end)
-    };
-    let window = Window {
-        measured: end - measured_from,
-        cpu_end,
-    };
-    // Telemetry ends before the store closes (a close may flush): as the phase's own window.
-    record(ctx, &mut ps, &iv, ended, window);
+    let window = (end, cpu_end);
+    finish_measuring(
+        ctx, phase, &mut ps, &mut iv, &collector, companions, ended, window,
+    )?;
     if let Some(f) = &feed {
         ctx.rundir
             .write_json("replay.json", &f.counts_with(&ps.ops))?;
     }
-    let close_result = match std::sync::Arc::try_unwrap(store) {
-        Ok(s) => s.close(),
-        Err(_) => Err(anyhow::anyhow!(
-            "the store was not closed: its statistics call had not returned by the phase's end"
-        )),
-    };
+    let close_result = close(store);
     ps.wall_seconds = wall0.elapsed().as_secs_f64();
-    let fatal = shared
-        .fatal
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
     let late = Duration::from_nanos(last.saturating_sub(grid.deadline));
-    let paced = arrivals.is_some();
+    let (paced, fatal) = (arrivals.is_some(), shared.fatal());
     let ycsb = conclude::conclude(
         ctx,
         phase,
@@ -174,6 +143,59 @@ pub(super) fn run(
         conclude::engine_figures(e, phase, ctx.plan.seed, &mut ps);
     }
     Ok((ps, Some(ycsb)))
+}
+
+/// A replay's trace, opened and its queues made before the clock starts.
+fn open_feed(
+    ctx: &PhaseCtx,
+    phase: &PhasePlan,
+    threads: usize,
+) -> anyhow::Result<Option<super::feed::Feed>> {
+    let scan = ctx.adapter.capabilities.scan;
+    phase
+        .replay
+        .as_ref()
+        .map(|r| super::feed::Feed::open(r, threads, phase.operations, scan))
+        .transpose()
+}
+
+/// The workers ended at `end`: closes the last interval and the companions, then records the
+/// phase's measured window (telemetry ends before the store closes: a close may flush).
+#[allow(clippy::too_many_arguments)]
+fn finish_measuring(
+    ctx: &mut PhaseCtx,
+    phase: &PhasePlan,
+    ps: &mut PhaseSummary,
+    iv: &mut Intervals,
+    collector: &Collector,
+    mut companions: Vec<Box<dyn Companion + '_>>,
+    ended: WorkerEnd,
+    (end, cpu_end): (Duration, CpuTime),
+) -> anyhow::Result<()> {
+    let in_warmup = iv.close_last(ctx, collector, &mut companions, end)?;
+    finish_companions(companions, end, ps, ctx.rundir)?;
+    let measured_from = if in_warmup {
+        end
+    } else {
+        phase.warmup.min(end)
+    };
+    let window = Window {
+        measured: end - measured_from,
+        cpu_end,
+    };
+    record(ctx, ps, iv, ended, window);
+    Ok(())
+}
+
+/// Closes the store, unless its statistics thread still holds it (a call that never
+/// returned): then the phase says it was not closed.
+fn close(store: std::sync::Arc<Box<dyn Store>>) -> anyhow::Result<()> {
+    match std::sync::Arc::try_unwrap(store) {
+        Ok(s) => s.close(),
+        Err(_) => Err(anyhow::anyhow!(
+            "the store was not closed: its statistics call had not returned by the phase's end"
+        )),
+    }
 }
 
 /// The recovery timeline of a run phase with `--timeline`, counting from `origin`.

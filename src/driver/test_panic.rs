@@ -57,7 +57,15 @@ pub(super) fn here(at: Where) {
 }
 
 /// Worker 0's session, wrapped when the variable names a worker.
-pub(super) fn sabotage(t: Option<TestPanic>, session: Box<dyn Session>) -> Box<dyn Session> {
+/// The first worker's session, sabotaged as `t` asks (nothing without sessions).
+pub(super) fn sabotage_first<R>(t: Option<TestPanic>, sessions: &mut Vec<(Box<dyn Session>, R)>) {
+    if t.is_some() && !sessions.is_empty() {
+        let (s, rec) = sessions.remove(0);
+        sessions.insert(0, (sabotage(t, s), rec));
+    }
+}
+
+fn sabotage(t: Option<TestPanic>, session: Box<dyn Session>) -> Box<dyn Session> {
     match t {
         Some(t) if matches!(t.at, Where::Worker | Where::Stuck) => Box::new(Sabotaged {
             inner: session,

@@ -64,10 +64,12 @@ impl Shared<'_> {
     }
 
     pub(super) fn fatal_is_none(&self) -> bool {
-        self.fatal
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_none()
+        self.fatal().is_none()
+    }
+
+    /// The error that ended the phase, if one did.
+    pub(super) fn fatal(&self) -> Option<String> {
+        self.fatal.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
