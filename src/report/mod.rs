@@ -9,6 +9,7 @@ mod compare_page;
 pub mod cost;
 pub mod csv;
 pub mod current;
+pub mod durability_files;
 pub mod experiment;
 pub mod fault_files;
 pub mod html;

@@ -54,6 +54,44 @@ pub fn count(p: &Value, op: &str) -> u64 {
     p["ops"][op]["count"].as_u64().unwrap_or(0)
 }
 
+/// A run that succeeded: its summary (checked against the schema), its directory and what it
+/// printed. The temporary directory holding it lives as long as this.
+pub struct RunOk {
+    pub summary: Value,
+    pub out: PathBuf,
+    pub stdout: String,
+    pub stderr: String,
+    pub tmp: tempfile::TempDir,
+}
+
+/// Runs `kvmeter ARGS --out <a new temporary directory>/run` with `envs`, asserts that it
+/// exited 0 (its standard error is the message) and that summary.json matches its schema.
+pub fn run_ok_with(args: &[&str], envs: &[(&str, &str)]) -> RunOk {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let mut c = kvmeter();
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    let o = c.args(args).arg("--out").arg(&out).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "kvmeter {}: {stderr}", args.join(" "));
+    let summary = json(&out.join("summary.json"));
+    validate("summary.schema.json", &summary);
+    RunOk {
+        summary,
+        out,
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr,
+        tmp,
+    }
+}
+
+/// `run_ok_with` without extra environment.
+pub fn run_ok(args: &[&str]) -> RunOk {
+    run_ok_with(args, &[])
+}
+
 /// The built binary's path, for tests that spawn it themselves (signals).
 pub fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("kvmeter")

@@ -40,23 +40,22 @@ fn last_row(run: &std::path::Path) -> HashMap<String, String> {
         .collect()
 }
 
-fn run_ok(store: &str, addr: String, extra: &[&str]) -> (Value, tempfile::TempDir) {
-    let t = tempfile::tempdir().unwrap();
-    let out = t.path().join("run");
-    let o = kvmeter()
-        .args(["run", "-P", "workloadc", "--store", store])
-        .args(["--store-opt", &format!("addr={addr}")])
-        .args(["--records", "20000", "--ops", "5000", "--seed", "7"])
-        .args(["-p", "requestdistribution=uniform", "--interval", "200ms"])
-        .args(extra)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let s = json(&out.join("summary.json"));
-    validate("summary.schema.json", &s);
-    (s, t)
+/// A workload C run against the server at `addr`, through the one `common::run_ok`.
+fn run_at(store: &str, addr: String, extra: &[&str]) -> RunOk {
+    let addr = format!("addr={addr}");
+    let mut args = vec![
+        "run",
+        "-P",
+        "workloadc",
+        "--store",
+        store,
+        "--store-opt",
+        &addr,
+    ];
+    args.extend(["--records", "20000", "--ops", "5000", "--seed", "7"]);
+    args.extend(["-p", "requestdistribution=uniform", "--interval", "200ms"]);
+    args.extend(extra);
+    run_ok(&args)
 }
 
 #[test]
@@ -64,22 +63,23 @@ fn memcached_evictions_hits_and_misses_are_its_own_stats() {
     // 8 MB of item memory for 20,000 records of 1 KB.
     let (_mc, port) = Launch::memcached().args(&["-m", "8"]).start();
     let before = mc_stats(port);
-    let (s, t) = run_ok("memcached", format!("127.0.0.1:{port}"), &[]);
+    let r = run_at("memcached", format!("127.0.0.1:{port}"), &[]);
+    let s = &r.summary;
     let after = mc_stats(port);
     let d = |k: &str| after[k] - before[k];
     assert!(d("evictions") > 1000, "{after:?}");
-    assert_eq!(increase(&s, "evictions"), d("evictions"));
-    assert_eq!(increase(&s, "get_hits"), d("get_hits"));
-    assert_eq!(increase(&s, "get_misses"), d("get_misses"));
+    assert_eq!(increase(s, "evictions"), d("evictions"));
+    assert_eq!(increase(s, "get_hits"), d("get_hits"));
+    assert_eq!(increase(s, "get_misses"), d("get_misses"));
     assert!(d("get_misses") > 0, "evicted records are read too");
     // kvmeter's reads are the server's gets, and its misses the server's.
-    let run = phase(&s, "run");
+    let run = phase(s, "run");
     assert_eq!(count(run, "READ"), d("cmd_get"));
     assert_eq!(run["ops"]["READ"]["misses"].as_u64(), Some(d("get_misses")));
     let ratio = d("get_hits") as f64 / d("cmd_get") as f64;
     let shown = run["store_stats"]["cache_hit_ratio"].as_f64().unwrap();
     assert!((shown - ratio).abs() < 1e-9, "{shown} {ratio}");
-    let row = last_row(&t.path().join("run"));
+    let row = last_row(&r.out);
     for k in [
         "evictions",
         "get_hits",
@@ -91,7 +91,7 @@ fn memcached_evictions_hits_and_misses_are_its_own_stats() {
     }
     assert_eq!(row["limit_maxbytes"], (8u64 << 20).to_string());
     // `kvmeter stores` names exactly the columns the run wrote, in their order.
-    let header = std::fs::read_to_string(t.path().join("run/store_stats.csv")).unwrap();
+    let header = std::fs::read_to_string(r.out.join("store_stats.csv")).unwrap();
     let columns: Vec<&str> = header.lines().next().unwrap().split(',').skip(3).collect();
     assert_eq!(listed_statistics("memcached"), columns);
 }
@@ -178,27 +178,28 @@ fn redis_evicted_keys_hits_and_misses_are_its_own_info() {
         .args(&["--maxmemory", "4mb", "--maxmemory-policy", "allkeys-random"])
         .start();
     let before = redis_info(port);
-    let (s, out) = run_ok(
+    let r = run_at(
         "redis",
         format!("127.0.0.1:{port}"),
         &["--store-opt", "scan_index=false"],
     );
+    let s = &r.summary;
     let after = redis_info(port);
     let d = |k: &str| after[k] - before.get(k).copied().unwrap_or(0);
     assert!(d("evicted_keys") > 1000, "{after:?}");
     // Redis evicts before it serves any command once it is over its limit, and a new client's
     // buffers count against the limit: the test's own redis-cli after the run can cost a few
     // keys that no phase of kvmeter's saw. Never fewer, and never more than those few.
-    let evicted = increase(&s, "evicted_keys");
+    let evicted = increase(s, "evicted_keys");
     assert!(
         (d("evicted_keys") - 10..=d("evicted_keys")).contains(&evicted),
         "kvmeter {evicted}, Redis {}",
         d("evicted_keys")
     );
-    assert_eq!(increase(&s, "keyspace_hits"), d("keyspace_hits"));
-    assert_eq!(increase(&s, "keyspace_misses"), d("keyspace_misses"));
+    assert_eq!(increase(s, "keyspace_hits"), d("keyspace_hits"));
+    assert_eq!(increase(s, "keyspace_misses"), d("keyspace_misses"));
     assert!(d("keyspace_misses") > 0, "evicted records are read too");
-    let run = phase(&s, "run");
+    let run = phase(s, "run");
     // Every read is one HGETALL: the server's count of them, before kvmeter's first sample
     // of the phase and after its last.
     assert_eq!(
@@ -206,13 +207,13 @@ fn redis_evicted_keys_hits_and_misses_are_its_own_info() {
         Some(count(run, "READ"))
     );
     assert_eq!(d("cmdstat_hgetall_calls"), count(run, "READ"));
-    let row = last_row(&out.path().join("run"));
+    let row = last_row(&r.out);
     for k in ["keyspace_hits", "keyspace_misses", "maxmemory"] {
         assert_eq!(row[k], after[k].to_string(), "{k}");
     }
     let last: u64 = row["evicted_keys"].parse().unwrap();
     assert!((after["evicted_keys"] - 10..=after["evicted_keys"]).contains(&last));
-    let header = std::fs::read_to_string(out.path().join("run/store_stats.csv")).unwrap();
+    let header = std::fs::read_to_string(r.out.join("store_stats.csv")).unwrap();
     let columns: Vec<&str> = header.lines().next().unwrap().split(',').skip(3).collect();
     assert_eq!(listed_statistics("redis"), columns);
 }

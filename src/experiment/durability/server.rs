@@ -11,7 +11,6 @@ use crate::fault::schedule::Schedule;
 use crate::plan::Fault;
 use crate::store::cluster::StartCtx;
 use crate::store::{Status, StoreKind, StoreOptions};
-use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -222,10 +221,7 @@ fn write_all(
             let mut session = store.session()?;
             let (stop, dir) = (&stop, &dir);
             handles.push(sc.spawn(move || -> anyhow::Result<Vec<Write>> {
-                let mut log = std::io::BufWriter::new(crate::report::rundir::create_new(
-                    &dir.join(format!("writes-{w}.csv")),
-                )?);
-                writeln!(log, "seq,outcome,t_s")?;
+                let mut log = crate::report::durability_files::WritesLog::create(dir, w)?;
                 let mut out = vec![];
                 let mut seq = 0u64;
                 // The log reaches the file at least every FLUSH_EVERY: a kill of kvmeter
@@ -236,12 +232,7 @@ fn write_all(
                     seq += 1;
                     let st = session.insert("usertable", key(w, seq).as_bytes(), &value(w, seq));
                     let outcome = Outcome::of(st);
-                    writeln!(
-                        log,
-                        "{seq},{},{:.4}",
-                        outcome.name(),
-                        t0.elapsed().as_secs_f64()
-                    )?;
+                    log.write(seq, outcome.name(), t0.elapsed().as_secs_f64())?;
                     out.push(Write {
                         writer: w,
                         seq,

@@ -8,7 +8,6 @@ use super::{downsample, Cell, Page};
 use crate::error::UsageError;
 use crate::report::chart::{LineChart, Series};
 use serde_json::Value;
-use std::io::BufRead;
 use std::path::Path;
 
 /// The manifest schema `kvmeter durability` writes (experiment::durability::output).
@@ -266,35 +265,19 @@ fn timeline(p: &mut Page, dir: &Path, events: &[Event]) {
     const BUCKET: f64 = 0.1;
     let mut ok: Vec<u64> = vec![];
     let mut unsure: Vec<u64> = vec![];
-    let mut lines = 0usize;
-    for w in 0..64 {
-        let Ok(f) = std::fs::File::open(dir.join(format!("writes-{w}.csv"))) else {
-            break;
+    let read = crate::report::durability_files::read_writes(dir, MAX_LOG_LINES, |_, row| {
+        // Bounded: an hour of 100 ms buckets at most.
+        let b = (row.t_s / BUCKET).floor().clamp(0.0, 36_000.0) as usize;
+        let series = match row.outcome {
+            "ok" => &mut ok,
+            "indeterminate" => &mut unsure,
+            _ => return,
         };
-        for l in std::io::BufReader::new(f).lines().skip(1) {
-            let Ok(l) = l else { break };
-            lines += 1;
-            if lines > MAX_LOG_LINES {
-                break;
-            }
-            let mut f = l.split(',');
-            let (Some(_), Some(o), Some(t)) = (f.next(), f.next(), f.next()) else {
-                continue;
-            };
-            let Ok(t) = t.parse::<f64>() else { continue };
-            // Bounded: an hour of 100 ms buckets at most.
-            let b = (t / BUCKET).floor().clamp(0.0, 36_000.0) as usize;
-            let series = match o {
-                "ok" => &mut ok,
-                "indeterminate" => &mut unsure,
-                _ => continue,
-            };
-            if series.len() <= b {
-                series.resize(b + 1, 0);
-            }
-            series[b] += 1;
+        if series.len() <= b {
+            series.resize(b + 1, 0);
         }
-    }
+        series[b] += 1;
+    });
     // The last bucket is cut short by the end of the writes: drawn, it would look like a fall.
     let n = ok.len().max(unsure.len()).saturating_sub(1);
     ok.truncate(n);
@@ -332,7 +315,7 @@ fn timeline(p: &mut Page, dir: &Path, events: &[Event]) {
         &format!(
             "Writes per {:.0} ms bucket, from writes-<w>.csv{}.",
             BUCKET * 1000.0,
-            if lines > MAX_LOG_LINES {
+            if read.cut {
                 format!(" (the first {MAX_LOG_LINES} lines)")
             } else {
                 String::new()
