@@ -39,6 +39,10 @@ fi
 if [ "${KVMETER_SETUP_TESTS:-0}" = 1 ] && ! command -v prometheus >/dev/null 2>&1; then
   need+=(prometheus)
 fi
+# --profile's tests sample with perf (Debian's linux-perf).
+if [ "${KVMETER_SETUP_TESTS:-0}" = 1 ] && ! command -v perf >/dev/null 2>&1; then
+  need+=(linux-perf)
+fi
 if [ "${#need[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     echo "error: kvmeter's build and stores need: ${need[*]}; install them with your package manager" >&2

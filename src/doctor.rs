@@ -71,6 +71,11 @@ pub fn report(data_dir: Option<&std::path::Path>) -> String {
             },
         );
     }
+    line(
+        &mut out,
+        "profile (--profile)",
+        crate::telemetry::profile::probe(),
+    );
     let cal = crate::calibrate::default_path();
     line(
         &mut out,

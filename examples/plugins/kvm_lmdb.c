@@ -211,6 +211,20 @@ begin_read(kvm_session *s)
    return KVM_OK;
 }
 
+#ifdef KVM_LMDB_BUSY_READ
+/* A deliberate busy loop in the read path, KVM_LMDB_BUSY_READ iterations per read: kvmeter's
+ * profile test (issue 44) builds the example with it and expects this named function to hold
+ * most of a read-only phase's store samples. Never in a real plug-in. */
+__attribute__((noinline)) void
+kvm_lmdb_busy_read(void)
+{
+   volatile uint64_t sink = 0;
+   for (uint64_t i = 0; i < (uint64_t)(KVM_LMDB_BUSY_READ); i++) {
+      sink += i;
+   }
+}
+#endif
+
 static int
 read_record(kvm_session   *s,
             const char    *table,
@@ -220,6 +234,9 @@ read_record(kvm_session   *s,
             size_t         *record_len)
 {
    (void)table;
+#ifdef KVM_LMDB_BUSY_READ
+   kvm_lmdb_busy_read();
+#endif
    int rc = begin_read(s);
    if (rc != KVM_OK) {
       return rc;

@@ -395,6 +395,14 @@ pub struct CommonArgs {
     /// phase) and software events; unavailable counters say why and how to enable them.
     #[arg(long)]
     pub counters: bool,
+    /// Sample the measured processes' call stacks (kvmeter, and a managed server) with perf:
+    /// per phase, flame graphs and each group's top functions under profile/ in the run
+    /// directory. Where perf is not permitted, one line says why and the run goes on.
+    #[arg(long)]
+    pub profile: bool,
+    /// With --profile: samples per second and thread (default 99).
+    #[arg(long, value_name = "HZ")]
+    pub profile_frequency: Option<String>,
     /// Calibration file to use (default: $XDG_CONFIG_HOME/kvmeter/calibration.json when present).
     #[arg(long, value_name = "FILE")]
     pub calibration: Option<PathBuf>,
@@ -463,6 +471,8 @@ impl CommonArgs {
             power_model: self.power_model,
             idle_baseline: self.idle_baseline,
             counters: self.counters,
+            profile: self.profile,
+            profile_frequency: self.profile_frequency,
             calibration: self.calibration,
             antagonists: self.antagonist,
             faults: self.fault,

@@ -47,6 +47,18 @@ pub(super) fn compare(a: CompareArgs) -> anyhow::Result<i32> {
     )?;
     crate::report::rundir::write_atomic(&out.join("compare.html"), c.html().as_bytes())?;
     print!("{}", c.render());
+    // Where both sides were profiled (`--profile`), where their CPU went differently.
+    match crate::report::profile::differential(&runs_a, &runs_b, &out) {
+        Ok(files) if !files.is_empty() => {
+            println!(
+                "differential flame graphs (B against A): {} in {}",
+                files.len(),
+                out.join("profile-diff").display()
+            );
+        }
+        Ok(_) => {}
+        Err(why) => eprintln!("warning: differential flame graphs: {why}"),
+    }
     eprintln!("results: {}", out.display());
     Ok(if a.fail_on_regression && c.regressed() {
         crate::error::EXIT_FAILED

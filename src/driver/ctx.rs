@@ -87,5 +87,6 @@ pub fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
         engine: None,
         store_stats: None,
         storage_io: None,
+        per_op: None,
     }
 }

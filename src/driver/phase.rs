@@ -58,6 +58,9 @@ pub(super) fn run(
     let mut companions = start_companions(ctx, phase, &collector, &store);
     // The phase's start: the deadline, the interval grid, the schedule and the timeline all
     // count from here (one instant, one clock reading).
+    if let Some(t) = ctx.telemetry {
+        t.prepare_phase();
+    }
     let t0 = Instant::now();
     let origin = ctx.clock.now();
     // The phase's start on the wall clock, with its interval grid's origin: report.html places
@@ -83,7 +86,7 @@ pub(super) fn run(
         },
     );
     if let Some(t) = ctx.telemetry {
-        t.begin(&phase.name);
+        t.begin(&phase.name, t0);
     }
     // The fault companion starts on the phase's clock, after the loads: its schedule and its
     // timeline count from t0 (`start_companions`).
@@ -267,6 +270,8 @@ fn record(
     ps.measured_seconds = w.measured.as_secs_f64();
     ps.fill(&iv.measured);
     super::storage_io::derive(ctx, ps);
+    ps.per_op =
+        crate::report::per_op::derive(ps.operations, ps.telemetry.as_ref(), ps.storage_io.as_ref());
     ps.kvmeter_cpu = w.cpu_end.since(iv.cpu_start, ps.operations);
     ps.error_samples = samples;
     ps.sent_to = sent_by_member(ctx, &sent);

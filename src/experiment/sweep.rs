@@ -158,6 +158,7 @@ pub fn metrics_of(p: &PhaseSummary) -> Vec<(String, f64)> {
         m.push(("achieved_ops_per_s".to_string(), o.achieved_ops_per_s));
     }
     inside_the_store(p, &mut m);
+    costs(p, &mut m);
     if let Some(e) = &p.energy {
         let tag = if e.estimate { "_estimate" } else { "" };
         m.push((format!("ops_per_joule{tag}"), e.ops_per_joule));
@@ -247,6 +248,33 @@ fn inside_the_store(p: &PhaseSummary, m: &mut Vec<(String, f64)>) {
         }
         for (name, n) in &s.events {
             put(format!("store_event_{name}"), Some(*n as f64));
+        }
+    }
+}
+
+/// Where the CPU went (issue 44): costs per operation (`cpu_us_per_op`, `cycles_per_op`, …)
+/// and, with `--profile`, each group's share of the samples (`profile_store_foreground_pct`;
+/// a group with too few samples has none).
+fn costs(p: &PhaseSummary, m: &mut Vec<(String, f64)>) {
+    let mut put = |name: &str, v: Option<f64>| {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            m.push((name.to_string(), v));
+        }
+    };
+    if let Some(c) = &p.per_op {
+        put("cpu_us_per_op", c.cpu_us);
+        put("server_cpu_us_per_op", c.server_cpu_us);
+        put("context_switches_per_op", c.context_switches);
+        put("storage_write_bytes_per_op", c.storage_write_bytes);
+        put("cycles_per_op", c.cycles);
+        put("instructions_per_op", c.instructions);
+    }
+    if let Some(f) = p.telemetry.as_ref().and_then(|t| t.profile.as_ref()) {
+        for (group, g) in &f.groups {
+            put(
+                &format!("profile_{}_pct", group.replace('-', "_")),
+                g.share_pct,
+            );
         }
     }
 }

@@ -101,6 +101,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
             None => crate::telemetry::power::Model::default(),
         },
         counters: req.counters,
+        profile_hz: profile_hz(req, &flags)?,
         antagonists: Antagonist::parse_all(&req.antagonists)?,
         faults,
         timeline,
@@ -269,6 +270,34 @@ pub fn fresh_seed() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     (t.as_nanos() as u64) ^ ((std::process::id() as u64) << 32)
+}
+
+/// `--profile` and `--profile-frequency`: 1 to 10,000 samples a second, and telemetry on (the
+/// profile is one of its sources).
+fn profile_hz(req: &Request, flags: &flags::Flags) -> Result<Option<u32>, UsageError> {
+    let hz = match (req.profile, &req.profile_frequency) {
+        (false, None) => return Ok(None),
+        (false, Some(_)) => {
+            return Err(UsageError::new(
+                "--profile-frequency: only with --profile (it sets how often --profile samples)",
+            ))
+        }
+        (true, None) => crate::telemetry::profile::DEFAULT_FREQUENCY_HZ,
+        (true, Some(hz)) => match hz.parse::<u32>() {
+            Ok(n) if (1..=10_000).contains(&n) => n,
+            _ => {
+                return Err(UsageError::new(format!(
+                    "--profile-frequency {hz}: expected samples per second from 1 to 10000 (default 99)"
+                )))
+            }
+        },
+    };
+    if flags.telemetry_interval.is_zero() {
+        return Err(UsageError::new(
+            "--profile: needs telemetry, which --telemetry-interval 0 turns off",
+        ));
+    }
+    Ok(Some(hz))
 }
 
 #[cfg(test)]

@@ -130,6 +130,8 @@ pub struct Plan {
     pub power_model: crate::telemetry::power::Model,
     /// Count hardware and software events (`--counters`).
     pub counters: bool,
+    /// `--profile`: call stacks sampled at this many Hz.
+    pub profile_hz: Option<u32>,
     /// The calibration file runs load (`--calibration`, else the default path if present).
     pub calibration: Option<PathBuf>,
     /// Whether `--power-model` was given (it then wins over a calibration's model).
@@ -284,6 +286,18 @@ impl Plan {
                 _ => self.power_model.clone(),
             },
             counters: self.counters,
+            profile: self.profile_hz.map(|hz| crate::telemetry::profile::Config {
+                frequency_hz: hz,
+                slice: self.interval,
+                roles: crate::telemetry::profile::Roles {
+                    own_pid: std::process::id(),
+                    server_pid,
+                    exe: std::env::current_exe()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                    store_symbols: vec![],
+                },
+            }),
         })
     }
 }

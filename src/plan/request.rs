@@ -57,6 +57,11 @@ pub struct Request {
     pub power_model: Option<String>,
     pub idle_baseline: Option<String>,
     pub counters: bool,
+    /// `--profile`, and `--profile-frequency` as given.
+    #[serde(default)]
+    pub profile: bool,
+    #[serde(default)]
+    pub profile_frequency: Option<String>,
     pub calibration: Option<PathBuf>,
     pub antagonists: Vec<String>,
     /// `--fault` specifications and the `--timeline` bucket.

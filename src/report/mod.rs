@@ -17,7 +17,9 @@ pub mod javafmt;
 pub mod manifest;
 pub mod names;
 pub mod output;
+pub mod per_op;
 pub mod pressure;
+pub mod profile;
 pub mod rundata;
 pub mod rundir;
 pub mod stats;
@@ -221,6 +223,10 @@ pub struct PhaseSummary {
     /// bytes (issue 43 item 4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_io: Option<storage_io::StorageIo>,
+    /// Costs per operation: CPU by thread group, context switches, storage bytes, cycles
+    /// (issue 44 item 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_op: Option<per_op::PerOp>,
 }
 
 /// What the event-driven engine did in one phase.

@@ -70,6 +70,18 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
         if let Some(s) = &p.storage_io {
             out.push_str(&s.line());
         }
+        if let Some(c) = &p.per_op {
+            out.push_str(&c.line());
+        }
+        if let Some(f) = p.telemetry.as_ref().and_then(|t| t.profile.as_ref()) {
+            out.push_str(&super::profile::lines(f));
+        } else if let Some(why) = p
+            .telemetry
+            .as_ref()
+            .and_then(|t| t.unavailable.get("profile"))
+        {
+            let _ = writeln!(out, "  profile  {why}");
+        }
         pressure_lines(&mut out, p);
         fault_lines(&mut out, p);
         for a in &p.antagonists {

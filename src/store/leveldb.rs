@@ -126,6 +126,7 @@ pub static KIND: StoreKind = StoreKind {
     engine: None,
     scans_refused: super::scans_always_served,
     stats: STATS,
+    profile_symbols: &["leveldb::", "leveldb_"],
 };
 
 /// What LevelDB says about itself (`DB::GetProperty`): its files per level, its compaction

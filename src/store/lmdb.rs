@@ -42,6 +42,7 @@ pub static KIND: StoreKind = StoreKind {
     engine: None,
     scans_refused: super::scans_always_served,
     stats: STATS,
+    profile_symbols: &["mdb_"],
 };
 
 /// What LMDB says about itself (`mdb_env_stat`: the B+tree of the one database kvmeter uses;

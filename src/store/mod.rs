@@ -302,6 +302,10 @@ pub struct StoreKind {
     /// The statistics its stores report about themselves (`Store::stats`), for
     /// `kvmeter stores`; empty: none.
     pub stats: &'static [stats::StatSpec],
+    /// Symbol prefixes of its code when it is compiled into kvmeter (`rocksdb::`), so a
+    /// profile charges those frames to the store, not the harness (`--profile`); a store in a
+    /// library of its own (a plug-in) is told apart by that library.
+    pub profile_symbols: &'static [&'static str],
 }
 
 /// What the plan needs to know of a store the event-driven engine serves (plan/engine.rs reads

@@ -20,6 +20,7 @@ pub static KIND: StoreKind = StoreKind {
     engine: None,
     scans_refused: super::scans_always_served,
     stats: &[],
+    profile_symbols: &[],
 };
 
 struct NullStore;

@@ -51,6 +51,7 @@ pub static KIND: StoreKind = StoreKind {
     engine: None,
     scans_refused: super::scans_always_served,
     stats: STATS,
+    profile_symbols: &["rocksdb::", "rocksdb_"],
 };
 
 fn probe() -> Result<(), String> {

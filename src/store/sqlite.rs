@@ -41,6 +41,7 @@ pub static KIND: StoreKind = StoreKind {
     engine: None,
     scans_refused: super::scans_always_served,
     stats: STATS,
+    profile_symbols: &["sqlite3"],
 };
 
 /// What SQLite says about its database (`PRAGMA page_count`, `freelist_count`, `page_size`,

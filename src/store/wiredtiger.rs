@@ -91,6 +91,7 @@ pub static KIND: StoreKind = StoreKind {
     engine: None,
     scans_refused: super::scans_always_served,
     stats: STATS,
+    profile_symbols: &["__wt_", "wiredtiger_"],
 };
 
 /// What WiredTiger says about itself: connection statistics from a `statistics:` cursor

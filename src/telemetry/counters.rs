@@ -108,6 +108,16 @@ fn scale(
 /// Counts at one instant, scaled for multiplexing.
 pub type Reading = BTreeMap<Event, f64>;
 
+/// Whether this machine samples hardware cycles for this process (a PMU, and permission).
+pub fn hardware_cycles() -> bool {
+    perf_event::Builder::new(Hardware::CPU_CYCLES)
+        .observe_self()
+        .any_cpu()
+        .exclude_kernel(true)
+        .build()
+        .is_ok()
+}
+
 pub struct Counters {
     open: Vec<(Event, perf_event::Counter)>,
     pub unavailable: BTreeMap<String, String>,

@@ -12,6 +12,7 @@
 pub mod counters;
 pub mod power;
 pub mod procfs;
+pub mod profile;
 mod sampler;
 mod sources;
 mod window;
@@ -45,6 +46,8 @@ pub struct Config {
     pub model: power::Model,
     /// Open performance counters (`--counters`).
     pub counters: bool,
+    /// Sample call stacks (`--profile`).
+    pub profile: Option<profile::Config>,
 }
 
 /// Power over a window, with the source and scope every figure carries.
@@ -112,6 +115,10 @@ pub struct PhaseTelemetry {
     /// order; hardware events the machine lacks are absent.
     #[serde(default)]
     pub counters_per_worker: Vec<counters::CounterFigures>,
+    /// Where the measured processes' CPU went (`--profile`); its absence with `--profile` is
+    /// explained in `unavailable["profile"]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<profile::ProfileFigures>,
     /// Sources that could not be read, with why.
     pub unavailable: BTreeMap<String, String>,
 }
@@ -188,6 +195,7 @@ pub struct Telemetry {
     latest: Arc<Mutex<Latest>>,
     stop: Arc<AtomicBool>,
     handle: Option<std::thread::JoinHandle<()>>,
+    profiler: Option<Mutex<profile::Profiler>>,
 }
 
 impl Telemetry {
@@ -201,6 +209,10 @@ impl Telemetry {
         t0: std::time::Instant,
     ) -> anyhow::Result<Self> {
         let sources = Arc::new(Sources::new(&cfg, data_device));
+        let profiler = cfg
+            .profile
+            .clone()
+            .map(|p| Mutex::new(profile::Profiler::new(p, dir, counters::hardware_cycles())));
         let state = Arc::new(Mutex::new(PhaseWindow {
             phase: String::new(),
             window_start: None,
@@ -235,6 +247,7 @@ impl Telemetry {
             latest,
             stop,
             handle: Some(handle),
+            profiler,
         })
     }
 
@@ -262,8 +275,26 @@ impl Telemetry {
         power::watts_between(a.energy?, b.energy?)
     }
 
-    /// Names the phase in the series and starts its measured window now.
-    pub fn begin(&self, phase: &str) {
+    /// Starts the next phase's profile (`--profile`) before its clock starts: perf takes a
+    /// moment to attach.
+    pub fn prepare_phase(&self) {
+        if let Some(p) = &self.profiler {
+            p.lock().unwrap_or_else(|p| p.into_inner()).prepare();
+        }
+    }
+
+    fn profile_window_start(&self) {
+        if let Some(p) = &self.profiler {
+            p.lock().unwrap_or_else(|p| p.into_inner()).window_start();
+        }
+    }
+
+    /// Names the phase in the series and starts its measured window now; the phase's clock
+    /// started at `t0` (a profile's time slices count from it).
+    pub fn begin(&self, phase: &str, t0: std::time::Instant) {
+        if let Some(p) = &self.profiler {
+            p.lock().unwrap_or_else(|p| p.into_inner()).begin(t0);
+        }
         let snap = self.sources.snapshot();
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         s.phase = phase.to_string();
@@ -272,6 +303,7 @@ impl Telemetry {
 
     /// Restarts the measured window (at the end of warm-up).
     pub fn restart_window(&self) {
+        self.profile_window_start();
         let snap = self.sources.snapshot();
         self.state
             .lock()
@@ -284,7 +316,7 @@ impl Telemetry {
         let b = self.sources.snapshot();
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let a = s.window_start.take().unwrap_or_default();
-        s.phase.clear();
+        let phase = std::mem::take(&mut s.phase);
         let mut seen = std::mem::take(&mut s.seen);
         observe(&mut seen, &b);
         let mut t = window(
@@ -299,6 +331,15 @@ impl Telemetry {
             },
         );
         window::judge_cpu_resolution(&mut t, self.sources.ticks_per_s);
+        drop(s);
+        if let Some(p) = &self.profiler {
+            match p.lock().unwrap_or_else(|p| p.into_inner()).finish(&phase) {
+                Ok(f) => t.profile = Some(f),
+                Err(why) => {
+                    t.unavailable.insert("profile".into(), why);
+                }
+            }
+        }
         t
     }
 
@@ -385,6 +426,7 @@ mod tests {
             power: power::Choice::None,
             model: power::Model::default(),
             counters: false,
+            profile: None,
         };
         let s = Sources::new(&cfg, None);
         assert!(s.unavailable.contains_key("pressure.cpu"));
@@ -483,9 +525,10 @@ mod tests {
             power: power::Choice::Estimate,
             model: power::Model::default(),
             counters: true,
+            profile: None,
         };
         let tel = Telemetry::start(cfg, None, t.path(), std::time::Instant::now()).unwrap();
-        tel.begin("p");
+        tel.begin("p", Instant::now());
         // Over the 50 clock ticks (0.5 s at CLK_TCK 100) a window needs for CPU shares.
         std::thread::sleep(Duration::from_millis(600));
         let w = tel.end();

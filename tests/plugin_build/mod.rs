@@ -108,6 +108,13 @@ pub fn lmdb_example_without_stats() -> String {
     example_variant(&PATH, "kvm_lmdb_no_stats", "-DKVM_LMDB_NO_STATS")
 }
 
+/// The example built with -DKVM_LMDB_BUSY_READ: a named busy loop (`kvm_lmdb_busy_read`) in
+/// its read path, the truth a profile must find (issue 44).
+pub fn lmdb_example_busy_read() -> String {
+    static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    example_variant(&PATH, "kvm_lmdb_busy", "-DKVM_LMDB_BUSY_READ=200000")
+}
+
 /// The test fixture, built with `defines` (e.g. "-DFIXTURE_ABI=99").
 pub fn fixture(tag: &str, defines: &[&str]) -> String {
     // A variant without the entry point leaves the functions unused.

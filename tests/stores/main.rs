@@ -12,6 +12,7 @@ mod conformance;
 mod durability;
 mod embedded_stats;
 mod plugins;
+mod profile;
 mod runs;
 mod secure_etcd;
 mod server_stats;

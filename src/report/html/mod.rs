@@ -12,6 +12,7 @@ mod durability;
 mod experiment;
 mod faults;
 mod pressure;
+mod profile;
 mod run;
 mod sweep;
 mod telemetry;
@@ -73,6 +74,28 @@ impl Page {
             escape(caption)
         );
         self.figures.push((id.to_string(), svg));
+    }
+
+    /// An SVG file of the run directory: inline as a `data:` image when `bytes` are given, and
+    /// a link to the file either way.
+    pub(crate) fn image(&mut self, id: &str, bytes: Option<&[u8]>, href: &str, caption: &str) {
+        use base64::Engine as _;
+        let img = bytes
+            .map(|b| {
+                format!(
+                    "<img alt=\"{}\" style=\"max-width:100%\" src=\"data:image/svg+xml;base64,{}\">",
+                    escape(caption),
+                    base64::engine::general_purpose::STANDARD.encode(b)
+                )
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            self.body,
+            "<figure id=\"fig-{}\">{img}<figcaption><a href=\"{}\">{}</a></figcaption></figure>",
+            escape(id),
+            escape(href),
+            escape(caption)
+        );
     }
 
     /// A table: header cells, then rows of (text, raw value for `data-value`).

@@ -230,6 +230,7 @@ fn phase_section(p: &mut Page, d: &RunData, name: &str) {
     if let Some(ph) = ph {
         super::faults::section(p, d, ph);
         counters(p, ph);
+        super::profile::section(p, d, ph);
         super::pressure::section(p, ph);
     }
 }

@@ -264,6 +264,7 @@ fn phase_columns(f: &RunFiles, p: &Map<String, Value>, at: &str) -> Result<Row, 
         "pressure",
         "sent_to",
         "storage_io",
+        "per_op",
     ] {
         if let Some(v) = p.get(key) {
             flatten(key, v, &mut row, 1);

@@ -80,6 +80,7 @@ pub static KIND: StoreKind = StoreKind {
     engine: Some(&ENGINE),
     scans_refused: super::scans_always_served,
     stats: metrics::STATS,
+    profile_symbols: &[],
 };
 
 /// The event-driven engine serves etcd's JSON gateway with every option (TLS through the

@@ -74,6 +74,7 @@ pub static KIND: StoreKind = StoreKind {
     engine: Some(&ENGINE),
     scans_refused: super::scans_always_served,
     stats: STATS,
+    profile_symbols: &[],
 };
 
 /// The event-driven engine serves memcached's text and binary protocols over TCP and the text

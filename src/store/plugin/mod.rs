@@ -195,6 +195,8 @@ fn open_library(spec: &str) -> Result<Plugin, UsageError> {
         engine: None,
         scans_refused: crate::store::scans_always_served,
         stats: plugin_stats.specs,
+        // Its frames are told apart by their library (`telemetry::profile::fold`).
+        profile_symbols: &[],
     }));
     Ok(Plugin {
         spec: spec.to_string(),

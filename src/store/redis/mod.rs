@@ -104,6 +104,7 @@ pub static KIND: StoreKind = StoreKind {
         )
     },
     stats: STATS,
+    profile_symbols: &[],
 };
 
 /// The event-driven engine serves Redis: plain, TLS, Sentinel and Cluster (a socket per

@@ -1,0 +1,264 @@
+//! `--profile` end to end (issue 44), with the truth planted by the test: the example LMDB
+//! plug-in built with a named busy loop in its read path, a managed memcached whose own code
+//! must show under `server`, perf hidden, and costs per operation that add up.
+
+use crate::common;
+use crate::plugin_build;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// A folded file's stacks: (stack, samples), summed by the test from the file itself.
+fn folded(path: &Path) -> Vec<(String, u64)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').unwrap();
+            (stack.to_string(), n.parse().unwrap())
+        })
+        .collect()
+}
+
+fn group<'a>(run: &'a Value, name: &str) -> &'a Value {
+    &run["telemetry"]["profile"]["groups"][name]
+}
+
+/// A read-only phase on the plug-in with the busy loop: `kvm_lmdb_busy_read` is the store
+/// foreground's top function, with most of its samples — counted by the test from the folded
+/// file, whose counts add up to the summary's.
+fn busy_loop_run(spec: &str) -> common::RunOk {
+    common::run_ok(&[
+        "run",
+        "--store",
+        spec,
+        "--store-opt",
+        "sync=nosync",
+        "-P",
+        "workloadc",
+        "--records",
+        "2000",
+        "--threads",
+        "1",
+        "--duration",
+        "3s",
+        "--profile",
+    ])
+}
+
+#[test]
+fn a_busy_loop_in_the_plugins_read_path_holds_the_store_samples_and_compare_shows_it() {
+    let busy = busy_loop_run(&plugin_build::lmdb_example_busy_read());
+    let run = common::phase(&busy.summary, "run");
+    let fg = group(run, "store-foreground");
+    let samples = fg["samples"].as_u64().unwrap();
+    assert!(samples >= 100, "{}", run["telemetry"]["profile"]);
+    let stacks = folded(&busy.out.join("profile/run.store-foreground.folded"));
+    assert_eq!(stacks.iter().map(|s| s.1).sum::<u64>(), samples);
+    let in_loop: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.ends_with(";kvm_lmdb_busy_read"))
+        .map(|s| s.1)
+        .sum();
+    assert!(in_loop * 2 > samples, "{in_loop} of {samples}");
+    assert!(stacks.iter().all(|(s, _)| s.starts_with("kvm-worker;")));
+    assert_eq!(fg["top"][0]["function"], "kvm_lmdb_busy_read");
+    let pct = fg["top"][0]["self_pct"].as_f64().unwrap();
+    assert!((pct - in_loop as f64 / samples as f64 * 100.0).abs() < 1e-9);
+    let svg = std::fs::read_to_string(busy.out.join("profile/run.store-foreground.svg")).unwrap();
+    assert!(svg.contains("kvm_lmdb_busy_read"));
+    // The terminal and report.html say it too.
+    assert!(busy.stdout.contains("store-foreground"), "{}", busy.stdout);
+    assert!(
+        busy.stdout.contains("kvm_lmdb_busy_read"),
+        "{}",
+        busy.stdout
+    );
+    let html = std::fs::read_to_string(busy.out.join("report.html")).unwrap();
+    assert!(html.contains("data-table=\"profile-run\""));
+
+    // The same run without the loop, and compare B (no loop) against A (the loop).
+    let plain = busy_loop_run(&plugin_build::lmdb_example());
+    let out = busy.tmp.path().join("cmp");
+    let o = common::kvmeter()
+        .arg("compare")
+        .arg(&busy.out)
+        .arg("--vs")
+        .arg(&plain.out)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out
+        .join("profile-diff/run.store-foreground.b.svg")
+        .is_file());
+    let diff =
+        std::fs::read_to_string(out.join("profile-diff/run.store-foreground.a.svg")).unwrap();
+    // On A's stacks, each frame carries the change of its share in B: the loop's is negative.
+    let frame = diff
+        .split("<title>")
+        .find(|t| t.starts_with("kvm_lmdb_busy_read"))
+        .unwrap_or_else(|| panic!("no busy-loop frame in the differential graph"));
+    let change = frame.split("; ").nth(1).unwrap();
+    assert!(change.starts_with('-'), "{frame}");
+}
+
+/// A managed memcached under the engine: samples in memcached's own (stripped) code are the
+/// `server` group's, and the harness group holds kvmeter's event loop.
+#[test]
+fn a_managed_memcached_profile_has_the_server_and_the_event_loop() {
+    let r = common::run_ok(&[
+        "run",
+        "--store",
+        "memcached",
+        "-P",
+        "workloadc",
+        "--records",
+        "2000",
+        "--connections",
+        "8",
+        "--threads",
+        "1",
+        "--duration",
+        "3s",
+        "--profile",
+    ]);
+    let run = common::phase(&r.summary, "run");
+    let server = group(run, "server");
+    assert!(
+        server["samples"].as_u64().unwrap() >= 50,
+        "{}",
+        run["telemetry"]["profile"]
+    );
+    let stacks = folded(&r.out.join("profile/run.server.folded"));
+    let own: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.contains(";[memcached]"))
+        .map(|s| s.1)
+        .sum();
+    assert!(own > 0, "{stacks:?}");
+    assert!(stacks
+        .iter()
+        .all(|(s, _)| s.starts_with("memcached") || s.starts_with("mc-")));
+    let harness = folded(&r.out.join("profile/run.harness.folded"));
+    assert!(
+        harness.iter().any(|(s, _)| s.starts_with("kvm-loop;")),
+        "{harness:?}"
+    );
+    // Nothing of the server's is charged to kvmeter's groups.
+    for g in ["harness", "store-foreground"] {
+        let p = r.out.join(format!("profile/run.{g}.folded"));
+        if p.exists() {
+            assert!(folded(&p).iter().all(|(s, _)| !s.contains("[memcached]")));
+        }
+    }
+}
+
+/// perf missing: the run completes, one line says why, and the summary says the same.
+#[test]
+fn without_perf_the_run_goes_on_and_says_why_once() {
+    let r = common::run_ok_with(
+        &[
+            "run",
+            "--store",
+            "null",
+            "-P",
+            "workloadc",
+            "--records",
+            "100",
+            "--ops",
+            "2000",
+            "--profile",
+        ],
+        &[("KVMETER_PERF", "/nonexistent/perf")],
+    );
+    let lines: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("--profile"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", r.stderr);
+    assert!(
+        lines[0].contains("unavailable: no `/nonexistent/perf` program"),
+        "{}",
+        lines[0]
+    );
+    for p in ["load", "run"] {
+        let why = common::phase(&r.summary, p)["telemetry"]["unavailable"]["profile"]
+            .as_str()
+            .unwrap();
+        assert!(
+            why.starts_with("unavailable: no `/nonexistent/perf`"),
+            "{why}"
+        );
+    }
+    assert!(!r.out.join("profile").exists());
+    // A perf that refuses (exits at once): its exit said, the run complete.
+    let r = common::run_ok_with(
+        &[
+            "run",
+            "--store",
+            "null",
+            "--phase",
+            "load",
+            "--records",
+            "100",
+            "--profile",
+        ],
+        &[("KVMETER_PERF", "/bin/false")],
+    );
+    assert!(r.stderr.contains("perf record exited"), "{}", r.stderr);
+    assert_eq!(r.summary["status"], "completed");
+}
+
+/// CPU per operation by thread group adds up to the process's CPU per operation, which agrees
+/// with kvmeter's own getrusage figure over the same phase.
+#[test]
+fn cpu_per_operation_by_thread_group_adds_up_to_the_process() {
+    let r = common::run_ok(&[
+        "run",
+        "--store",
+        "rocksdb",
+        "-P",
+        "workloada",
+        "--records",
+        "5000",
+        "--threads",
+        "2",
+        "--duration",
+        "2s",
+    ]);
+    let run = common::phase(&r.summary, "run");
+    let c = &run["per_op"];
+    let total = c["cpu_us"].as_f64().unwrap();
+    let by: HashMap<String, f64> = c["cpu_us_by_thread_group"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_f64().unwrap()))
+        .collect();
+    assert!(by.contains_key("kvm-worker"), "{by:?}");
+    assert!(by.contains_key("rocksdb:high"), "{by:?}");
+    let sum: f64 = by.values().sum();
+    assert!((sum - total).abs() <= total * 1e-9, "{sum} vs {total}");
+    // What ended between samples (the workers at the phase's end) is small and named.
+    assert!(
+        by.get("unattributed").copied().unwrap_or(0.0) <= total * 0.1,
+        "{by:?}"
+    );
+    // The telemetry's process CPU over its window, divided by the test.
+    let t = &run["telemetry"];
+    let ops = run["operations"].as_f64().unwrap();
+    let cpu_s = t["process"]["cpu_pct"].as_f64().unwrap() / 100.0 * t["seconds"].as_f64().unwrap();
+    assert!((cpu_s / ops * 1e6 - total).abs() < 1e-6 * total.max(1.0));
+    // getrusage's figure over the measured window: clock ticks of 10 ms apart at most.
+    let rusage_us = run["kvmeter_cpu"]["ns_per_op"].as_f64().unwrap() / 1000.0;
+    let slack = 0.05 * rusage_us + 2.0 * 0.01 / ops * 1e6;
+    assert!(
+        (rusage_us - total).abs() <= slack,
+        "rusage {rusage_us} µs, telemetry {total} µs"
+    );
+    assert!(c["context_switches"].as_f64().unwrap() > 0.0);
+    assert!(r.stdout.contains("per op   CPU"), "{}", r.stdout);
+}
