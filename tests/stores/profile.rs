@@ -212,6 +212,79 @@ fn without_perf_the_run_goes_on_and_says_why_once() {
     assert_eq!(r.summary["status"], "completed");
 }
 
+/// As root the profile samples every CPU and keeps kvmeter's own samples; as a user without
+/// permission for that (perf_event_paranoid 2 here) it attaches to kvmeter's threads and still
+/// has their user-space stacks. Root is needed to run as another user (CI runs as root).
+#[test]
+fn the_scope_follows_the_permission() {
+    let r = common::run_ok(&[
+        "run",
+        "--store",
+        "null",
+        "-P",
+        "workloadc",
+        "--records",
+        "1000",
+        "--duration",
+        "2s",
+        "--profile",
+    ]);
+    let run = common::phase(&r.summary, "run");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert_eq!(run["telemetry"]["profile"]["scope"], "threads");
+        return;
+    }
+    assert_eq!(run["telemetry"]["profile"]["scope"], "system-wide");
+    assert!(group(run, "harness")["samples"].as_u64().unwrap() >= 50);
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    if paranoid <= 0 {
+        return; // every user may sample every CPU here
+    }
+    // The binary copied where `nobody` can run it, the run directory in a directory it owns.
+    let dir = r.tmp.path().join("nobody");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let bin = dir.join("kvmeter");
+    std::fs::copy(common::bin(), &bin).unwrap();
+    std::fs::set_permissions(
+        r.tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = dir.join("run");
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+        .arg(&bin)
+        .args([
+            "run",
+            "--store",
+            "null",
+            "-P",
+            "workloadc",
+            "--records",
+            "1000",
+        ])
+        .args(["--duration", "2s", "--profile", "--out"])
+        .arg(&out)
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = common::json(&out.join("summary.json"));
+    let run = common::phase(&s, "run");
+    assert_eq!(run["telemetry"]["profile"]["scope"], "threads");
+    let harness = folded(&out.join("profile/run.harness.folded"));
+    assert!(
+        harness.iter().map(|h| h.1).sum::<u64>() >= 50,
+        "{harness:?}"
+    );
+}
+
 /// CPU per operation by thread group adds up to the process's CPU per operation, which agrees
 /// with kvmeter's own getrusage figure over the same phase.
 #[test]

@@ -61,6 +61,11 @@ impl Roles {
         !RUNTIME.iter().any(|r| base.starts_with(r))
     }
 
+    /// Whether `pid` is one of the measured processes.
+    pub(super) fn measured(&self, pid: u32) -> bool {
+        pid == self.own_pid || Some(pid) == self.server_pid
+    }
+
     /// The group a sample is charged to, and its thread group.
     pub(super) fn group(&self, s: &Sample) -> (&'static str, String) {
         let tg = crate::telemetry::procfs::thread_group(&s.comm);

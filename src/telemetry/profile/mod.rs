@@ -27,7 +27,6 @@ pub use fold::Roles;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 
 /// The default sampling frequency: perf's usual 99 Hz (off the 100 Hz timer tick, so samples
 /// do not beat against periodic work); its cost is in BENCHMARKS.md.
@@ -36,6 +35,10 @@ pub const DEFAULT_FREQUENCY_HZ: u32 = 99;
 pub const MIN_SAMPLES: u64 = 50;
 /// Functions listed per group.
 const TOP: usize = 10;
+/// How long a phase's end waits for perf to pass on the phase's last samples (with
+/// `--no-buffering` they arrive within milliseconds; an idle machine sampled per thread may
+/// send none after the end, and then this is the wait).
+const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What `--profile` asks for.
 #[derive(Clone, Debug)]
@@ -75,6 +78,9 @@ pub struct GroupProfile {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ProfileFigures {
     pub tool: String,
+    /// `system-wide` (every CPU sampled, the measured processes' samples kept) or `threads`
+    /// (perf attached to the measured processes' threads: costlier on runs that switch often).
+    pub scope: String,
     pub event: String,
     pub frequency_hz: u32,
     pub samples: u64,
@@ -85,6 +91,8 @@ pub struct ProfileFigures {
     pub groups: BTreeMap<String, GroupProfile>,
     /// Samples outside the measured window (warm-up, after the end), not in any group.
     pub outside_window: u64,
+    /// System-wide: samples of other processes and of idle CPUs, left out.
+    pub other_processes: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
@@ -95,21 +103,36 @@ pub struct Profiler {
     dir: PathBuf,
     perf: String,
     event: &'static str,
+    scope: &'static str,
     active: Option<perf::Pipeline>,
     /// The phase's clock's zero on CLOCK_MONOTONIC (intervals.csv's `start_s` counts from it).
     origin_ns: u64,
+    /// The open window: its start (CLOCK_MONOTONIC ns), then, and perf's CPU seconds then.
+    window: Option<(u64, std::time::Instant, f64)>,
     /// Why profiles are unavailable, once perf failed (never retried: one line, not one a phase).
     failed: Option<String>,
 }
 
+/// `perf_event_paranoid`, where the kernel says.
+fn paranoid() -> Option<i32> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+}
+
+/// Whether every CPU may be sampled (root, or perf_event_paranoid ≤ 0): then the profile
+/// samples system-wide and keeps the measured processes' samples (`perf::Sampling`).
+fn system_wide_permitted() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() == 0 };
+    root || paranoid().is_some_and(|p| p <= 0)
+}
+
 /// The hint that goes with a refusal: what to change.
 fn hint() -> String {
-    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .ok()
-        .and_then(|s| s.trim().parse::<i32>().ok());
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    match paranoid {
+    match paranoid() {
         Some(p) if p > 1 && !root => format!(
             "; kernel.perf_event_paranoid is {p}: `sysctl -w kernel.perf_event_paranoid=1` (or run as root) permits it"
         ),
@@ -130,14 +153,21 @@ impl Profiler {
             } else {
                 "cpu-clock"
             },
+            scope: if system_wide_permitted() {
+                "system-wide"
+            } else {
+                "threads"
+            },
             active: None,
             origin_ns: 0,
+            window: None,
             failed: None,
         }
     }
 
-    /// Starts sampling for the next phase (before its clock starts: attaching takes perf a
-    /// moment). A refusal is said once, on standard error, and in every phase's telemetry.
+    /// Starts sampling before the first profiled phase's clock starts (attaching takes perf a
+    /// moment; later phases find it running). A refusal is said once, on standard error, and
+    /// in every phase's telemetry.
     pub fn prepare(&mut self) {
         if self.failed.is_some() || self.active.is_some() {
             return;
@@ -148,6 +178,7 @@ impl Profiler {
             event: self.event,
             frequency_hz: self.cfg.frequency_hz,
             pids,
+            system_wide: self.scope == "system-wide",
         };
         let slice_ns = self.cfg.slice.as_nanos().min(u64::MAX as u128) as u64;
         match perf::Pipeline::start(&self.perf, &sampling, self.cfg.roles.clone(), slice_ns) {
@@ -174,16 +205,18 @@ impl Profiler {
             self.prepare();
         }
         if let Some(p) = &self.active {
-            p.window
-                .start
-                .store(perf::monotonic_ns(), Ordering::Release);
+            let now = perf::monotonic_ns();
+            p.open_window(now);
+            self.window = Some((now, std::time::Instant::now(), p.cpu_seconds()));
         }
     }
 
-    /// Ends the phase: stops perf, writes the folded stacks and flame graphs of `phase`, and
-    /// returns its figures, or `unavailable: <why>`.
+    /// Ends the phase's window: waits until perf has passed on its samples (at most
+    /// `CATCH_UP`), writes the folded stacks and flame graphs of `phase`, and returns its
+    /// figures, or `unavailable: <why>`. Sampling goes on for the next phase.
     pub fn finish(&mut self, phase: &str) -> Result<ProfileFigures, String> {
-        let Some(p) = self.active.take() else {
+        let (Some(p), Some((window_start, wall0, cpu0))) = (&self.active, self.window.take())
+        else {
             return Err(format!(
                 "unavailable: {}",
                 self.failed
@@ -191,20 +224,27 @@ impl Profiler {
                     .unwrap_or("the phase was not profiled")
             ));
         };
-        p.window.end.store(perf::monotonic_ns(), Ordering::Release);
-        let window_start = p.window.start.load(Ordering::Acquire);
-        let wall = p.started.elapsed().as_secs_f64();
-        let (drained, cpu, complaint) = p.stop().map_err(|e| format!("unavailable: {e}"))?;
+        let (drained, caught_up) = p.close_window(perf::monotonic_ns(), CATCH_UP);
+        let wall = wall0.elapsed().as_secs_f64();
+        let cpu = (p.cpu_seconds() - cpu0).max(0.0);
         let mut f = ProfileFigures {
             tool: "perf record --call-graph dwarf | perf script".into(),
+            scope: self.scope.into(),
             event: self.event.into(),
             frequency_hz: self.cfg.frequency_hz,
             cost_cpu_seconds: cpu,
             cost_pct_of_one_cpu: if wall > 0.0 { cpu / wall * 100.0 } else { 0.0 },
             outside_window: drained.before_window + drained.after_window,
+            other_processes: drained.other_processes,
             ..Default::default()
         };
-        if let Some(c) = complaint {
+        if !caught_up {
+            f.notes.push(format!(
+                "perf had not passed on samples past the phase's end within {} s: its last moments may be missing",
+                CATCH_UP.as_secs()
+            ));
+        }
+        if let Some(c) = p.complaint() {
             f.notes.push(format!("perf script said: {c}"));
         }
         if drained.fold.overflow > 0 {

@@ -1,24 +1,26 @@
-//! One phase's `perf record … -o - | perf script -i -` pipeline: started before the phase's
-//! clock, confirmed attached through perf's control FIFO (`ping` → `ack`), read as it runs by a
-//! thread that folds each sample (so nothing but the folded stacks is kept: no perf.data on
-//! disk, whatever the phase's length), and stopped with SIGINT at the phase's end under a
-//! deadline.
+//! The run's `perf record … -o - | perf script -i -` pipeline: started before the first
+//! profiled phase's clock, confirmed attached through perf's control FIFO (`ping` → `ack`), and
+//! read as it runs by a thread that folds each sample into the open phase window (so nothing but
+//! folded stacks is kept: no perf.data on disk, whatever the run's length). One pipeline for the
+//! whole run: perf script's start (reading the symbol tables of kvmeter, the server, libc and
+//! the kernel: about 0.3 CPU-seconds) is paid once, not in every phase's window.
+//! `--no-buffering` has perf record pass each sample on at once, so a phase's samples have all
+//! arrived moments after its end; stopped with SIGINT when the run ends, under a deadline.
 
 use super::fold::{Fold, Roles};
-use super::script::read_samples;
+use super::script::{read_samples, Sample};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long perf has to attach and answer its first `ping`.
 const ATTACH_DEADLINE: Duration = Duration::from_secs(10);
-/// How long perf script has to unwind what is left once perf record stopped.
+/// How long perf script has to unwind what is left once perf record stopped (the run's end).
 const DRAIN_DEADLINE: Duration = Duration::from_secs(60);
 
 /// Now on CLOCK_MONOTONIC, the clock perf's `-k monotonic` stamps samples with.
@@ -38,6 +40,12 @@ pub(super) struct Sampling {
     pub(super) event: &'static str,
     pub(super) frequency_hz: u32,
     pub(super) pids: Vec<u32>,
+    /// Sample every CPU (`-a`) and keep the measured processes' samples, rather than attach to
+    /// their threads (`-p`): per-thread events are switched in and out at every context
+    /// switch of a measured thread, which on a loopback server run (a switch per request)
+    /// cost 10 % of memcached's throughput at 100 connections; per-CPU events cost nothing
+    /// there. Needs root or perf_event_paranoid ≤ 0.
+    pub(super) system_wide: bool,
 }
 
 /// Time slices' samples by (group, innermost function), at most this many entries in all
@@ -47,24 +55,64 @@ pub(super) const MAX_SLICE_ENTRIES: usize = 500_000;
 /// Samples per (group, innermost function) in each time slice of the window, by slice index.
 pub(super) type Slices = std::collections::BTreeMap<u64, HashMap<(&'static str, String), u64>>;
 
-/// What the reader hands back when perf script's output ends.
-pub(super) struct Drained {
+/// What the reader keeps, shared with the profiler: the open window and what was folded in it.
+/// The reader takes the lock once a sample; the profiler at a phase's boundaries.
+#[derive(Default)]
+pub(super) struct State {
+    /// The window in CLOCK_MONOTONIC ns; `start` 0: no window open (between phases).
+    start: u64,
+    end: u64,
+    slice_ns: u64,
     pub(super) fold: Fold,
     pub(super) slices: Slices,
+    slice_entries: usize,
     /// Samples not in `slices` once `MAX_SLICE_ENTRIES` was reached.
     pub(super) slices_dropped: u64,
+    /// Measured processes' samples before the window's start and after its end.
     pub(super) before_window: u64,
     pub(super) after_window: u64,
+    /// Samples of processes not measured (system-wide sampling sees every CPU), while a window
+    /// was open.
+    pub(super) other_processes: u64,
+    /// The newest sample's time, and whether perf script's output ended.
+    latest_ns: u64,
+    ended: bool,
     pub(super) skipped_lines: u64,
 }
 
-/// The window the reader keeps samples of: [start, end] in CLOCK_MONOTONIC ns (end 0: open),
-/// cut into slices of `slice_ns` from its start (the phase's intervals).
-#[derive(Default)]
-pub(super) struct Window {
-    pub(super) start: AtomicU64,
-    pub(super) end: AtomicU64,
-    pub(super) slice_ns: u64,
+impl State {
+    fn add(&mut self, roles: &Roles, s: &Sample) {
+        self.latest_ns = self.latest_ns.max(s.time_ns);
+        if self.start == 0 {
+            return;
+        }
+        if !roles.measured(s.pid) {
+            // Another process, or an idle CPU (pid 0).
+            self.other_processes += 1;
+            return;
+        }
+        if s.time_ns < self.start {
+            self.before_window += 1;
+            return;
+        }
+        if self.end != 0 && s.time_ns > self.end {
+            self.after_window += 1;
+            return;
+        }
+        let key = self.fold.add(roles, s);
+        let slice = self
+            .slices
+            .entry((s.time_ns - self.start) / self.slice_ns.max(1))
+            .or_default();
+        if let Some(n) = slice.get_mut(&key) {
+            *n += 1;
+        } else if self.slice_entries < MAX_SLICE_ENTRIES {
+            slice.insert(key, 1);
+            self.slice_entries += 1;
+        } else {
+            self.slices_dropped += 1;
+        }
+    }
 }
 
 pub(super) struct Pipeline {
@@ -73,18 +121,17 @@ pub(super) struct Pipeline {
     /// Our ends of the control and acknowledgement FIFOs (opened read-write: never blocks).
     ctl: File,
     ack: File,
-    drained: mpsc::Receiver<Drained>,
-    pub(super) window: Arc<Window>,
+    state: Arc<Mutex<State>>,
+    reader: Option<std::thread::JoinHandle<()>>,
     dir: tempfile::TempDir,
-    pub(super) started: Instant,
-    /// Both children were waited for (`stop`); else dropping the pipeline kills them.
+    /// Both children were waited for; else dropping the pipeline stops them.
     reaped: bool,
 }
 
 impl Drop for Pipeline {
     fn drop(&mut self) {
         if !self.reaped {
-            self.kill();
+            self.stop();
         }
     }
 }
@@ -166,10 +213,16 @@ impl Pipeline {
         );
         let freq = s.frequency_hz.to_string();
         let (record_err, script_err) = (err_file("record.err")?, err_file("script.err")?);
+        let target = if s.system_wide {
+            vec!["-a"]
+        } else {
+            vec!["-p", pids.as_str()]
+        };
         let mut record = Command::new(perf)
             .args(["record", "-e", s.event, "-F", freq.as_str(), "--call-graph", "dwarf,8192"])
-            .args(["-k", "monotonic", "--control", control.as_str(), "-p", pids.as_str()])
-            .args(["-o", "-", "--quiet"])
+            .args(["-k", "monotonic", "--control", control.as_str()])
+            .args(["-o", "-", "--quiet", "--no-buffering"])
+            .args(target)
             .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -201,11 +254,10 @@ impl Pipeline {
                 return Err(format!("{perf} script: {e}"));
             }
         };
-        let window = Arc::new(Window {
+        let state = Arc::new(Mutex::new(State {
             slice_ns: slice_ns.max(1),
             ..Default::default()
-        });
-        let (tx, drained) = mpsc::channel();
+        }));
         let Some(text) = script.stdout.take() else {
             for c in [&mut record, &mut script] {
                 let _ = c.kill();
@@ -213,26 +265,32 @@ impl Pipeline {
             }
             return Err("perf script's output".into());
         };
-        let w = window.clone();
+        let st = state.clone();
         let spawned = std::thread::Builder::new()
             .name("kvm-profile".into())
             .spawn(move || {
-                let _ = tx.send(drain(BufReader::new(text), &roles, &w));
+                let lock = || st.lock().unwrap_or_else(|p| p.into_inner());
+                let skipped = read_samples(BufReader::new(text), |s| lock().add(&roles, &s));
+                let mut st = lock();
+                st.skipped_lines = skipped;
+                st.ended = true;
             });
         let mut p = Pipeline {
             record,
             script,
             ctl,
             ack,
-            drained,
-            window,
+            state,
+            reader: None,
             dir,
-            started: Instant::now(),
             reaped: false,
         };
-        if let Err(e) = spawned {
-            p.kill();
-            return Err(format!("the profile's reader thread: {e}"));
+        match spawned {
+            Ok(h) => p.reader = Some(h),
+            Err(e) => {
+                p.kill();
+                return Err(format!("the profile's reader thread: {e}"));
+            }
         }
         p.attached()?;
         Ok(p)
@@ -278,92 +336,92 @@ impl Pipeline {
         self.reaped = true;
     }
 
-    /// Stops sampling and waits for the reader. Returns the fold, the CPU seconds perf record
-    /// and perf script used (the profile's own cost), and what perf script complained of.
-    pub(super) fn stop(mut self) -> Result<(Drained, f64, Option<String>), String> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Opens a window at `now_ns` (a phase's start, or the end of its warm-up): what was folded
+    /// before is dropped.
+    pub(super) fn open_window(&self, now_ns: u64) {
+        let mut st = self.lock();
+        let slice_ns = st.slice_ns;
+        let (latest, ended, skipped) = (st.latest_ns, st.ended, st.skipped_lines);
+        *st = State {
+            start: now_ns,
+            slice_ns,
+            latest_ns: latest,
+            ended,
+            skipped_lines: skipped,
+            ..Default::default()
+        };
+    }
+
+    /// Closes the window at `end_ns` and hands back what it holds, once perf has passed on
+    /// every sample up to then (a sample after it has arrived), at most `wait`; false with it
+    /// when the wait ran out (the last moments may be missing).
+    pub(super) fn close_window(&self, end_ns: u64, wait: Duration) -> (State, bool) {
+        self.lock().end = end_ns;
+        let t0 = Instant::now();
+        let caught_up = loop {
+            {
+                let st = self.lock();
+                if st.latest_ns > end_ns || st.ended {
+                    break st.latest_ns > end_ns;
+                }
+            }
+            if t0.elapsed() >= wait {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let mut st = self.lock();
+        let slice_ns = st.slice_ns;
+        let (latest, ended, skipped) = (st.latest_ns, st.ended, st.skipped_lines);
+        let taken = std::mem::replace(
+            &mut *st,
+            State {
+                slice_ns,
+                latest_ns: latest,
+                ended,
+                skipped_lines: skipped,
+                ..Default::default()
+            },
+        );
+        (taken, caught_up)
+    }
+
+    /// CPU seconds perf record and perf script have used so far (their /proc stat).
+    pub(super) fn cpu_seconds(&self) -> f64 {
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        [self.record.id(), self.script.id()]
+            .iter()
+            .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+            .filter_map(|t| crate::telemetry::procfs::parse_pid_stat(&t))
+            .map(|(_, ticks, _)| ticks as f64 / hz)
+            .sum()
+    }
+
+    /// What perf script complained of, if anything.
+    pub(super) fn complaint(&self) -> Option<String> {
+        let c = first_words(&self.dir.path().join("script.err"));
+        (c != "it said nothing").then_some(c)
+    }
+
+    /// Stops sampling (SIGINT: perf record flushes and exits, perf script ends with its input),
+    /// waits for both and the reader under a deadline, and kills what is left.
+    fn stop(&mut self) {
         // SAFETY: kill sends a signal to our own child, which has not been waited for.
         unsafe { libc::kill(self.record.id() as libc::pid_t, libc::SIGINT) };
-        let drained = self.drained.recv_timeout(DRAIN_DEADLINE);
-        let cpu = match &drained {
-            Ok(_) => {
-                self.reaped = true;
-                cpu_of(&mut self.record) + cpu_of(&mut self.script)
-            }
-            Err(_) => {
-                self.kill();
-                0.0
-            }
-        };
-        let drained = drained.map_err(|_| {
-            format!(
-                "perf script did not finish within {}s of the phase's end",
-                DRAIN_DEADLINE.as_secs()
-            )
-        })?;
-        let complaint = first_words(&self.dir.path().join("script.err"));
-        let complaint = (complaint != "it said nothing").then_some(complaint);
-        Ok((drained, cpu, complaint))
-    }
-}
-
-/// Waits for a child and returns the CPU seconds it used (wait4's resource usage).
-fn cpu_of(c: &mut Child) -> f64 {
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: wait4 on our own child, which nothing else waits for.
-    let r = unsafe { libc::wait4(c.id() as libc::pid_t, &mut status, 0, &mut ru) };
-    if r <= 0 {
-        let _ = c.wait();
-        return 0.0;
-    }
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    secs(ru.ru_utime) + secs(ru.ru_stime)
-}
-
-/// The reader: folds each sample inside the window. A sample before the window's start is
-/// dropped; when the start moves (the end of warm-up), everything folded so far came before
-/// it (samples arrive after they were taken), so the fold starts again.
-fn drain(text: impl std::io::BufRead, roles: &Roles, w: &Window) -> Drained {
-    let mut d = Drained {
-        fold: Fold::default(),
-        slices: Slices::new(),
-        slices_dropped: 0,
-        before_window: 0,
-        after_window: 0,
-        skipped_lines: 0,
-    };
-    let (mut start_seen, mut entries) = (0, 0);
-    d.skipped_lines = read_samples(text, |s| {
-        let start = w.start.load(Ordering::Acquire);
-        if start != start_seen {
-            start_seen = start;
-            d.before_window += d.fold.groups.values().map(|g| g.samples).sum::<u64>();
-            d.fold = Fold::default();
-            d.slices.clear();
-            d.slices_dropped = 0;
-            entries = 0;
+        let t0 = Instant::now();
+        while t0.elapsed() < DRAIN_DEADLINE && !self.lock().ended {
+            std::thread::sleep(Duration::from_millis(10));
         }
-        let end = w.end.load(Ordering::Acquire);
-        if start == 0 || s.time_ns < start {
-            d.before_window += 1;
-        } else if end != 0 && s.time_ns > end {
-            d.after_window += 1;
-        } else {
-            let key = d.fold.add(roles, &s);
-            let slice = d
-                .slices
-                .entry((s.time_ns - start) / w.slice_ns)
-                .or_default();
-            if let Some(n) = slice.get_mut(&key) {
-                *n += 1;
-            } else if entries < MAX_SLICE_ENTRIES {
-                slice.insert(key, 1);
-                entries += 1;
-            } else {
-                d.slices_dropped += 1;
+        self.kill();
+        if let Some(h) = self.reader.take() {
+            if self.lock().ended {
+                let _ = h.join();
             }
         }
-    });
-    d
+    }
 }
