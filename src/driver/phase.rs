@@ -53,14 +53,11 @@ pub(super) fn run(
     }
     // Shared with the store's statistics thread (`store_stats`), which ends before the close.
     let store = std::sync::Arc::new(store);
-    // The antagonists are up before the clock starts: the phase measures under them from its
-    // first interval, and starting them is not charged to the phase's duration.
+    // The antagonists (and a profile's perf) are up before the clock starts: the phase
+    // measures under them from its first interval, and starting them is not charged to it.
     let mut companions = start_companions(ctx, phase, &collector, &store);
     // The phase's start: the deadline, the interval grid, the schedule and the timeline all
     // count from here (one instant, one clock reading).
-    if let Some(t) = ctx.telemetry {
-        t.prepare_phase();
-    }
     let t0 = Instant::now();
     let origin = ctx.clock.now();
     // The phase's start on the wall clock, with its interval grid's origin: report.html places
@@ -585,6 +582,10 @@ fn start_companions<'a: 's, 's>(
     store: &std::sync::Arc<Box<dyn Store>>,
 ) -> Vec<Box<dyn Companion + 's>> {
     let mut out: Vec<Box<dyn Companion + 's>> = vec![];
+    // A profile's perf attaches before the clock (`--profile`; the first phase starts it).
+    if let Some(t) = ctx.telemetry {
+        t.prepare_phase();
+    }
     // The store's own statistics (every phase): the first sample before the phase's clock.
     let mut shared = None;
     if ctx.plan.store_stats == crate::plan::StoreStatsChoice::On {

@@ -97,19 +97,11 @@ impl<'p> Run<'p> {
             .block_device
             .clone()
             .unwrap_or_else(|| manifest.data_dir.placement.device.clone());
-        let telemetry_config = plan
-            .telemetry_config(server.as_ref().map(|c| c.main().pid), calibration.as_ref())
-            .map(|mut cfg| {
-                if let Some(p) = cfg.profile.as_mut() {
-                    p.roles.store_symbols = adapter
-                        .profile_symbols
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect();
-                }
-                cfg
-            });
-        let telemetry = match telemetry_config {
+        let telemetry = match plan.telemetry_config(
+            server.as_ref().map(|c| c.main().pid),
+            calibration.as_ref(),
+            adapter.profile_symbols,
+        ) {
             Some(cfg) => match Telemetry::start(cfg, Some(&device), rundir.root(), run_t0) {
                 Ok(t) => Some(t),
                 Err(e) => {

@@ -266,10 +266,12 @@ impl Plan {
 
     /// What telemetry samples in this run (`None`: turned off with --telemetry-interval 0).
     /// A calibrated power model replaces the default one; `--power-model` wins over both.
+    /// `store_symbols`: the store's `StoreKind::profile_symbols` (`--profile`).
     pub fn telemetry_config(
         &self,
         server_pid: Option<u32>,
         calibration: Option<&crate::calibrate::Calibration>,
+        store_symbols: &[&str],
     ) -> Option<crate::telemetry::Config> {
         if self.telemetry_interval.is_zero() {
             return None;
@@ -295,7 +297,7 @@ impl Plan {
                     exe: std::env::current_exe()
                         .map(|p| p.display().to_string())
                         .unwrap_or_default(),
-                    store_symbols: vec![],
+                    store_symbols: store_symbols.iter().map(|s| s.to_string()).collect(),
                 },
             }),
         })
