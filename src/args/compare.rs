@@ -22,7 +22,8 @@ pub struct CompareArgs {
     pub noise: f64,
     /// The metrics to decide on (repeatable; default: the run phase's ops_per_s). Only these
     /// are tested, each at 0.05 / their number; every other row is shown without a verdict.
-    /// ops_per_s, p50_us, p99_us, p99_9_us, error_rate, ops_per_joule, cpu_s_per_op, for the
+    /// ops_per_s, p50_us, p99_us, p99_9_us, error_rate, ops_per_joule, cpu_s_per_op,
+    /// server_cpu_s_per_op, context_switches_per_op, storage_write_bytes_per_op, cycles_per_op, for the
     /// run phase; PHASE.METRIC (e.g. load.ops_per_s) for another phase.
     #[arg(long = "metric", value_name = "NAME")]
     pub metric: Vec<String>,

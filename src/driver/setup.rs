@@ -97,11 +97,10 @@ impl<'p> Run<'p> {
             .block_device
             .clone()
             .unwrap_or_else(|| manifest.data_dir.placement.device.clone());
-        let telemetry = match plan.telemetry_config(
-            server.as_ref().map(|c| c.main().pid),
-            calibration.as_ref(),
-            adapter.profile_symbols,
-        ) {
+        let managed_pid = server.as_ref().map(|c| c.main().pid);
+        let config =
+            plan.telemetry_config(managed_pid, calibration.as_ref(), adapter.profile_symbols);
+        let telemetry = match config.map(|c| profile_user_server(c, adapter, &opts)) {
             Some(cfg) => match Telemetry::start(cfg, Some(&device), rundir.root(), run_t0) {
                 Ok(t) => Some(t),
                 Err(e) => {
@@ -165,6 +164,60 @@ fn peak_bandwidth(c: Option<&Calibration>) -> Option<f64> {
         .iter()
         .map(|b| b.gb_per_s)
         .reduce(f64::max)
+}
+
+/// With `--profile`, a user's own server on this host (`--store-opt addr=` on loopback) is
+/// profiled as the `server` group where its process can be found (the kernel's socket tables;
+/// another user's process needs root); otherwise one line says why it is not. Only the profile
+/// follows it: telemetry's `server` figures stay those of a server kvmeter started.
+fn profile_user_server(
+    mut cfg: crate::telemetry::Config,
+    adapter: &StoreKind,
+    opts: &StoreOptions,
+) -> crate::telemetry::Config {
+    let Some(p) = cfg.profile.as_mut() else {
+        return cfg;
+    };
+    let addr = opts.str("addr");
+    if p.roles.server_pid.is_some() || adapter.server.is_none() || addr.is_empty() {
+        return cfg;
+    }
+    match local_port(addr) {
+        Ok(port) => match crate::telemetry::procfs::listening_pid(
+            &crate::telemetry::procfs::Root::system(),
+            port,
+        ) {
+            Ok(pid) => p.roles.server_pid = Some(pid),
+            Err(why) => {
+                eprintln!("kvmeter: --profile: the server at addr={addr} is not profiled: {why}")
+            }
+        },
+        Err(why) => {
+            eprintln!("kvmeter: --profile: the server at addr={addr} is not profiled: {why}")
+        }
+    }
+    cfg
+}
+
+/// The port of `addr` (host:port, [v6]:port, or an http(s):// URL) when its host is this one
+/// (loopback, `localhost` or the unspecified address).
+fn local_port(addr: &str) -> Result<u16, String> {
+    let a = addr.split("://").last().unwrap_or(addr);
+    let a = a.split('/').next().unwrap_or(a);
+    let a = a.split(',').next().unwrap_or(a);
+    let (host, port) = a
+        .rsplit_once(':')
+        .ok_or_else(|| "no port in it".to_string())?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let local = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified());
+    if !local {
+        return Err("not on this host's loopback (only a server here can be sampled)".into());
+    }
+    port.parse()
+        .map_err(|_| format!("port '{port}' is not a number"))
 }
 
 /// A user's own server (`--store-opt addr=`) must answer before anything is created.

@@ -25,7 +25,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The metrics compared, with whether higher is better.
-pub const METRICS: [(&str, bool); 7] = [
+pub const METRICS: [(&str, bool); 11] = [
     ("ops_per_s", true),
     ("p50_us", false),
     ("p99_us", false),
@@ -33,6 +33,11 @@ pub const METRICS: [(&str, bool); 7] = [
     ("error_rate", false),
     ("ops_per_joule", true),
     ("cpu_s_per_op", false),
+    // Costs per operation (`per_op`, issue 44).
+    ("server_cpu_s_per_op", false),
+    ("context_switches_per_op", false),
+    ("storage_write_bytes_per_op", false),
+    ("cycles_per_op", false),
 ];
 
 #[derive(Debug, Clone, Serialize)]
@@ -153,6 +158,10 @@ fn metric(p: &super::PhaseSummary, name: &str) -> Option<f64> {
             let cpu = t.process.as_ref()?.cpu_pct;
             (p.operations > 0).then(|| cpu / 100.0 * p.measured_seconds / p.operations as f64)
         }
+        "server_cpu_s_per_op" => p.per_op.as_ref()?.server_cpu_us.map(|us| us / 1e6),
+        "context_switches_per_op" => p.per_op.as_ref()?.context_switches,
+        "storage_write_bytes_per_op" => p.per_op.as_ref()?.storage_write_bytes,
+        "cycles_per_op" => p.per_op.as_ref()?.cycles,
         _ => None,
     }
 }

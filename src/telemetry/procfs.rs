@@ -405,6 +405,68 @@ pub fn exists(root: &Root, rel: &str) -> bool {
     Path::new(&root.path(rel)).exists()
 }
 
+/// Sockets listening on TCP `port` (/proc/net/tcp and tcp6, state 0A), by inode; at most 16.
+pub fn listening_inodes(tcp_tables: &[String], port: u16) -> Vec<u64> {
+    let want = format!(":{port:04X}");
+    let mut out = vec![];
+    for table in tcp_tables {
+        for line in table.lines().skip(1).take(100_000) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
+                continue;
+            };
+            if local.ends_with(&want) && *state == "0A" {
+                if let Ok(i) = inode.parse::<u64>() {
+                    if i != 0 && out.len() < 16 && !out.contains(&i) {
+                        out.push(i);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The process listening on TCP `port` on this host — a user's own server (`addr=`), for
+/// `--profile` — found through the kernel's socket tables and each process's descriptors.
+/// Err says why not: nothing listens there, or the listener's descriptors are another user's.
+pub fn listening_pid(root: &Root, port: u16) -> Result<u32, String> {
+    let tables: Vec<String> = ["proc/net/tcp", "proc/net/tcp6"]
+        .iter()
+        .filter_map(|t| root.read(t).ok())
+        .collect();
+    let inodes = listening_inodes(&tables, port);
+    if inodes.is_empty() {
+        return Err(format!("nothing on this host listens on TCP port {port}"));
+    }
+    let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
+    let Ok(procs) = std::fs::read_dir(root.path("proc")) else {
+        return Err("/proc cannot be read".into());
+    };
+    let mut unreadable = 0usize;
+    for e in procs.flatten().take(1_000_000) {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(e.path().join("fd")) else {
+            unreadable += 1;
+            continue;
+        };
+        for fd in fds.flatten().take(1_000_000) {
+            if let Ok(target) = std::fs::read_link(fd.path()) {
+                if wanted.iter().any(|w| target.as_os_str() == w.as_str()) {
+                    return Ok(pid);
+                }
+            }
+        }
+    }
+    Err(if unreadable > 0 {
+        format!("the process listening on port {port} is not one this user may inspect (another user's: run as root)")
+    } else {
+        format!("no process holds the socket listening on port {port}")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -516,5 +578,17 @@ mod tests {
         assert_eq!(whole_disk(&root, "nvme0n1p2"), "nvme0n1");
         assert_eq!(whole_disk(&root, "/dev/dm-0"), "nvme0n1");
         assert_eq!(whole_disk(&root, "nvme0n1"), "nvme0n1");
+    }
+
+    #[test]
+    fn listening_sockets_from_the_kernels_tables() {
+        let v4 = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:2B67 00000000:0000 0A 00000000:00000000 00:00000000 00000000   101        0 4242 1 0\n   1: 0100007F:2B67 0100007F:D431 01 00000000:00000000 00:00000000 00000000   101        0 4243 1 0\n";
+        let v6 = "  sl  local_address remote_address st\n   0: 00000000000000000000000001000000:2B67 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000 101 0 77 1 0\n";
+        // 11111 = 0x2B67; the established connection (01) is not a listener.
+        assert_eq!(
+            listening_inodes(&[v4.to_string(), v6.to_string()], 11111),
+            vec![4242, 77]
+        );
+        assert!(listening_inodes(&[v4.to_string()], 11112).is_empty());
     }
 }

@@ -43,6 +43,8 @@ fn busy_loop_run(spec: &str) -> common::RunOk {
         "--duration",
         "3s",
         "--profile",
+        "--interval",
+        "200ms",
     ])
 }
 
@@ -76,6 +78,20 @@ fn a_busy_loop_in_the_plugins_read_path_holds_the_store_samples_and_compare_show
     );
     let html = std::fs::read_to_string(busy.out.join("report.html")).unwrap();
     assert!(html.contains("data-table=\"profile-run\""));
+    // Per time slice (the 200 ms intervals): each group's `[all]` rows add up to its samples,
+    // and report.html sets the worst intervals beside the whole phase.
+    let slices = std::fs::read_to_string(busy.out.join("profile/run.slices.csv")).unwrap();
+    let mut rows = slices.lines();
+    assert_eq!(rows.next(), Some("start_s,end_s,group,function,samples"));
+    let in_slices: u64 = rows
+        .filter(|r| r.contains(",store-foreground,[all],"))
+        .map(|r| r.rsplit(',').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(in_slices, samples);
+    assert!(
+        html.contains("data-table=\"profile-worst-run\""),
+        "no worst-interval table"
+    );
 
     // The same run without the loop, and compare B (no loop) against A (the loop).
     let plain = busy_loop_run(&plugin_build::lmdb_example());
@@ -153,6 +169,45 @@ fn a_managed_memcached_profile_has_the_server_and_the_event_loop() {
             assert!(folded(&p).iter().all(|(s, _)| !s.contains("[memcached]")));
         }
     }
+}
+
+/// A user's own memcached on loopback (`addr=`): found through the kernel's socket tables and
+/// profiled as `server`, like a managed one.
+#[test]
+fn a_users_own_server_on_this_host_is_profiled_too() {
+    let (mc, port) = common::servers::Launch::memcached().start();
+    let addr = format!("addr=127.0.0.1:{port}");
+    let r = common::run_ok(&[
+        "run",
+        "--store",
+        "memcached",
+        "--store-opt",
+        &addr,
+        "-P",
+        "workloadc",
+        "--records",
+        "2000",
+        "--connections",
+        "8",
+        "--threads",
+        "1",
+        "--duration",
+        "3s",
+        "--profile",
+    ]);
+    let run = common::phase(&r.summary, "run");
+    assert!(
+        group(run, "server")["samples"].as_u64().unwrap() >= 50,
+        "{}",
+        r.stderr
+    );
+    let stacks = folded(&r.out.join("profile/run.server.folded"));
+    assert!(
+        stacks.iter().any(|(s, _)| s.contains(";[memcached]")),
+        "{stacks:?}"
+    );
+    assert!(!r.stderr.contains("not profiled"), "{}", r.stderr);
+    drop(mc);
 }
 
 /// perf missing: the run completes, one line says why, and the summary says the same.
