@@ -134,7 +134,12 @@ fn worst_intervals(p: &mut Page, d: &RunData, ph: &PhaseSummary) {
         );
         return;
     }
-    let inside = |a: f64, b: f64| worst.iter().any(|w| a < w.1 && b > w.0);
+    // A slice belongs to the interval holding its middle (slices start at the window's start,
+    // the interval grid a few milliseconds earlier: an overlap test would take neighbours too).
+    let inside = |a: f64, b: f64| {
+        let mid = (a + b) / 2.0;
+        worst.iter().any(|w| mid >= w.0 && mid < w.1)
+    };
     // (group, function) → (samples in the worst intervals, samples over the phase).
     let mut counts: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
     for r in slices.rows() {
