@@ -51,7 +51,9 @@
 #               "user<hash>") against redis-benchmark "HGETALL key:__rand_int__" -r 100000 over
 #               hashes filled the same way (keys "key:<12 digits>"); one private redis-server per
 #               case, persistence off; unpinned; t1/t2: 1 or 2 threads, one connection each;
-#               p16: one connection, 16 requests per round trip (pipeline=16; -P 16)
+#               p16: one connection, 16 requests per round trip (pipeline=16; -P 16); e2: kvmeter's
+#               event-driven engine, --connections 2 --depth 1 --threads 2 (against bench-t2)
+#   null-scale-t1, null-scale-tN  the null store, workload C for 5 s on 1 thread and on nproc
 #   mc-same-*   memcached GET in the shape Debian's memcslap (libmemcached-tools 1.1.4) uses
 #               itself: -e 20000 sets 20,000 keys of 20 bytes with random values (2,568 bytes
 #               per item on average in memcached's own stats, up to ~5 KB), then each of its T
@@ -62,7 +64,8 @@
 #   (the measured window); the direct loops' read loops; redis-benchmark under /usr/bin/time.
 #   ab-old-*, ab-new-*  with AB_OLD=<an older kvmeter binary>: the ceiling (C and A) and the
 #               RocksDB and LMDB cases (t1, t2) run by that binary and by this build,
-#               interleaved (refactors and hot-path changes)
+#               interleaved (refactors and hot-path changes); redis-same-old-*: redis-same-kvmeter-*
+#               run by that binary
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PEERS=${PEERS:-$(cd ../shared/peers 2>/dev/null && pwd || echo /work/shared/peers)}
@@ -189,10 +192,12 @@ run_case() {
     redis-bench-t[12]) TEST=get RECORDS=100000 OPS=200000 THREADS="${name: -1}" VALUE_SIZE=1000 bash "$PEERS/run-redis.sh" 2>/dev/null | last_ops ;;
     mc-kvmeter-t[12]) $K run -P workloadc --store memcached "${SRV_SHAPE[@]}" --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     mc-memcslap-t[12]) TOOL=memcslap TEST=get OPS=200000 THREADS="${name: -1}" bash "$PEERS/run-memcached.sh" 2>/dev/null | last_ops ;;
-    redis-same-kvmeter-t[12]|redis-same-kvmeter-p16)
-      local t=1 so=(); [[ $name == *p16 ]] && so=(--store-opt pipeline=16) || t=${name: -1}
+    redis-same-kvmeter-t[12]|redis-same-kvmeter-p16|redis-same-kvmeter-e2|redis-same-old-t[12]|redis-same-old-e2)
+      local t=1 so=() bin=$K; [[ $name == *p16 ]] && so=(--store-opt pipeline=16) || t=${name: -1}
+      [[ $name == *-e2 ]] && t=2 so=(--connections 2 --depth 1)  # the event-driven engine, 2 threads
+      [[ $name == redis-same-old-* ]] && bin=$AB_OLD
       start_redis 16391 || return 0
-      $K run -P workloadc --store redis --store-opt addr=127.0.0.1:16391 "${so[@]}" "${SRV_SHAPE[@]}" --threads "$t" --out "$d" >/dev/null 2>&1
+      $bin run -P workloadc --store redis --store-opt addr=127.0.0.1:16391 "${so[@]}" "${SRV_SHAPE[@]}" --threads "$t" --out "$d" >/dev/null 2>&1
       stop_srv; kvmeter_tput "$d" run ;;
     redis-same-bench-t[12]|redis-same-bench-p16)
       local t=1 p=1; [[ $name == *p16 ]] && p=16 || t=${name: -1}
@@ -214,6 +219,10 @@ run_case() {
       stop_srv
       # "Time to get N keys by T threads: S seconds."
       awk '/^Time to get/ {printf "%.0f\n", $4 / $(NF-1)}' "$d.out" ;;
+    # The null store's scaling: workload C for 5 s on 1 thread and on every CPU (--duration,
+    # so no thread idles while the last finishes its share).
+    null-scale-t1) $K run -P workloadc --store null --phase run --ops 0 --duration 5s --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    null-scale-tN) $K run -P workloadc --store null --phase run --ops 0 --duration 5s --threads "$(nproc)" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     tel-null-on)  $K run -P workloadc --store null --phase run --ops "$CEILING_OPS" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     tel-null-off) $K run -P workloadc --store null --phase run --ops "$CEILING_OPS" --telemetry-interval 0 --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     tel-rocks-on)  $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
@@ -250,11 +259,13 @@ CASES=(ceiling-kvmeter-c ceiling-floor-c ceiling-ycsb-c ceiling-kvmeter-a ceilin
        redis-kvmeter-pin0 redis-bench-pin0 mc-kvmeter-pin0 mc-memcslap-pin0
        redis-kvmeter-p16 redis-bench-p16
        redis-same-kvmeter-t1 redis-same-bench-t1 redis-same-kvmeter-t2 redis-same-bench-t2
-       redis-same-kvmeter-p16 redis-same-bench-p16
+       redis-same-kvmeter-p16 redis-same-bench-p16 redis-same-kvmeter-e2
+       null-scale-t1 null-scale-tN
        mc-same-kvmeter-t1 mc-same-memcslap-t1 mc-same-kvmeter-t2 mc-same-memcslap-t2)
 if [[ -n ${AB_OLD:-} ]]; then
   CASES+=(ab-old-ceiling-c ab-new-ceiling-c ab-old-ceiling-a ab-new-ceiling-a ab-old-rocks-t1 ab-new-rocks-t1
-         ab-old-rocks-t2 ab-new-rocks-t2 ab-old-lmdb-t1 ab-new-lmdb-t1 ab-old-lmdb-t2 ab-new-lmdb-t2)
+         ab-old-rocks-t2 ab-new-rocks-t2 ab-old-lmdb-t1 ab-new-lmdb-t1 ab-old-lmdb-t2 ab-new-lmdb-t2
+         redis-same-old-t1 redis-same-old-t2 redis-same-old-e2)
 fi
 {
   echo "# kvmeter $(git rev-parse --short HEAD) on $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ)"

@@ -11,7 +11,10 @@
 # (default /opt/peers/memtier/bin/memtier_benchmark), REDIS_BENCHMARK (default redis-benchmark),
 # MEMCSLAP (default memcslap; a peer whose binary is missing is skipped with a warning), PEER_RATE
 # (see redis-benchmark below), DUR (seconds per run, --duration / --test-time; default 5), CONNS
-# (default "1 100 1000 10000"), ARRIVAL (kvmeter's open-loop arrivals, default fixed: memtier's
+# (default "1 100 1000 10000"), GNU_TIME (GNU time, default /usr/bin/time), CLIENT_THREADS (threads of each client: kvmeter's engine and
+# memtier; default 2), MC_THREADS (memcached -t; default 2), SERVER_CPUS and CLIENT_CPUS (CPU lists
+# for taskset: the servers, and every client run, pinned to them; default unpinned; on a 16-CPU
+# host SERVER_CPUS=8-15 CLIENT_CPUS=0-7 CLIENT_THREADS=8 MC_THREADS=8), ARRIVAL (kvmeter's open-loop arrivals, default fixed: memtier's
 # rate limiting spaces each connection's requests evenly),
 # BACKLOG (the servers' listen backlog, default 4096: at 1,024 a 10,000-connection start
 # overflowed memcached's accept queue thousands of times), LEGACY_MAX (see below).
@@ -83,6 +86,12 @@ REPS=${REPS:-5}
 ONLY=${ONLY:-.}
 DUR=${DUR:-5}
 CONNS=${CONNS:-1 100 1000 10000}
+GNU_TIME=${GNU_TIME:-/usr/bin/time}
+CLIENT_THREADS=${CLIENT_THREADS:-2}
+MC_THREADS=${MC_THREADS:-2}
+SERVER_PIN=() CLIENT_PIN=()
+[[ -n ${SERVER_CPUS:-} ]] && SERVER_PIN=(taskset -c "$SERVER_CPUS")
+[[ -n ${CLIENT_CPUS:-} ]] && CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
 ARRIVAL=${ARRIVAL:-fixed}
 # Extra kvmeter flags for the open-loop cases, e.g. KV_OPEN_EXTRA='--send-slack 1ms'.
 KV_OPEN_EXTRA=${KV_OPEN_EXTRA:-}
@@ -134,9 +143,10 @@ with open(sys.argv[3], "w") as out:
         print("\t".join([c[:-len("-kvmeter")], peer, ratio("ops_per_s"), ratio("steady_ops_per_s"), ratio("cpu_ns_per_op", inv=True), ratio("maxrss_kib"),
               ratio("p50_us"), ratio("p99_us"), paired("ops_per_s"), paired("cpu_ns_per_op", inv=True), ""]), file=out)
 PY
-column -t -s $'\t' "$1/summary.tsv"
+# column is util-linux's (bsdextrautils on Debian): a bare host without it prints the tsv as is.
+column -t -s $'\t' "$1/summary.tsv" 2>/dev/null || cat "$1/summary.tsv"
 echo
-column -t -s $'\t' "$1/ratios.tsv"
+column -t -s $'\t' "$1/ratios.tsv" 2>/dev/null || cat "$1/ratios.tsv"
 }
 if [[ -n ${ANALYZE:-} ]]; then summarize "$ANALYZE"; exit 0; fi
 OUT=bench/results/conns-$(date -u +%Y%m%dT%H%M%SZ)
@@ -170,12 +180,12 @@ wait_port() {
 }
 start_memcached() {  # PORT
   local user=(); [[ $(id -u) == 0 ]] && user=(-u nobody)
-  memcached -l 127.0.0.1 -p "$1" -U 0 -c 20000 -t 2 -m 1024 -b "$BACKLOG" "${user[@]}" &
+  "${SERVER_PIN[@]}" memcached -l 127.0.0.1 -p "$1" -U 0 -c 20000 -t "$MC_THREADS" -m 1024 -b "$BACKLOG" "${user[@]}" &
   PIDS+=($!); wait_port "$1"
 }
 start_redis() {
   local dir; dir=$(mktemp -d "$TMP/redis.XXXXXX")
-  redis-server --bind 127.0.0.1 --port "$1" --save '' --appendonly no --maxclients 20000 --tcp-backlog "$BACKLOG" \
+  "${SERVER_PIN[@]}" redis-server --bind 127.0.0.1 --port "$1" --save '' --appendonly no --maxclients 20000 --tcp-backlog "$BACKLOG" \
     --dir "$dir" --logfile "$dir/redis.log" --daemonize no &
   PIDS+=($!); wait_port "$1"
 }
@@ -331,21 +341,23 @@ run_case() {
     [[ $shape == redis-get && $KV_STR == 0 ]] && return 0
     local conn=()
     if (( ENGINE )); then
-      conn=(--connections "$n" --depth 1 --threads $(( n < 2 ? 1 : 2 )))
+      conn=(--connections "$n" --depth 1 --threads $(( n < CLIENT_THREADS ? n : CLIENT_THREADS )))
     else
       (( n <= LEGACY_MAX )) || return 0
       conn=(--threads "$n")
     fi
     (( open )) && conn+=(--rate 20000 --arrival "$ARRIVAL" $KV_OPEN_EXTRA)
-    log /usr/bin/time -f '%U %S %M' -o "$tf" timeout "$limit" "$K" run -P workloadc --phase run "${store[@]}" \
+    log "$GNU_TIME" -f '%U %S %M' -o "$tf" "${CLIENT_PIN[@]}" timeout "$limit" "$K" run -P workloadc --phase run "${store[@]}" \
       --store-opt addr=127.0.0.1:$port "${SHAPE[@]}" --ops 0 --duration "${DUR}s" "${conn[@]}" --out "$d" \
       >/dev/null 2>"$d.err" || { echo "warning: $name: kvmeter failed: $(tail -1 "$d.err")" >&2; return 0; }
+    # How kvmeter waited for replies (reply_wait=auto: spin beside the server, block apart).
+    sed -n 's/^reply_wait: /  # reply_wait: /p' "$d.err" >> "$OUT/commands.log"
     kv_row "$d" "$tf"
   elif [[ $tool == redisbench ]]; then
     local count th=(); count=$(peer_count "$name")
     (( count >= n )) || count=$n
     (( n > 1 )) && th=(--threads 2)
-    log /usr/bin/time -f '%U %S %M' -o "$tf" timeout "$limit" "$REDIS_BENCHMARK" -h 127.0.0.1 -p "$port" \
+    log "$GNU_TIME" -f '%U %S %M' -o "$tf" "${CLIENT_PIN[@]}" timeout "$limit" "$REDIS_BENCHMARK" -h 127.0.0.1 -p "$port" \
       -t get -d 1024 -r 100000 -P 1 -c "$n" "${th[@]}" -n "$count" --csv >"$d.csv" 2>"$d.err" \
       || { echo "warning: $name: redis-benchmark failed: $(tail -1 "$d.err")" >&2; return 0; }
     rb_row "$d.csv" "$tf" "$count"
@@ -353,14 +365,14 @@ run_case() {
     local count e; count=$(peer_count "$name")
     e=$(( (count + n - 1) / n ))
     (( e <= 100000 )) || e=100000  # at most the others' key space (and memory: it holds every value)
-    log /usr/bin/time -f '%U %S %M' -o "$tf" timeout "$limit" "$MEMCSLAP" --servers=127.0.0.1:$MS_PORT \
+    log "$GNU_TIME" -f '%U %S %M' -o "$tf" "${CLIENT_PIN[@]}" timeout "$limit" "$MEMCSLAP" --servers=127.0.0.1:$MS_PORT \
       --test=get --concurrency="$n" --execute-number="$e" --flush >"$d.out" 2>"$d.err" \
       || { echo "warning: $name: memcslap failed: $(tail -1 "$d.err")" >&2; return 0; }
     ms_row "$d.out" "$d.err" "$tf" "$e"
   else
-    local th=2 cl=$(( n / 2 )); (( n == 1 )) && th=1 cl=1
+    local th=$(( n < CLIENT_THREADS ? n : CLIENT_THREADS )) cl; cl=$(( n / th ))
     (( open )) && mt+=(--rate-limiting $(( 20000 / n )))
-    log /usr/bin/time -f '%U %S %M' -o "$tf" timeout "$limit" "$MEMTIER" -s 127.0.0.1 -p "$port" "${mt[@]}" \
+    log "$GNU_TIME" -f '%U %S %M' -o "$tf" "${CLIENT_PIN[@]}" timeout "$limit" "$MEMTIER" -s 127.0.0.1 -p "$port" "${mt[@]}" \
       "${MT_KEYS[@]}" --threads "$th" --clients "$cl" --pipeline 1 --test-time "$DUR" --hide-histogram \
       --print-percentiles 50,99 --json-out-file "$d.json" >/dev/null 2>"$d.err" \
       || { echo "warning: $name: memtier failed: $(tail -1 "$d.err")" >&2; return 0; }
@@ -369,7 +381,7 @@ run_case() {
 }
 
 {
-  echo "# kvmeter $("$K" --version | awk '{print $2}') (${KVMETER}${KVMETER_REV:+ from $KVMETER_REV}, engine=$ENGINE) vs $("$MEMTIER" --version | head -1)$( (( RB )) && echo ", $("$REDIS_BENCHMARK" --version)")$( (( MS )) && echo ", memcslap $("$MEMCSLAP" --version 2>&1 | head -1)"); DUR=${DUR}s ARRIVAL=$ARRIVAL; $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ); unpinned; nofile $(ulimit -n)"
+  echo "# kvmeter $("$K" --version | awk '{print $2}') (${KVMETER}${KVMETER_REV:+ from $KVMETER_REV}, engine=$ENGINE) vs $("$MEMTIER" --version | head -1)$( (( RB )) && echo ", $("$REDIS_BENCHMARK" --version)")$( (( MS )) && echo ", memcslap $("$MEMCSLAP" --version 2>&1 | head -1)"); DUR=${DUR}s ARRIVAL=$ARRIVAL; $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(date -u +%FT%TZ); servers on CPUs ${SERVER_CPUS:-any} (memcached -t $MC_THREADS), clients on CPUs ${CLIENT_CPUS:-any} (${CLIENT_THREADS} threads); nofile $(ulimit -n)"
   echo -e "case\trep\tops_per_s\tops\tcpu_s\tcpu_ns_per_op\tmaxrss_kib\tp50_us\tp99_us\tintended_p99_us\terrors\tsteady_ops_per_s\tload1"
 } > "$OUT/raw.tsv"
 for rep in $(seq 1 "$REPS"); do

@@ -24,6 +24,7 @@ mod phase;
 mod pressure;
 mod progress;
 mod replay;
+mod reply_wait;
 mod setup;
 mod signals;
 mod storage_io;

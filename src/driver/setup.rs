@@ -57,6 +57,10 @@ impl<'p> Run<'p> {
             None => start_server(plan, adapter, &mut opts, &data, &rundir)?,
         };
         warn_if_nothing_loaded(plan, adapter, &data);
+        let managed_pid = server.as_ref().map(|c| c.main().pid);
+        if let Some(why) = super::reply_wait::resolve(&mut opts, managed_pid) {
+            note(plan, format_args!("{why}"));
+        }
         let (clock, clock_description) = Clock::auto(plan.clock == ClockChoice::Auto);
         let interrupted = super::install_signals();
         // The run's clock: telemetry's time_s counts from here, and the manifest's started_at
@@ -97,7 +101,6 @@ impl<'p> Run<'p> {
             .block_device
             .clone()
             .unwrap_or_else(|| manifest.data_dir.placement.device.clone());
-        let managed_pid = server.as_ref().map(|c| c.main().pid);
         let config =
             plan.telemetry_config(managed_pid, calibration.as_ref(), adapter.profile_symbols);
         let telemetry = match config.map(|c| profile_user_server(c, adapter, &opts)) {
@@ -182,7 +185,7 @@ fn profile_user_server(
     if p.roles.server_pid.is_some() || adapter.server.is_none() || addr.is_empty() {
         return cfg;
     }
-    match local_port(addr) {
+    match super::reply_wait::local_port(addr) {
         Ok(port) => match crate::telemetry::procfs::listening_pid(
             &crate::telemetry::procfs::Root::system(),
             port,
@@ -197,27 +200,6 @@ fn profile_user_server(
         }
     }
     cfg
-}
-
-/// The port of `addr` (host:port, [v6]:port, or an http(s):// URL) when its host is this one
-/// (loopback, `localhost` or the unspecified address).
-fn local_port(addr: &str) -> Result<u16, String> {
-    let a = addr.split("://").last().unwrap_or(addr);
-    let a = a.split('/').next().unwrap_or(a);
-    let a = a.split(',').next().unwrap_or(a);
-    let (host, port) = a
-        .rsplit_once(':')
-        .ok_or_else(|| "no port in it".to_string())?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let local = host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified());
-    if !local {
-        return Err("not on this host's loopback (only a server here can be sampled)".into());
-    }
-    port.parse()
-        .map_err(|_| format!("port '{port}' is not a number"))
 }
 
 /// A user's own server (`--store-opt addr=`) must answer before anything is created.

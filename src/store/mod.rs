@@ -29,6 +29,7 @@ mod rocksdb_log;
 pub mod sqlite;
 pub mod stats;
 pub mod udp_frame;
+pub mod wait;
 pub mod wire;
 #[cfg(feature = "wiredtiger")]
 pub mod wiredtiger;

@@ -158,6 +158,11 @@ pub trait EventTarget: Send + Sync {
     fn timeout(&self) -> Duration;
     /// The most bytes one reply may hold (`max_reply`).
     fn max_reply(&self) -> usize;
+    /// How the engine waits when no socket is ready (`--store-opt reply_wait`): with `Spin`, epoll
+    /// is polled (yielding the CPU between polls) up to `wait::SPIN_BUDGET` before it sleeps.
+    fn wait(&self) -> super::wait::Wait {
+        super::wait::Wait::Block
+    }
     /// A cluster's map, asked of its nodes now (blocking; `known`: nodes to ask first). `None`:
     /// not a cluster.
     fn cluster_map(&self, _known: &[SocketAddr]) -> Option<Result<ClusterMap, String>> {

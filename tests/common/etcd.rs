@@ -151,6 +151,18 @@ impl Members {
             .join(",")
     }
 
+    /// What went wrong, with the last lines of every member's log.
+    fn failure(&self, what: &str) -> String {
+        let mut out = what.to_string();
+        for i in 0..self.procs.len() {
+            let log = self.log(i);
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(8)..].join("\n  ");
+            out.push_str(&format!("\n--- etcd{i}.log (last lines)\n  {tail}"));
+        }
+        out
+    }
+
     /// Member `i`'s log so far.
     pub fn log(&self, i: usize) -> String {
         std::fs::read_to_string(self.dir.join(format!("etcd{i}.log"))).unwrap_or_default()
@@ -186,9 +198,23 @@ impl<'a> Etcd<'a> {
         self
     }
 
-    /// Starts the members and waits (at most 20 s) until each logs that it serves clients
-    /// and, over plain http, a read goes through (the group has a leader).
+    /// Starts the members and waits (at most 60 s: a loaded 2-CPU CI machine runs other
+    /// servers' tests beside this) until each logs that it serves clients and, over plain
+    /// http, a read goes through (the group has a leader). A member that exits before that
+    /// (its port was taken between `free_port` and etcd's bind) starts the group again on
+    /// new ports, at most three times; the panic carries every member's log tail.
     pub fn start(self) -> Members {
+        let mut why = String::new();
+        for _ in 0..3 {
+            match self.try_start() {
+                Ok(m) => return m,
+                Err(e) => why = e,
+            }
+        }
+        panic!("{why}");
+    }
+
+    fn try_start(&self) -> Result<Members, String> {
         let n = self.members;
         let ports: Vec<[u16; 3]> = (0..n)
             .map(|_| [free_port(), free_port(), free_port()])
@@ -204,6 +230,8 @@ impl<'a> Etcd<'a> {
             let client_url = format!("{scheme}://127.0.0.1:{client}");
             let peer_url = format!("http://127.0.0.1:{peer}");
             let data = self.dir.join(format!("etcd{i}"));
+            // An earlier try's members were killed; their data names the old ports.
+            let _ = std::fs::remove_dir_all(&data);
             let mut args: Vec<String> = format!(
                 "--name m{i} --data-dir {} --listen-client-urls {client_url} --advertise-client-urls \
                  {client_url} --listen-peer-urls {peer_url} --initial-advertise-peer-urls {peer_url} \
@@ -249,10 +277,21 @@ impl<'a> Etcd<'a> {
             scheme,
             dir: self.dir.to_path_buf(),
         };
+        let mut m = m;
         let t = Instant::now();
-        let started = || (0..n).all(|i| m.log(i).contains("ready to serve client requests"));
-        while !started() {
-            assert!(t.elapsed() < Duration::from_secs(20), "etcd did not start");
+        let deadline = Duration::from_secs(60);
+        let started =
+            |m: &Members| (0..n).all(|i| m.log(i).contains("ready to serve client requests"));
+        while !started(&m) {
+            if m.procs
+                .iter_mut()
+                .any(|p| matches!(p.0.try_wait(), Ok(Some(_))))
+            {
+                return Err(m.failure("an etcd member exited before it served clients"));
+            }
+            if t.elapsed() > deadline {
+                return Err(m.failure("etcd did not start within 60 s"));
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
         if self.tls.is_none() {
@@ -261,10 +300,12 @@ impl<'a> Etcd<'a> {
                 .and_then(|v| v.get("header").cloned())
                 .is_none()
             {
-                assert!(t.elapsed() < Duration::from_secs(20), "etcd has no leader");
+                if t.elapsed() > deadline {
+                    return Err(m.failure("etcd has no leader after 60 s"));
+                }
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
-        m
+        Ok(m)
     }
 }

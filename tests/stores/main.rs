@@ -13,6 +13,7 @@ mod durability;
 mod embedded_stats;
 mod plugins;
 mod profile;
+mod reply_wait;
 mod runs;
 mod secure_etcd;
 mod server_stats;

@@ -50,6 +50,7 @@ mod opened;
 mod recv;
 mod repair;
 mod sends;
+mod sleep;
 mod timer;
 mod udp;
 
@@ -187,6 +188,8 @@ struct Loop<'s, 'a> {
     sh: &'s Shared<'a>,
     target: &'s dyn EventTarget,
     cfg: &'s Engine,
+    /// `reply_wait=spin`: how long to poll before sleeping in epoll (None: sleep at once).
+    spin: Option<Duration>,
     stats: &'s EngineStats,
     sends: Option<&'s sends::Sends>,
     arrivals: Option<&'s super::arrivals::Arrivals>,
@@ -280,6 +283,7 @@ impl<'s, 'a> Loop<'s, 'a> {
             sh,
             target: share.target,
             cfg: share.cfg,
+            spin: share.target.wait().budget(),
             stats: share.stats,
             sends: share.sends,
             arrivals: share.arrivals,
@@ -372,77 +376,6 @@ impl<'s, 'a> Loop<'s, 'a> {
             self.flush_writes();
             self.wait(now);
         }
-    }
-
-    /// Sleeps in epoll until a socket is ready, the next arrival is due, an interval ends, the
-    /// deadline passes or the next check is due; then handles what woke it.
-    fn wait(&mut self, now: u64) {
-        let mut wake = self
-            .rec
-            .next_end()
-            .min(self.sh.deadline_ns)
-            .min(self.next_check);
-        if let Some(t) = self.next_arrival {
-            // `--send-slack`: wake on the slack's grid, sending what fell due together.
-            let s = self.cfg.send_slack_ns;
-            let t = if s > 0 && !self.probe {
-                t.div_ceil(s).saturating_mul(s)
-            } else {
-                t
-            };
-            wake = wake.min(t);
-        }
-        if wake <= now {
-            self.poll_once(Some(Duration::ZERO));
-        } else {
-            self.timer.arm(wake, wake - now);
-            self.poll_once(Some(Duration::from_millis(100)));
-        }
-    }
-
-    fn poll_once(&mut self, timeout: Option<Duration>) {
-        if let Err(e) = self.poll.poll(&mut self.events, timeout) {
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                self.sh.fail(format!("event loop: epoll: {e}"));
-            }
-            return;
-        }
-        // Copied out first (handling an event needs `self`); the buffer is reused.
-        let mut ready = std::mem::take(&mut self.ready);
-        ready.clear();
-        ready.extend(self.events.iter().map(|e| {
-            (
-                e.token(),
-                e.is_readable(),
-                e.is_writable(),
-                e.is_read_closed() || e.is_error(),
-            )
-        }));
-        for &(token, readable, writable, closed) in &ready {
-            if token == TIMER {
-                self.timer.clear();
-                continue;
-            }
-            let ci = token.0;
-            if ci >= self.conns.len() || self.conns[ci].sock.is_none() {
-                continue;
-            }
-            if readable || closed {
-                self.on_readable(ci);
-            }
-            if writable && self.conns[ci].blocked {
-                self.conns[ci].blocked = false;
-                self.mark_dirty(ci);
-            }
-        }
-        self.ready = ready;
-        self.resume_paused();
-        let now = self.clock.now();
-        if now >= self.next_check {
-            self.next_check = now + CHECK_NS;
-            self.check(now);
-        }
-        self.flush_writes();
     }
 
     /// Completes every whole reply at the front of connection `ci`'s buffer.

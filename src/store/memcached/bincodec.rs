@@ -16,11 +16,15 @@ pub(super) struct BinTarget {
     pub(super) addr: SocketAddr,
     pub(super) timeout: Duration,
     pub(super) max_reply: usize,
+    pub(super) wait: crate::store::wait::Wait,
 }
 
 impl EventTarget for BinTarget {
     fn addr(&self) -> SocketAddr {
         self.addr
+    }
+    fn wait(&self) -> crate::store::wait::Wait {
+        self.wait
     }
     fn connect(&self) -> Result<wire::Link, String> {
         wire::connect_tcp(self.addr, self.timeout)

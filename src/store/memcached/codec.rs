@@ -15,6 +15,7 @@ pub(super) struct McTarget {
     pub(super) addr: SocketAddr,
     pub(super) timeout: Duration,
     pub(super) max_reply: usize,
+    pub(super) wait: crate::store::wait::Wait,
     /// `udp=true`: every request over UDP, one datagram each (`wire::Link::Udp`).
     pub(super) udp: bool,
 }
@@ -22,6 +23,9 @@ pub(super) struct McTarget {
 impl EventTarget for McTarget {
     fn addr(&self) -> SocketAddr {
         self.addr
+    }
+    fn wait(&self) -> crate::store::wait::Wait {
+        self.wait
     }
     fn connect(&self) -> Result<wire::Link, String> {
         if self.udp {

@@ -39,6 +39,7 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "pipeline", default: "1", help: "operations per round trip (text protocol over TCP): queued reads become one multi-get ('get k1 k2 ...'), inserts are pipelined sets; updates (read-merge-set) and deletes go alone" },
     OptSpec { name: "timeout_ms", default: "5000", help: "deadline of one request: its whole reply within this, or the operation counts as a timeout (a server that drips bytes, or UDP datagrams of other requests, too)" },
     net::MAX_REPLY_OPT,
+    super::wait::WAIT_OPT,
     OptSpec { name: "memory_mb", default: "1024", help: "managed server: item memory (-m)" },
     OptSpec { name: "threads", default: "4", help: "managed server: worker threads (-t)" },
     OptSpec { name: "cpus", default: "", help: "managed: CPUs the server is pinned to, e.g. 1, 0-1 or 0/2; recorded in the manifest" },
@@ -120,6 +121,7 @@ impl Store for McStore {
                 anyhow::anyhow!("cannot connect to memcached at {}: {e}", self.addr)
             })?;
             c.set_limit(self.s.max_reply);
+            c.set_wait(self.s.wait);
             conns.push(c);
         }
         let udp = if self.s.udp {
@@ -134,6 +136,7 @@ impl Store for McStore {
             udp,
             timeout: self.s.timeout,
             max_reply: self.s.max_reply,
+            wait: self.s.wait,
             encoded: Vec::new(),
             spans: Vec::new(),
             last_error: None,
@@ -166,11 +169,13 @@ impl Store for McStore {
                 timeout,
                 max_reply,
                 udp: self.s.udp,
+                wait: self.s.wait,
             }),
             Protocol::Binary => Box::new(bincodec::BinTarget {
                 addr,
                 timeout,
                 max_reply,
+                wait: self.s.wait,
             }),
         })
     }
@@ -183,6 +188,7 @@ struct McSession {
     udp: Option<Udp>,
     timeout: Duration,
     max_reply: usize,
+    wait: super::wait::Wait,
     /// Inserts' encoding, and the fields of each multi-get value, in a pipelined batch.
     encoded: Vec<u8>,
     spans: Vec<record::Span>,
@@ -229,6 +235,7 @@ impl McSession {
                 )
             })?;
             self.conns[i].set_limit(self.max_reply);
+            self.conns[i].set_wait(self.wait);
         }
         self.conns[i].begin();
         Ok(i)

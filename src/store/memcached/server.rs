@@ -24,6 +24,8 @@ pub(super) struct Settings {
     pub(super) pipeline: usize,
     /// The most bytes one request's replies may hold (`max_reply`).
     pub(super) max_reply: usize,
+    /// How a read waits for a reply (`reply_wait`, resolved by the run).
+    pub(super) wait: crate::store::wait::Wait,
 }
 
 pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
@@ -45,6 +47,7 @@ pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
             }
         },
         max_reply: net::max_reply(o)?,
+        wait: crate::store::wait::wait(o)?,
     };
     o.positive("memory_mb")?;
     if o.str("max_clients") != "auto" {

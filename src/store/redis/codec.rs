@@ -60,6 +60,9 @@ impl EventTarget for RedisTarget {
     fn addr(&self) -> SocketAddr {
         self.addr
     }
+    fn wait(&self) -> crate::store::wait::Wait {
+        self.s.reply_wait
+    }
 
     fn connect(&self) -> Result<wire::Link, String> {
         self.open(self.primary())

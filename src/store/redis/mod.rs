@@ -39,6 +39,7 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "max_clients", default: "auto", help: "managed server: maxclients; auto: Redis's default (10000), or what --connections needs" },
     OptSpec { name: "timeout_ms", default: "5000", help: "deadline of one request: its whole reply within this, or the operation counts as a timeout (a server that drips bytes too)" },
     net::MAX_REPLY_OPT,
+    super::wait::WAIT_OPT,
     OptSpec { name: "pipeline", default: "1", help: "operations sent per round trip (redis-benchmark's -P): reads, updates, inserts and deletes are batched; scans and read-modify-writes go alone" },
     OptSpec { name: "encoding", default: "hash", help: "hash: a record is a hash, one field each (YCSB's binding: HGETALL/HGET/HSET); string: the serialized record under its key (GET/SET, as redis-benchmark and memtier send; no key index, so no scans)" },
     OptSpec { name: "scan_index", default: "true", help: "keep keys in a sorted set so SCAN works (costs a ZADD per insert)" },

@@ -33,6 +33,8 @@ pub(super) struct Settings {
     pub(super) cluster: usize,
     /// The most bytes one request's replies may hold (`max_reply`).
     pub(super) max_reply: usize,
+    /// How a read waits for a reply (`reply_wait`, resolved by the run).
+    pub(super) reply_wait: crate::store::wait::Wait,
 }
 
 pub(super) fn password(o: &StoreOptions) -> String {
@@ -141,6 +143,7 @@ pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         sentinels: o.str("sentinel_addr").to_string(),
         cluster: o.u64("cluster")? as usize,
         max_reply: net::max_reply(o)?,
+        reply_wait: crate::store::wait::wait(o)?,
     })
 }
 
@@ -225,6 +228,7 @@ pub(super) fn connect(s: &Settings, addr: SocketAddr) -> Result<Conn, RawError> 
         )
     })?;
     c.set_limit(s.max_reply);
+    c.set_wait(s.reply_wait);
     if !s.password.is_empty() {
         let mut args: Vec<&[u8]> = vec![b"AUTH"];
         if !s.user.is_empty() {
