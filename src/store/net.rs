@@ -407,7 +407,7 @@ impl Conn {
         if let (Some(budget), Stream::Plain(tcp)) = (self.spin, &self.stream) {
             use std::os::fd::AsRawFd;
             let fd = tcp.as_raw_fd();
-            match super::wait::spin(fd, Some(&mut self.buf[self.end..]), budget) {
+            match super::wait::spin(fd, &mut self.buf[self.end..], budget) {
                 Some(n) if n > 0 => {
                     self.end += n;
                     return Ok(());

@@ -57,46 +57,22 @@ pub fn wait(o: &super::StoreOptions) -> Result<Wait, UsageError> {
     })
 }
 
-/// Polls `fd` for bytes to read until some arrive or `budget` passes, yielding the CPU
-/// between polls. With `buf`, the bytes are read into it (a plain socket: the poll is the
-/// read); without, it only says the socket is readable (TLS reads through its own state).
-/// `Some(n)`: n bytes were read (0: the peer closed); `Some(0)` with no buffer: readable.
-/// `None`: nothing came within the budget (or an error, which the blocking read reports).
-pub fn spin(fd: RawFd, buf: Option<&mut [u8]>, budget: Duration) -> Option<usize> {
+/// Reads what socket `fd` has into `buf`, polling (a non-blocking `recv`) until bytes arrive
+/// or `budget` passes, yielding the CPU between polls. `Some(n)`: n bytes were read (0: the
+/// peer closed). `None`: nothing came within the budget, or an error, which the blocking read
+/// that follows reports.
+pub fn spin(fd: RawFd, buf: &mut [u8], budget: Duration) -> Option<usize> {
     let t0 = Instant::now();
-    let mut buf = buf;
     loop {
-        let got = match buf.as_deref_mut() {
-            // SAFETY: the buffer is valid for its length; MSG_DONTWAIT never blocks.
-            Some(b) => unsafe {
-                libc::recv(fd, b.as_mut_ptr().cast(), b.len(), libc::MSG_DONTWAIT)
-            },
-            None => {
-                let mut p = libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd, no wait.
-                match unsafe { libc::poll(&mut p, 1, 0) } {
-                    1 => 0,
-                    _ => -1,
-                }
-            }
-        };
+        // SAFETY: the buffer is valid for its length; MSG_DONTWAIT never blocks.
+        let got = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
         if got >= 0 {
             return Some(got as usize);
         }
-        let e = std::io::Error::last_os_error().kind();
-        if buf.is_none() || e == std::io::ErrorKind::WouldBlock {
-            if t0.elapsed() >= budget {
-                return None;
-            }
-            std::thread::yield_now();
-            continue;
-        }
-        if e != std::io::ErrorKind::Interrupted {
-            return None;
+        match std::io::Error::last_os_error().kind() {
+            std::io::ErrorKind::WouldBlock if t0.elapsed() < budget => std::thread::yield_now(),
+            std::io::ErrorKind::Interrupted => {}
+            _ => return None,
         }
     }
 }
@@ -115,22 +91,20 @@ mod tests {
         let mut buf = [0u8; 16];
         let t = Instant::now();
         assert_eq!(
-            spin(c.as_raw_fd(), Some(&mut buf), Duration::from_millis(5)),
+            spin(c.as_raw_fd(), &mut buf, Duration::from_millis(5)),
             None
         );
         assert!(t.elapsed() >= Duration::from_millis(5));
         assert!(t.elapsed() < Duration::from_secs(2));
-        assert_eq!(spin(c.as_raw_fd(), None, Duration::from_millis(1)), None);
         s.write_all(b"hello").unwrap();
-        assert_eq!(spin(c.as_raw_fd(), None, Duration::from_secs(5)), Some(0));
         assert_eq!(
-            spin(c.as_raw_fd(), Some(&mut buf), Duration::from_secs(5)),
+            spin(c.as_raw_fd(), &mut buf, Duration::from_secs(5)),
             Some(5)
         );
         assert_eq!(&buf[..5], b"hello");
         drop(s);
         assert_eq!(
-            spin(c.as_raw_fd(), Some(&mut buf), Duration::from_secs(5)),
+            spin(c.as_raw_fd(), &mut buf, Duration::from_secs(5)),
             Some(0)
         );
     }
