@@ -141,9 +141,16 @@ fn read(root: &Root, subject: &Subject) -> Result<Reading, String> {
         Subject::Servers { pids } => Ok(Reading {
             processes: pids
                 .iter()
-                .map(|p| read_io(root, *p))
-                .collect::<Result<_, _>>()
-                .map_err(why)?,
+                .map(|p| {
+                    read_io(root, *p).map_err(|e| match root.read(&format!("proc/{p}/stat")) {
+                        // A fault killed (or restarted) it, or it crashed: its count died with it.
+                        Err(_) => format!(
+                            "unavailable: the server process (pid {p}) ended during the phase, and the kernel's count of its I/O with it"
+                        ),
+                        Ok(_) => why(e),
+                    })
+                })
+                .collect::<Result<_, _>>()?,
             excluded: BTreeMap::new(),
         }),
     }

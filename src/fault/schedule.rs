@@ -41,8 +41,9 @@ enum Pending {
     Restart(usize, usize),
     /// SIGCONT member `i` (after a stop).
     Resume(usize, usize),
-    /// Poll until the target role names another member than the victim, until the deadline.
-    Watch(usize, usize, Duration),
+    /// Poll until the target role names another member than the victim, or the victim in a
+    /// later life than the one hit (a restarted member elected again), until the deadline.
+    Watch(usize, usize, u32, Duration),
 }
 
 pub struct Schedule {
@@ -189,18 +190,20 @@ impl Runner {
             Pending::Fire(k) => self.fire(k, queue),
             Pending::Restart(i, k) => self.restart(i, k, ""),
             Pending::Resume(i, k) => self.resume(i, k, ""),
-            Pending::Watch(k, victim, until) => {
+            Pending::Watch(k, victim, life, until) => {
                 let target = self.faults[k].target.clone();
                 let now_at = self.cluster().resolve(&target);
+                let lives = self.cluster().members[victim].server.lives;
                 match now_at {
-                    Ok(j) if j != victim => {
-                        let role = target.clone();
-                        self.event(k, &role, Some(j), "");
+                    Ok(j) if j != victim => self.event(k, &target, Some(j), ""),
+                    // The member hit, restarted and elected again: a new leader all the same.
+                    Ok(j) if lives > life => {
+                        self.event(k, &target, Some(j), "; the restarted member, elected again")
                     }
                     _ if self.now() < until => {
                         queue.push((
                             self.now() + Duration::from_millis(50),
-                            Pending::Watch(k, victim, until),
+                            Pending::Watch(k, victim, life, until),
                         ));
                     }
                     _ => {}
@@ -251,6 +254,7 @@ impl Runner {
         };
         self.victims[k] = Some(i);
         let pid = self.cluster().members[i].server.pid;
+        let life = self.cluster().members[i].server.lives;
         let done = {
             let mut c = self.cluster();
             let m = &mut c.members[i].server;
@@ -287,7 +291,7 @@ impl Runner {
         if matches!(f.target.as_str(), "leader" | "primary") {
             queue.push((
                 now + Duration::from_millis(50),
-                Pending::Watch(k, i, now + Duration::from_secs(60)),
+                Pending::Watch(k, i, life, now + Duration::from_secs(60)),
             ));
         }
     }

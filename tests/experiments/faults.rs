@@ -90,14 +90,13 @@ fn etcd_leader_kill_shows_the_gap_and_the_run_recovers() {
     let kill = ev("kill").expect("a kill event");
     let at: f64 = kill[1].parse().unwrap();
     assert!((3.0..3.5).contains(&at), "{at}");
-    // A leader again: elected among the two left (a "leader" event), or, when the election
-    // outlasts the 2 s to the restart on a loaded host (etcd randomizes its timeout over
-    // 1–2 s, then a pre-vote round), reported once the restarted member answers.
-    let answered = ev("answered").map(|r| r[7].clone()).unwrap_or_default();
-    assert!(
-        ev("leader").is_some() || answered.starts_with("leader member:"),
-        "{events:?}"
-    );
+    // A leader again: elected among the two left, or, when the election outlasts the 2 s to
+    // the restart on a loaded host (etcd randomizes its timeout over 1–2 s, then a pre-vote
+    // round), possibly the restarted member itself (one CI run saw that): a "leader" event
+    // either way, after the kill.
+    let leader_event = ev("leader").unwrap_or_else(|| panic!("{events:?}"));
+    let leader_at: f64 = leader_event[1].parse().unwrap();
+    assert!(leader_at > at, "{events:?}");
     let restart: f64 = ev("restart").expect("a restart event")[1].parse().unwrap();
     assert!((restart - at - 2.0).abs() < 0.5, "{restart}");
     // etcd's own account (issue 43): the leader its /metrics sampler reads after the kill
@@ -156,7 +155,11 @@ fn etcd_leader_kill_shows_the_gap_and_the_run_recovers() {
         .next()
         .unwrap();
     assert!((width - 0.1).abs() < 1e-6);
-    assert!(f["cluster_reported_after_s"].as_f64().unwrap() < 3.0, "{f}");
+    // The report's detection time is that event's, after the kill; within the same bound as
+    // the gap (one CI run saw the restarted member elected again, after the restart at +2 s).
+    let reported = f["cluster_reported_after_s"].as_f64().unwrap();
+    assert!((reported - (leader_at - at)).abs() < 0.01, "{f}");
+    assert!((0.0..6.0).contains(&reported), "{f}");
     // Which member served: the old leader before the kill, the new one after (the clients
     // follow the leader), so at least two members served requests.
     let sent = run["sent_to"].as_object().unwrap();
@@ -170,6 +173,45 @@ fn etcd_leader_kill_shows_the_gap_and_the_run_recovers() {
     assert!(html.contains("data-table=\"run-faults\""));
     assert!(html.contains("data-table=\"run-events\""));
     assert!(out.join("figures/run-timeline.svg").is_file());
+}
+
+/// A one-member group: the member killed is the only one that can lead again once
+/// restarted; the report's detection time is its re-election, not "none", and the kernel's
+/// I/O count, which died with the first process, is unavailable with that reason.
+#[test]
+fn etcd_member_killed_and_restarted_alone_is_reported_as_the_new_leader() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    let o = kvmeter()
+        .args(["run", "--store", "etcd", "--store-opt", "members=1"])
+        .args(["--records", "100", "--threads", "1", "--duration", "4s"])
+        .args(["--fault", "at=1s,kill=leader,restart_after=500ms", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let events = csv_rows(&out.join("events.csv"));
+    let at = |name: &str| -> f64 {
+        let r = events.iter().find(|r| r[3] == name);
+        r.unwrap_or_else(|| panic!("{name}: {events:?}"))[1]
+            .parse()
+            .unwrap()
+    };
+    let (kill, restart, leader) = (at("kill"), at("restart"), at("leader"));
+    assert!(kill < restart && restart < leader, "{events:?}");
+    let row = events.iter().find(|r| r[3] == "leader").unwrap();
+    assert_eq!(row[5], "member:0");
+    assert!(row[7..].join(",").contains("elected again"), "{row:?}");
+    let s = json(&out.join("summary.json"));
+    let run = phase(&s, "run");
+    let reported = run["faults"][0]["cluster_reported_after_s"].as_f64();
+    assert!(
+        (reported.unwrap() - (leader - kill)).abs() < 0.01,
+        "{}",
+        run["faults"]
+    );
+    let why = run["storage_io"]["unavailable"].as_str().unwrap();
+    assert!(why.contains("ended during the phase"), "{why}");
 }
 
 #[test]
