@@ -4,17 +4,25 @@
 # and shared with 'scripts/run-suite.sh'.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-KVMETER_SETUP_TESTS=1 bash scripts/setup.sh
-cargo fmt --all -- --check
-cargo clippy --release --all-targets --features all-stores --quiet -- -D warnings
+# Each step's wall time goes to stderr, so a CI log says where its minutes went.
+step() {
+    local t0=$SECONDS
+    "$@"
+    echo "run-tests: '$*' took $((SECONDS - t0)) s" >&2
+}
+step env KVMETER_SETUP_TESTS=1 bash scripts/setup.sh
+step cargo fmt --all -- --check
+step cargo clippy --release --all-targets --features all-stores --quiet -- -D warnings
 # --no-fail-fast: one failing file does not hide the others' results. The output is also kept
 # in target/test-output.txt and, when a test fails, each panic's message is printed again at
 # the very end: a CI page that shows only the head and tail of a long log still says why.
 log=target/test-output.txt
 mkdir -p target
 set +e
+t0=$SECONDS
 cargo test --release --features all-stores --no-fail-fast 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
+echo "run-tests: 'cargo test' (build and run) took $((SECONDS - t0)) s" >&2
 set -e
 if [ "$rc" -ne 0 ]; then
     echo "==== why the failing tests failed (from $log) ===="

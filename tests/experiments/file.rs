@@ -22,11 +22,8 @@ const VERDICTS: [&str; 5] = [
     "not measured",
 ];
 
-/// Every preset runs at smoke scale: each step completes, findings.md has a row per finding
-/// with a computed verdict, and report.html draws figures from the steps' data.
-#[test]
-fn every_paper_preset_runs_end_to_end() {
-    let dir = tempfile::tempdir().unwrap();
+/// The five presets, in paper order.
+fn presets() -> Vec<PathBuf> {
     let mut presets: Vec<PathBuf> = std::fs::read_dir(repo("experiments"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -34,61 +31,94 @@ fn every_paper_preset_runs_end_to_end() {
         .collect();
     presets.sort();
     assert_eq!(presets.len(), 5, "{presets:?}");
-    for (i, p) in presets.iter().enumerate() {
-        let text = std::fs::read_to_string(p).unwrap();
-        // The header names the paper, what it reproduces and the paper's values.
-        assert!(
-            text.starts_with(&format!("# papers/00{i} ")),
-            "{}",
-            p.display()
-        );
-        assert!(text.contains("# Reproduces") && text.contains("# Reference values"));
-        let out = dir.path().join(format!("p{i}"));
-        let o = kvmeter()
-            .arg("experiment")
-            .arg(p)
-            .args(["--scale", "smoke", "--out"])
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{}: {}",
-            p.display(),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let st = json(&out.join("experiment.json"));
-        assert_eq!(st["status"], "completed", "{st}");
-        assert_eq!(st["scale"], "smoke");
-        for s in st["steps"].as_array().unwrap() {
-            assert_eq!(s["status"], "completed", "{s}");
-            assert!(out.join(s["dir"].as_str().unwrap()).is_dir());
+    presets
+}
+
+// One test per preset, so that the test harness's threads share them (one test running all
+// five was the longest pole of the test run, 153 s of its 211).
+#[test]
+fn paper_000_preset_runs_end_to_end() {
+    preset_runs_end_to_end(0);
+}
+
+#[test]
+fn paper_001_preset_runs_end_to_end() {
+    preset_runs_end_to_end(1);
+}
+
+#[test]
+fn paper_002_preset_runs_end_to_end() {
+    preset_runs_end_to_end(2);
+}
+
+#[test]
+fn paper_003_preset_runs_end_to_end() {
+    preset_runs_end_to_end(3);
+}
+
+#[test]
+fn paper_004_preset_runs_end_to_end() {
+    preset_runs_end_to_end(4);
+}
+
+/// Preset `i` runs at smoke scale: each step completes, findings.md has a row per finding
+/// with a computed verdict, and report.html draws figures from the steps' data.
+fn preset_runs_end_to_end(i: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = &presets()[i];
+    let text = std::fs::read_to_string(p).unwrap();
+    // The header names the paper, what it reproduces and the paper's values.
+    assert!(
+        text.starts_with(&format!("# papers/00{i} ")),
+        "{}",
+        p.display()
+    );
+    assert!(text.contains("# Reproduces") && text.contains("# Reference values"));
+    let out = dir.path().join(format!("p{i}"));
+    let o = kvmeter()
+        .arg("experiment")
+        .arg(p)
+        .args(["--scale", "smoke", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}: {}",
+        p.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let st = json(&out.join("experiment.json"));
+    assert_eq!(st["status"], "completed", "{st}");
+    assert_eq!(st["scale"], "smoke");
+    for s in st["steps"].as_array().unwrap() {
+        assert_eq!(s["status"], "completed", "{s}");
+        assert!(out.join(s["dir"].as_str().unwrap()).is_dir());
+    }
+    let findings = json(&out.join("findings.json"));
+    let findings = findings.as_array().unwrap();
+    assert!(findings.len() >= 4, "{}", p.display());
+    let md = std::fs::read_to_string(out.join("findings.md")).unwrap();
+    for f in findings {
+        let v = f["verdict"].as_str().unwrap();
+        assert!(VERDICTS.contains(&v), "{f}");
+        assert!(md.contains(&format!("**{v}**")));
+        // What needs hardware this VM lacks is never passed or failed.
+        if f["verdict"] == "cannot be tested here" {
+            assert!(!f["why"].as_str().unwrap().is_empty());
         }
-        let findings = json(&out.join("findings.json"));
-        let findings = findings.as_array().unwrap();
-        assert!(findings.len() >= 4, "{}", p.display());
-        let md = std::fs::read_to_string(out.join("findings.md")).unwrap();
-        for f in findings {
-            let v = f["verdict"].as_str().unwrap();
-            assert!(VERDICTS.contains(&v), "{f}");
-            assert!(md.contains(&format!("**{v}**")));
-            // What needs hardware this VM lacks is never passed or failed.
-            if f["verdict"] == "cannot be tested here" {
-                assert!(!f["why"].as_str().unwrap().is_empty());
-            }
-        }
-        let html = std::fs::read_to_string(out.join("report.html")).unwrap();
-        assert!(html.contains("data-table=\"findings\""));
-        assert!(
-            html.matches("data-figure=").count() >= 2,
-            "{}: too few figures",
-            p.display()
-        );
-        // Offline: nothing is loaded from anywhere.
-        assert!(!html.contains("src=\"http") && !html.contains("href=\"http"));
-        if i == 1 {
-            the_stores_write_amplification_is_on_one_base(&out);
-        }
+    }
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("data-table=\"findings\""));
+    assert!(
+        html.matches("data-figure=").count() >= 2,
+        "{}: too few figures",
+        p.display()
+    );
+    // Offline: nothing is loaded from anywhere.
+    assert!(!html.contains("src=\"http") && !html.contains("href=\"http"));
+    if i == 1 {
+        the_stores_write_amplification_is_on_one_base(&out);
     }
 }
 

@@ -205,20 +205,33 @@ fn fuzz_every_target() {
             all.iter().map(|t| t.name).collect::<Vec<_>>().join(" ")
         );
     }
-    let mut rows = vec![];
-    let mut crashes = vec![];
-    for t in all
+    let names: Vec<&str> = all
         .iter()
         .filter(|t| wanted.is_empty() || wanted.iter().any(|w| w == t.name))
-    {
-        let (o, c) = run_target(t.name);
-        eprintln!(
-            "fuzz {:<18} {:>9} inputs {:>3} panics {:>2} hangs {:>7.1} MB",
-            o.target, o.inputs, o.panics, o.hangs, o.peak_rss_mb
-        );
-        rows.push(o);
-        crashes.extend(c);
-    }
+        .map(|t| t.name)
+        .collect();
+    // One child per CPU at a time: each target is a single-threaded, CPU-bound child, so each
+    // still has a CPU of its own for its seconds, and the campaign takes 1/CPUs the time.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done = std::sync::Mutex::new(vec![None; names.len()]);
+    std::thread::scope(|s| {
+        for _ in 0..cpus.min(names.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(name) = names.get(i) else { break };
+                let (o, c) = run_target(name);
+                eprintln!(
+                    "fuzz {:<18} {:>9} inputs {:>3} panics {:>2} hangs {:>7.1} MB",
+                    o.target, o.inputs, o.panics, o.hangs, o.peak_rss_mb
+                );
+                done.lock().unwrap()[i] = Some((o, c));
+            });
+        }
+    });
+    let (rows, crashes): (Vec<_>, Vec<_>) =
+        done.into_inner().unwrap().into_iter().flatten().unzip();
+    let crashes: Vec<String> = crashes.into_iter().flatten().collect();
     let table = engine::table(&rows);
     println!("{table}");
     if let Some(p) = std::env::var_os("KVMETER_FUZZ_TABLE") {
