@@ -89,6 +89,21 @@ pub fn families<'a>(
     phases: &'a BTreeMap<Key, PhaseSeries>,
     power: &BTreeMap<Key, (String, bool)>,
 ) -> Vec<Family<'a>> {
+    let mut all = op_families(phases);
+    all.extend(phase_families(phases, power));
+    all.extend(store_families(phases));
+    all
+}
+
+fn scalar(labels: Vec<(&'static str, String)>, v: f64) -> Sample<'static> {
+    Sample {
+        labels,
+        value: Value::Scalar(v),
+    }
+}
+
+/// The families kept per operation type: counts, bytes, hits and misses, latencies.
+fn op_families(phases: &BTreeMap<Key, PhaseSeries>) -> Vec<Family<'_>> {
     let op_labels = |k: &Key, op: &str| {
         let mut l = k.labels();
         l.push(("op", op.to_string()));
@@ -139,6 +154,44 @@ pub fn families<'a>(
         "Successful operations' latency from the intended start (paced and open-loop runs).",
         Kind::Histogram,
     );
+    let hist = |labels, h| Sample {
+        labels,
+        value: Value::Hist(h),
+    };
+    for (k, p) in phases {
+        for (op, s) in &p.ops {
+            let l = || op_labels(k, op);
+            ops.samples.push(scalar(l(), s.count() as f64));
+            bytes.samples.push(scalar(l(), s.bytes as f64));
+            hits.samples.push(scalar(l(), s.hits() as f64));
+            misses.samples.push(scalar(l(), s.misses() as f64));
+            if let Some(r) = s.hit_ratio() {
+                hit_ratio.samples.push(scalar(l(), r));
+            }
+            if let Some(h) = &s.missed {
+                missed.samples.push(hist(l(), h));
+            }
+            for (kind, n) in s.errors() {
+                let mut with_kind = l();
+                with_kind.push(("kind", kind.to_string()));
+                errors.samples.push(scalar(with_kind, n as f64));
+            }
+            send.samples.push(hist(l(), &s.send));
+            if let Some(h) = &s.intended {
+                intended.samples.push(hist(l(), h));
+            }
+        }
+    }
+    vec![
+        ops, errors, hits, misses, hit_ratio, bytes, send, missed, intended,
+    ]
+}
+
+/// The families kept per phase: the send lag, faults, intervals, gauges and whole counters.
+fn phase_families<'a>(
+    phases: &'a BTreeMap<Key, PhaseSeries>,
+    power: &BTreeMap<Key, (String, bool)>,
+) -> Vec<Family<'a>> {
     let mut lag = fam(
         "kvmeter_send_lag_seconds",
         "How late each operation was sent after its intended start.",
@@ -162,43 +215,7 @@ pub fn families<'a>(
         .iter()
         .map(|&(n, h)| fam(n, h, Kind::Counter))
         .collect();
-    let scalar = |labels, v: f64| Sample {
-        labels,
-        value: Value::Scalar(v),
-    };
     for (k, p) in phases {
-        for (op, s) in &p.ops {
-            ops.samples.push(scalar(op_labels(k, op), s.count() as f64));
-            bytes.samples.push(scalar(op_labels(k, op), s.bytes as f64));
-            hits.samples.push(scalar(op_labels(k, op), s.hits() as f64));
-            misses
-                .samples
-                .push(scalar(op_labels(k, op), s.misses() as f64));
-            if let Some(r) = s.hit_ratio() {
-                hit_ratio.samples.push(scalar(op_labels(k, op), r));
-            }
-            if let Some(h) = &s.missed {
-                missed.samples.push(Sample {
-                    labels: op_labels(k, op),
-                    value: Value::Hist(h),
-                });
-            }
-            for (kind, n) in s.errors() {
-                let mut l = op_labels(k, op);
-                l.push(("kind", kind.to_string()));
-                errors.samples.push(scalar(l, n as f64));
-            }
-            send.samples.push(Sample {
-                labels: op_labels(k, op),
-                value: Value::Hist(&s.send),
-            });
-            if let Some(h) = &s.intended {
-                intended.samples.push(Sample {
-                    labels: op_labels(k, op),
-                    value: Value::Hist(h),
-                });
-            }
-        }
         if let Some(h) = &p.lag {
             lag.samples.push(Sample {
                 labels: k.labels(),
@@ -230,12 +247,9 @@ pub fn families<'a>(
             }
         }
     }
-    let mut all = vec![
-        ops, errors, hits, misses, hit_ratio, bytes, send, missed, intended, lag, faults, intervals,
-    ];
+    let mut all = vec![lag, faults, intervals];
     all.append(&mut gauges);
     all.append(&mut totals);
-    all.extend(store_families(phases));
     all
 }
 
@@ -258,10 +272,6 @@ fn store_families(phases: &BTreeMap<Key, PhaseSeries>) -> Vec<Family<'_>> {
         "Events the store logged in the phase (store_events.csv: flushes, compactions, stalls, latency spikes), by event.",
         Kind::Counter,
     );
-    let scalar = |labels, v: f64| Sample {
-        labels,
-        value: Value::Scalar(v),
-    };
     for (k, p) in phases {
         for (name, (counter, unit, v)) in &p.store {
             let mut l = k.labels();
