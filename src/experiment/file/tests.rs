@@ -97,7 +97,7 @@ fn err(old: &str, new: &str) -> String {
 }
 
 #[test]
-fn bad_files_name_file_line_and_key() {
+fn bad_steps_name_file_line_and_key() {
     // Unknown step command.
     assert_eq!(
         err("command = \"run\"", "command = \"runn\""),
@@ -117,6 +117,19 @@ fn bad_files_name_file_line_and_key() {
             && e.contains("'threadz': unknown parameter"),
         "{e}"
     );
+    // A value the command itself refuses.
+    let e = err("threads = 2", "threads = -1");
+    assert!(
+        e.starts_with("x.toml:20: step 'one':") && e.contains("threads"),
+        "{e}"
+    );
+    // Where results go is the experiment's business.
+    let e = err("threads = 2", "out = \"x\"");
+    assert!(e.contains("key 'out'"), "{e}");
+}
+
+#[test]
+fn bad_references_name_the_figure_or_finding() {
     // A figure that refers to a step that does not exist.
     let e = err("steps = [\"threads\"]", "steps = [\"nope\"]");
     assert!(
@@ -129,17 +142,19 @@ fn bad_files_name_file_line_and_key() {
         e.contains("finding 'scales': step 'threads' has no point 'threads=3'"),
         "{e}"
     );
+    let e = err("expect = \"> 1\"", "expect = \"more\"");
+    assert!(e.contains("expect: expected a comparison"), "{e}");
+    let e = err("[[finding]]", "[[finding]]\nneeds = [\"gpu\"]");
+    assert!(e.contains("needs: unknown 'gpu'"), "{e}");
+}
+
+#[test]
+fn bad_tables_and_settings_name_file_line_and_key() {
     // Unknown top-level and table keys.
     assert!(err("[settings]", "[setings]").starts_with("x.toml:"));
     let e = err("title = \"A demo\"", "titel = \"A demo\"");
     assert!(
         e.starts_with("x.toml:4: [experiment]: unknown key 'titel'"),
-        "{e}"
-    );
-    // A value the command itself refuses.
-    let e = err("threads = 2", "threads = -1");
-    assert!(
-        e.starts_with("x.toml:20: step 'one':") && e.contains("threads"),
         "{e}"
     );
     // A scale the value is not given for.
@@ -151,13 +166,6 @@ fn bad_files_name_file_line_and_key() {
         "duration = \"1s\"\nblock_sizes = \"4\"",
     );
     assert!(e.contains("[settings]: unknown key 'block_sizes'"), "{e}");
-    // Where results go is the experiment's business.
-    let e = err("threads = 2", "out = \"x\"");
-    assert!(e.contains("key 'out'"), "{e}");
-    let e = err("expect = \"> 1\"", "expect = \"more\"");
-    assert!(e.contains("expect: expected a comparison"), "{e}");
-    let e = err("[[finding]]", "[[finding]]\nneeds = [\"gpu\"]");
-    assert!(e.contains("needs: unknown 'gpu'"), "{e}");
 }
 
 #[test]
