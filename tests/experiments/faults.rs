@@ -180,16 +180,22 @@ fn etcd_leader_kill_shows_the_gap_and_the_run_recovers() {
 /// I/O count, which died with the first process, is unavailable with that reason.
 #[test]
 fn etcd_member_killed_and_restarted_alone_is_reported_as_the_new_leader() {
-    let t = tempfile::tempdir().unwrap();
-    let out = t.path().join("run");
-    let o = kvmeter()
-        .args(["run", "--store", "etcd", "--store-opt", "members=1"])
-        .args(["--records", "100", "--threads", "1", "--duration", "4s"])
-        .args(["--fault", "at=1s,kill=leader,restart_after=500ms", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = run_ok(&[
+        "run",
+        "--store",
+        "etcd",
+        "--store-opt",
+        "members=1",
+        "--records",
+        "100",
+        "--threads",
+        "1",
+        "--duration",
+        "4s",
+        "--fault",
+        "at=1s,kill=leader,restart_after=500ms",
+    ]);
+    let out = &r.out;
     let events = csv_rows(&out.join("events.csv"));
     let at = |name: &str| -> f64 {
         let r = events.iter().find(|r| r[3] == name);
@@ -202,8 +208,7 @@ fn etcd_member_killed_and_restarted_alone_is_reported_as_the_new_leader() {
     let row = events.iter().find(|r| r[3] == "leader").unwrap();
     assert_eq!(row[5], "member:0");
     assert!(row[7..].join(",").contains("elected again"), "{row:?}");
-    let s = json(&out.join("summary.json"));
-    let run = phase(&s, "run");
+    let run = phase(&r.summary, "run");
     let reported = run["faults"][0]["cluster_reported_after_s"].as_f64();
     assert!(
         (reported.unwrap() - (leader - kill)).abs() < 0.01,

@@ -110,7 +110,10 @@ fn bad_steps_name_file_line_and_key() {
         "{e}"
     );
     // A sweep over an unknown parameter.
-    let e = err("params = { threads =", "params = { threadz =");
+    let e = err(
+        "{ threads = { smoke = [1], quick = [1, 2] } }",
+        "{ threadz = { smoke = [1], quick = [1, 2] } }",
+    );
     assert!(
         e.starts_with("x.toml:")
             && e.contains("step 'threads'")
@@ -137,7 +140,10 @@ fn bad_references_name_the_figure_or_finding() {
         "{e}"
     );
     // A finding over a sweep point that is not there.
-    let e = err("{threads:threads=1/run", "{threads:threads=3/run");
+    let e = err(
+        "{threads:threads=1/run.throughput_ops_per_s}",
+        "{threads:threads=3/run.throughput_ops_per_s}",
+    );
     assert!(
         e.contains("finding 'scales': step 'threads' has no point 'threads=3'"),
         "{e}"
