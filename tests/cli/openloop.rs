@@ -148,164 +148,6 @@ fn run_against(addr: &str, out: &std::path::Path, extra: &[&str]) -> Value {
     json(&out.join("summary.json"))
 }
 
-/// One worker at 500 fixed arrivals/s; the server stalls 1.5 s at the 300th GET. The held
-/// worker cannot send, the schedule falls behind, and ~40 % of the requests queue: their
-/// latency from the intended start is hundreds of ms while their service time is not.
-#[test]
-fn corrected_latency_matches_ground_truth_and_service_time_shows_coordinated_omission() {
-    let (addr, server) = start_stall_server(300, Duration::from_millis(1500));
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("r");
-    let ops = 2000usize;
-    let s = run_against(
-        &addr,
-        &out,
-        &[
-            "--rate",
-            "500",
-            "--arrival",
-            "fixed",
-            "--threads",
-            "1",
-            "--ops",
-            "2000",
-        ],
-    );
-    validate("summary.schema.json", &s);
-    let run = phase(&s, "run");
-    let log = server.log.lock().unwrap().clone();
-    assert_eq!(
-        log.len(),
-        ops,
-        "every scheduled GET reached the server once"
-    );
-    assert_eq!(count(run, "READ"), ops as u64);
-
-    // Ground truth. Arrivals are due every 2 ms from an unknown time zero T0; before the stall
-    // each request reaches the server a little after it is due, so the smallest
-    // (arrival − j·2 ms) estimates T0 to within the send overhead (tens of µs).
-    let period = 2_000_000f64;
-    let t0 = log[..300]
-        .iter()
-        .enumerate()
-        .map(|(j, (a, _))| *a as f64 - j as f64 * period)
-        .fold(f64::INFINITY, f64::min);
-    let mut truth: Vec<f64> = log
-        .iter()
-        .enumerate()
-        .map(|(j, (_, reply))| (*reply as f64 - (t0 + j as f64 * period)) / 1000.0)
-        .collect();
-    truth.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let mean = truth.iter().sum::<f64>() / truth.len() as f64;
-    // The ground truth really has the queueing: ~790 requests wait behind the stall.
-    assert!(percentile(&truth, 90.0) > 900_000.0, "{truth:?}");
-
-    let corrected = &run["ops"]["READ"]["intended_latency_us"];
-    for (key, p) in [("p90", 90.0), ("p99", 99.0), ("p99_9", 99.9)] {
-        within(
-            &format!("corrected {key}"),
-            corrected[key].as_f64().unwrap(),
-            percentile(&truth, p),
-            0.01,
-        );
-    }
-    within(
-        "corrected max",
-        corrected["max"].as_f64().unwrap(),
-        *truth.last().unwrap(),
-        0.01,
-    );
-    within(
-        "corrected mean",
-        corrected["avg"].as_f64().unwrap(),
-        mean,
-        0.01,
-    );
-
-    // Service time alone hides the queueing: only the stalled request is slow.
-    let service = &run["ops"]["READ"]["latency_us"];
-    assert!(
-        service["p90"].as_f64().unwrap() < 5_000.0,
-        "service p90 {service}"
-    );
-    assert!(service["p99"].as_f64().unwrap() < percentile(&truth, 99.0) / 50.0);
-    within(
-        "service max (the stall)",
-        service["max"].as_f64().unwrap(),
-        1_500_000.0,
-        0.02,
-    );
-
-    // The run says loudly that the schedule was not served.
-    let ol = &run["open_loop"];
-    assert_eq!(ol["kept_up"], false);
-    assert!(ol["max_behind_ms"].as_f64().unwrap() > 1000.0, "{ol}");
-    // All 2,000 were delivered (the schedule caught up after the stall): the warning says the
-    // schedule fell behind and was served, and does not tell the user to lower the rate.
-    let warning = s["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w.as_str().unwrap())
-        .find(|w| w.contains("open-loop schedule"))
-        .unwrap_or_else(|| panic!("{}", s["warnings"]));
-    assert!(
-        warning.contains("fell behind but was served")
-            && warning.contains("The whole offered load was delivered")
-            && !warning.contains("lower --rate"),
-        "{warning}"
-    );
-
-    // YCSB's text report prints the corrected figures as Intended-READ, service as READ.
-    let ycsb = std::fs::read_to_string(out.join("ycsb/run.txt")).unwrap();
-    let field = |section: &str, name: &str| -> f64 {
-        let prefix = format!("[{section}], {name}, ");
-        ycsb.lines()
-            .find_map(|l| l.strip_prefix(&prefix))
-            .unwrap_or_else(|| panic!("{prefix} in {ycsb}"))
-            .trim()
-            .parse()
-            .unwrap()
-    };
-    within(
-        "YCSB Intended-READ p99",
-        field("Intended-READ", "99thPercentileLatency(us)"),
-        percentile(&truth, 99.0),
-        0.01,
-    );
-    assert!(field("READ", "99thPercentileLatency(us)") < 5_000.0);
-    // Both are in the HDR logs.
-    assert!(out.join("latency/run.READ.hlog").exists());
-    assert!(out.join("latency/run.Intended-READ.hlog").exists());
-    // The intervals record offered load, lag and the backlog.
-    let csv = std::fs::read_to_string(out.join("intervals.csv")).unwrap();
-    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
-    let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
-    let behind = csv
-        .lines()
-        .filter(|l| l.starts_with("run,") && l.contains(",SCHEDULE,"))
-        .map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            assert_eq!(f[col("offered_ops_per_s")], "500.0");
-            f[col("behind_ms")].parse::<f64>().unwrap()
-        })
-        .fold(0f64, f64::max);
-    // Boundaries at 1.0 s and 1.5 s fall inside the stall (0.6 s to 2.1 s): nothing completes,
-    // and the backlog is 0.4 s then 0.9 s.
-    assert!(
-        behind > 800.0,
-        "largest backlog in intervals.csv: {behind} ms\n{csv}"
-    );
-    let stalled = csv
-        .lines()
-        .filter(|l| l.starts_with("run,") && l.contains(",SCHEDULE,0,"))
-        .count();
-    assert!(
-        stalled >= 2,
-        "intervals with nothing completed: {stalled}\n{csv}"
-    );
-}
-
 /// A pool of 64 workers at 100 arrivals/s; the server stalls 300 ms. About 30 arrivals come
 /// due during the stall, so free workers keep sending on time: the slow replies do not hold
 /// the schedule back, and the stall shows in the service times themselves. (The stall is long
@@ -403,4 +245,169 @@ fn poisson_open_loop_on_the_null_store() {
     assert!((secs - 2.0).abs() < 0.1, "measured {secs} s");
     assert_eq!(count(run, "READ") + count(run, "UPDATE"), 4000);
     assert!(run["ops"]["READ"]["intended_latency_us"]["p50"].is_number());
+}
+
+/// Tests whose figures need kvmeter to get a CPU when it wants one (its CPU time, its pace, its
+/// latency at a rate): `scripts/run-tests.sh` runs every `quiet` module after the other tests,
+/// one test per CPU, as tests beside them would otherwise disturb what they measure.
+mod quiet {
+    use super::*;
+
+    /// One worker at 500 fixed arrivals/s; the server stalls 1.5 s at the 300th GET. The held
+    /// worker cannot send, the schedule falls behind, and ~40 % of the requests queue: their
+    /// latency from the intended start is hundreds of ms while their service time is not.
+    #[test]
+    fn corrected_latency_matches_ground_truth_and_service_time_shows_coordinated_omission() {
+        let (addr, server) = start_stall_server(300, Duration::from_millis(1500));
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r");
+        let ops = 2000usize;
+        let s = run_against(
+            &addr,
+            &out,
+            &[
+                "--rate",
+                "500",
+                "--arrival",
+                "fixed",
+                "--threads",
+                "1",
+                "--ops",
+                "2000",
+            ],
+        );
+        validate("summary.schema.json", &s);
+        let run = phase(&s, "run");
+        let log = server.log.lock().unwrap().clone();
+        assert_eq!(
+            log.len(),
+            ops,
+            "every scheduled GET reached the server once"
+        );
+        assert_eq!(count(run, "READ"), ops as u64);
+
+        // Ground truth. Arrivals are due every 2 ms from an unknown time zero T0; before the stall
+        // each request reaches the server a little after it is due, so the smallest
+        // (arrival − j·2 ms) estimates T0 to within the send overhead (tens of µs).
+        let period = 2_000_000f64;
+        let t0 = log[..300]
+            .iter()
+            .enumerate()
+            .map(|(j, (a, _))| *a as f64 - j as f64 * period)
+            .fold(f64::INFINITY, f64::min);
+        let mut truth: Vec<f64> = log
+            .iter()
+            .enumerate()
+            .map(|(j, (_, reply))| (*reply as f64 - (t0 + j as f64 * period)) / 1000.0)
+            .collect();
+        truth.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let mean = truth.iter().sum::<f64>() / truth.len() as f64;
+        // The ground truth really has the queueing: ~790 requests wait behind the stall.
+        assert!(percentile(&truth, 90.0) > 900_000.0, "{truth:?}");
+
+        let corrected = &run["ops"]["READ"]["intended_latency_us"];
+        for (key, p) in [("p90", 90.0), ("p99", 99.0), ("p99_9", 99.9)] {
+            within(
+                &format!("corrected {key}"),
+                corrected[key].as_f64().unwrap(),
+                percentile(&truth, p),
+                0.01,
+            );
+        }
+        within(
+            "corrected max",
+            corrected["max"].as_f64().unwrap(),
+            *truth.last().unwrap(),
+            0.01,
+        );
+        within(
+            "corrected mean",
+            corrected["avg"].as_f64().unwrap(),
+            mean,
+            0.01,
+        );
+
+        // Service time alone hides the queueing: only the stalled request is slow.
+        let service = &run["ops"]["READ"]["latency_us"];
+        assert!(
+            service["p90"].as_f64().unwrap() < 5_000.0,
+            "service p90 {service}"
+        );
+        assert!(service["p99"].as_f64().unwrap() < percentile(&truth, 99.0) / 50.0);
+        within(
+            "service max (the stall)",
+            service["max"].as_f64().unwrap(),
+            1_500_000.0,
+            0.02,
+        );
+
+        // The run says loudly that the schedule was not served.
+        let ol = &run["open_loop"];
+        assert_eq!(ol["kept_up"], false);
+        assert!(ol["max_behind_ms"].as_f64().unwrap() > 1000.0, "{ol}");
+        // All 2,000 were delivered (the schedule caught up after the stall): the warning says the
+        // schedule fell behind and was served, and does not tell the user to lower the rate.
+        let warning = s["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap())
+            .find(|w| w.contains("open-loop schedule"))
+            .unwrap_or_else(|| panic!("{}", s["warnings"]));
+        assert!(
+            warning.contains("fell behind but was served")
+                && warning.contains("The whole offered load was delivered")
+                && !warning.contains("lower --rate"),
+            "{warning}"
+        );
+
+        // YCSB's text report prints the corrected figures as Intended-READ, service as READ.
+        let ycsb = std::fs::read_to_string(out.join("ycsb/run.txt")).unwrap();
+        let field = |section: &str, name: &str| -> f64 {
+            let prefix = format!("[{section}], {name}, ");
+            ycsb.lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .unwrap_or_else(|| panic!("{prefix} in {ycsb}"))
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        within(
+            "YCSB Intended-READ p99",
+            field("Intended-READ", "99thPercentileLatency(us)"),
+            percentile(&truth, 99.0),
+            0.01,
+        );
+        assert!(field("READ", "99thPercentileLatency(us)") < 5_000.0);
+        // Both are in the HDR logs.
+        assert!(out.join("latency/run.READ.hlog").exists());
+        assert!(out.join("latency/run.Intended-READ.hlog").exists());
+        // The intervals record offered load, lag and the backlog.
+        let csv = std::fs::read_to_string(out.join("intervals.csv")).unwrap();
+        let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
+        let behind = csv
+            .lines()
+            .filter(|l| l.starts_with("run,") && l.contains(",SCHEDULE,"))
+            .map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                assert_eq!(f[col("offered_ops_per_s")], "500.0");
+                f[col("behind_ms")].parse::<f64>().unwrap()
+            })
+            .fold(0f64, f64::max);
+        // Boundaries at 1.0 s and 1.5 s fall inside the stall (0.6 s to 2.1 s): nothing completes,
+        // and the backlog is 0.4 s then 0.9 s.
+        assert!(
+            behind > 800.0,
+            "largest backlog in intervals.csv: {behind} ms\n{csv}"
+        );
+        let stalled = csv
+            .lines()
+            .filter(|l| l.starts_with("run,") && l.contains(",SCHEDULE,0,"))
+            .count();
+        assert!(
+            stalled >= 2,
+            "intervals with nothing completed: {stalled}\n{csv}"
+        );
+    }
 }

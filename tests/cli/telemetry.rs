@@ -4,96 +4,6 @@
 use super::*;
 
 #[test]
-fn telemetry_series_and_phase_figures_in_a_real_run() {
-    let t = tempfile::tempdir().unwrap();
-    let out = t.path().join("tel");
-    kvmeter()
-        .args([
-            "run",
-            "-P",
-            "workloadc",
-            "--store",
-            "null",
-            "--phase",
-            "run",
-            "--duration",
-            "1500ms",
-        ])
-        .args([
-            "--warmup",
-            "300ms",
-            "--telemetry-interval",
-            "50ms",
-            "--counters",
-            "--out",
-        ])
-        .arg(&out)
-        .assert()
-        .success();
-    let s = json(&out.join("summary.json"));
-    validate("summary.schema.json", &s);
-    let tel = &phase(&s, "run")["telemetry"];
-    // The window is the measured one: 1.2 s, not the whole 1.5 s phase.
-    let secs = tel["seconds"].as_f64().unwrap();
-    assert!((secs - 1.2).abs() < 0.15, "{secs}");
-    assert!(tel["samples"].as_u64().unwrap() >= 15);
-    let busy = tel["cpu"]["busy"].as_f64().unwrap();
-    assert!((0.0..=100.0).contains(&busy));
-    // One worker spinning on the null store keeps about one CPU busy.
-    let worker = tel["process"]["cpu_pct_by_thread"]["kvm-worker"]
-        .as_f64()
-        .unwrap();
-    assert!(worker > 50.0, "{tel}");
-    // Software events always count; each hardware event is counted or says why not.
-    assert!(tel["counters"]["counts"]["page-faults"].as_f64().is_some());
-    for ev in [
-        "cycles",
-        "instructions",
-        "branches",
-        "branch-misses",
-        "llc-references",
-        "llc-misses",
-    ] {
-        let counted = tel["counters"]["counts"][ev].as_f64().is_some();
-        let why = tel["unavailable"][format!("counters.{ev}")].as_str();
-        assert!(counted != why.is_some(), "{ev}: {tel}");
-        if let Some(w) = why {
-            assert!(w.starts_with("unavailable: "), "{w}");
-        }
-    }
-    assert_eq!(
-        tel["counters"]["ipc"].is_null(),
-        tel["counters"]["counts"]["cycles"].is_null()
-    );
-    let csv = std::fs::read_to_string(out.join("telemetry.csv")).unwrap();
-    let width = csv.lines().next().unwrap().split(',').count();
-    let rows: Vec<&str> = csv.lines().skip(1).collect();
-    assert!(rows.len() >= 20, "{} rows", rows.len());
-    assert!(rows.iter().all(|r| r.split(',').count() == width));
-    assert!(rows.iter().any(|r| r.split(',').nth(1) == Some("run")));
-
-    let off = t.path().join("off");
-    kvmeter()
-        .args([
-            "run",
-            "-P",
-            "workloadc",
-            "--store",
-            "null",
-            "--ops",
-            "1000",
-            "--telemetry-interval",
-            "0",
-            "--out",
-        ])
-        .arg(&off)
-        .assert()
-        .success();
-    assert!(phase(&json(&off.join("summary.json")), "run")["telemetry"].is_null());
-    assert!(!off.join("telemetry.csv").exists());
-}
-
-#[test]
 fn energy_from_a_command_meter_and_an_honest_estimate() {
     let t = tempfile::tempdir().unwrap();
     // A meter that always reads 50 W: energy must be 50 W × the window, ops/J = ops / energy.
@@ -282,4 +192,101 @@ fn doctor_and_calibrate() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--calibration"), "{err}");
     assert!(!t.path().join("x").exists());
+}
+
+/// Tests whose figures need kvmeter to get a CPU when it wants one (its CPU time, its pace, its
+/// latency at a rate): `scripts/run-tests.sh` runs every `quiet` module after the other tests,
+/// one test per CPU, as tests beside them would otherwise disturb what they measure.
+mod quiet {
+    use super::*;
+
+    #[test]
+    fn telemetry_series_and_phase_figures_in_a_real_run() {
+        let t = tempfile::tempdir().unwrap();
+        let out = t.path().join("tel");
+        kvmeter()
+            .args([
+                "run",
+                "-P",
+                "workloadc",
+                "--store",
+                "null",
+                "--phase",
+                "run",
+                "--duration",
+                "1500ms",
+            ])
+            .args([
+                "--warmup",
+                "300ms",
+                "--telemetry-interval",
+                "50ms",
+                "--counters",
+                "--out",
+            ])
+            .arg(&out)
+            .assert()
+            .success();
+        let s = json(&out.join("summary.json"));
+        validate("summary.schema.json", &s);
+        let tel = &phase(&s, "run")["telemetry"];
+        // The window is the measured one: 1.2 s, not the whole 1.5 s phase.
+        let secs = tel["seconds"].as_f64().unwrap();
+        assert!((secs - 1.2).abs() < 0.15, "{secs}");
+        assert!(tel["samples"].as_u64().unwrap() >= 15);
+        let busy = tel["cpu"]["busy"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&busy));
+        // One worker spinning on the null store keeps about one CPU busy.
+        let worker = tel["process"]["cpu_pct_by_thread"]["kvm-worker"]
+            .as_f64()
+            .unwrap();
+        assert!(worker > 50.0, "{tel}");
+        // Software events always count; each hardware event is counted or says why not.
+        assert!(tel["counters"]["counts"]["page-faults"].as_f64().is_some());
+        for ev in [
+            "cycles",
+            "instructions",
+            "branches",
+            "branch-misses",
+            "llc-references",
+            "llc-misses",
+        ] {
+            let counted = tel["counters"]["counts"][ev].as_f64().is_some();
+            let why = tel["unavailable"][format!("counters.{ev}")].as_str();
+            assert!(counted != why.is_some(), "{ev}: {tel}");
+            if let Some(w) = why {
+                assert!(w.starts_with("unavailable: "), "{w}");
+            }
+        }
+        assert_eq!(
+            tel["counters"]["ipc"].is_null(),
+            tel["counters"]["counts"]["cycles"].is_null()
+        );
+        let csv = std::fs::read_to_string(out.join("telemetry.csv")).unwrap();
+        let width = csv.lines().next().unwrap().split(',').count();
+        let rows: Vec<&str> = csv.lines().skip(1).collect();
+        assert!(rows.len() >= 20, "{} rows", rows.len());
+        assert!(rows.iter().all(|r| r.split(',').count() == width));
+        assert!(rows.iter().any(|r| r.split(',').nth(1) == Some("run")));
+
+        let off = t.path().join("off");
+        kvmeter()
+            .args([
+                "run",
+                "-P",
+                "workloadc",
+                "--store",
+                "null",
+                "--ops",
+                "1000",
+                "--telemetry-interval",
+                "0",
+                "--out",
+            ])
+            .arg(&off)
+            .assert()
+            .success();
+        assert!(phase(&json(&off.join("summary.json")), "run")["telemetry"].is_null());
+        assert!(!off.join("telemetry.csv").exists());
+    }
 }
