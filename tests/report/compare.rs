@@ -67,167 +67,175 @@ fn results(cwd: &Path, o: &std::process::Output) -> std::path::PathBuf {
     cwd.join(line)
 }
 
-#[test]
-fn compare_decides_on_what_is_asked_and_its_interval_agrees() {
-    let tmp = tempfile::tempdir().unwrap();
-    let d = tmp.path();
-    // Interleaved, so drift hits both sides.
-    let (mut small, mut large) = (vec![], vec![]);
-    for i in 0..4 {
-        small.push(d.join(format!("small/r{i}")));
-        large.push(d.join(format!("large/r{i}")));
-        rocks(&small[i], 1, i as u32);
-        rocks(&large[i], 256, i as u32);
-    }
-    let small: Vec<&Path> = small.iter().map(|p| p.as_path()).collect();
-    let large: Vec<&Path> = large.iter().map(|p| p.as_path()).collect();
+/// Tests whose figures need kvmeter to get a CPU when it wants one (here, a throughput
+/// difference between two RocksDB block caches): `scripts/run-tests.sh` runs every `quiet`
+/// module after the other tests, one test per CPU, as tests beside them would otherwise disturb
+/// what they measure.
+mod quiet {
+    use super::*;
 
-    // 4 + 4, fully separated: the one tested row (run.ops_per_s) is "better", its 95 %
-    // interval excludes 1 and contains the estimate, and p is the smallest 4 + 4 can give.
-    // error_rate (0 on both sides) was asked for too, and is left out: k stays 1.
-    let o = compare(
-        d,
-        &small,
-        &large,
-        &["--metric", "ops_per_s", "--metric", "error_rate"],
-    );
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let c = json(&results(d, &o).join("compare.json"));
-    assert_eq!(
-        c["family"],
-        serde_json::json!(["run.ops_per_s", "run.error_rate"])
-    );
-    assert_eq!(c["family_tested"], 1, "{c}");
-    assert_eq!(c["runs_needed"], 4, "{c}");
-    let r = row(&c, "run", "ops_per_s");
-    assert_eq!(r["verdict"], "better", "{c}");
-    let (lo, hi, est) = (
-        r["ratio_ci"][0].as_f64().unwrap(),
-        r["ratio_ci"][1].as_f64().unwrap(),
-        r["ratio"].as_f64().unwrap(),
-    );
-    assert!(1.0 < lo && lo <= est && est <= hi, "{r}");
-    assert_eq!(r["ci_level"], 0.95);
-    assert!((r["p"].as_f64().unwrap() - 2.0 / 70.0).abs() < 1e-9, "{r}");
-    // With 4 + 4 fully separated, the interval is [min, max] of the 16 ratios b/a.
-    let vals = |side: &str| -> Vec<f64> {
-        r[side]
-            .as_array()
-            .unwrap()
+    #[test]
+    fn compare_decides_on_what_is_asked_and_its_interval_agrees() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        // Interleaved, so drift hits both sides.
+        let (mut small, mut large) = (vec![], vec![]);
+        for i in 0..4 {
+            small.push(d.join(format!("small/r{i}")));
+            large.push(d.join(format!("large/r{i}")));
+            rocks(&small[i], 1, i as u32);
+            rocks(&large[i], 256, i as u32);
+        }
+        let small: Vec<&Path> = small.iter().map(|p| p.as_path()).collect();
+        let large: Vec<&Path> = large.iter().map(|p| p.as_path()).collect();
+
+        // 4 + 4, fully separated: the one tested row (run.ops_per_s) is "better", its 95 %
+        // interval excludes 1 and contains the estimate, and p is the smallest 4 + 4 can give.
+        // error_rate (0 on both sides) was asked for too, and is left out: k stays 1.
+        let o = compare(
+            d,
+            &small,
+            &large,
+            &["--metric", "ops_per_s", "--metric", "error_rate"],
+        );
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let c = json(&results(d, &o).join("compare.json"));
+        assert_eq!(
+            c["family"],
+            serde_json::json!(["run.ops_per_s", "run.error_rate"])
+        );
+        assert_eq!(c["family_tested"], 1, "{c}");
+        assert_eq!(c["runs_needed"], 4, "{c}");
+        let r = row(&c, "run", "ops_per_s");
+        assert_eq!(r["verdict"], "better", "{c}");
+        let (lo, hi, est) = (
+            r["ratio_ci"][0].as_f64().unwrap(),
+            r["ratio_ci"][1].as_f64().unwrap(),
+            r["ratio"].as_f64().unwrap(),
+        );
+        assert!(1.0 < lo && lo <= est && est <= hi, "{r}");
+        assert_eq!(r["ci_level"], 0.95);
+        assert!((r["p"].as_f64().unwrap() - 2.0 / 70.0).abs() < 1e-9, "{r}");
+        // With 4 + 4 fully separated, the interval is [min, max] of the 16 ratios b/a.
+        let vals = |side: &str| -> Vec<f64> {
+            r[side]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect()
+        };
+        let ratios: Vec<f64> = vals("b")
             .iter()
-            .map(|v| v.as_f64().unwrap())
-            .collect()
-    };
-    let ratios: Vec<f64> = vals("b")
-        .iter()
-        .flat_map(|b| vals("a").into_iter().map(move |a| b / a))
-        .collect();
-    let min = ratios.iter().cloned().fold(f64::INFINITY, f64::min);
-    assert!((lo / min - 1.0).abs() < 1e-9, "{lo} {min}");
-    let e = row(&c, "run", "error_rate");
-    assert_eq!(e["verdict"], "not tested: 0 on both sides", "{e}");
-    assert!(e["p"].is_null());
-    // Rows not asked about are descriptive: no test, no verdict, whatever they show.
-    let l = row(&c, "load", "ops_per_s");
-    assert_eq!(
-        (l["verdict"].as_str(), l["tested"].as_bool()),
-        (Some("descriptive"), Some(false))
-    );
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("a verdict needs >= 4 runs a side"), "{out}");
+            .flat_map(|b| vals("a").into_iter().map(move |a| b / a))
+            .collect();
+        let min = ratios.iter().cloned().fold(f64::INFINITY, f64::min);
+        assert!((lo / min - 1.0).abs() < 1e-9, "{lo} {min}");
+        let e = row(&c, "run", "error_rate");
+        assert_eq!(e["verdict"], "not tested: 0 on both sides", "{e}");
+        assert!(e["p"].is_null());
+        // Rows not asked about are descriptive: no test, no verdict, whatever they show.
+        let l = row(&c, "load", "ops_per_s");
+        assert_eq!(
+            (l["verdict"].as_str(), l["tested"].as_bool()),
+            (Some("descriptive"), Some(false))
+        );
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("a verdict needs >= 4 runs a side"), "{out}");
 
-    // The same runs on both sides (copies): certain to be no difference, p = 1.
-    for (i, p) in small.iter().enumerate() {
-        copy_dir(p, &d.join(format!("copy/r{i}")));
+        // The same runs on both sides (copies): certain to be no difference, p = 1.
+        for (i, p) in small.iter().enumerate() {
+            copy_dir(p, &d.join(format!("copy/r{i}")));
+        }
+        let o = compare(d, &small, &[&d.join("copy")], &["--fail-on-regression"]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let c = json(&results(d, &o).join("compare.json"));
+        let r = row(&c, "run", "ops_per_s");
+        assert_eq!(
+            (r["verdict"].as_str(), r["p"].as_f64()),
+            (Some("no difference found"), Some(1.0)),
+            "{r}"
+        );
+        let (lo, hi) = (
+            r["ratio_ci"][0].as_f64().unwrap(),
+            r["ratio_ci"][1].as_f64().unwrap(),
+        );
+        assert!(lo < 1.0 && 1.0 < hi, "{r}");
+
+        // 3 + 3 cannot reach 0.05 (2/20 = 0.1 at best): the table says what a verdict needs.
+        let o = compare(d, &small[..3], &large[..3], &[]);
+        assert_eq!(o.status.code(), Some(0));
+        let c = json(&results(d, &o).join("compare.json"));
+        let r = row(&c, "run", "ops_per_s");
+        assert!(
+            r["verdict"]
+                .as_str()
+                .unwrap()
+                .starts_with("not tested: needs >= 4 runs a side"),
+            "{r}"
+        );
+        assert!(String::from_utf8_lossy(&o.stdout).contains("needs >= 4 runs a side"));
+
+        // Two calls in the same second: two directories, both complete, nothing overwritten.
+        let spawn = || {
+            std::process::Command::new(assert_cmd::cargo::cargo_bin("kvmeter"))
+                .current_dir(d)
+                .env("NO_COLOR", "1")
+                .arg("compare")
+                .args(&small)
+                .arg("--vs")
+                .args(&large)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (c1, c2) = (spawn(), spawn());
+        let (o1, o2) = (
+            c1.wait_with_output().unwrap(),
+            c2.wait_with_output().unwrap(),
+        );
+        assert!(
+            o1.status.success(),
+            "{}",
+            String::from_utf8_lossy(&o1.stderr)
+        );
+        assert!(
+            o2.status.success(),
+            "{}",
+            String::from_utf8_lossy(&o2.stderr)
+        );
+        let (r1, r2) = (results(d, &o1), results(d, &o2));
+        assert_ne!(r1, r2);
+        for r in [r1, r2] {
+            assert_eq!(json(&r.join("compare.json"))["rows"][0]["phase"], "load");
+            assert!(r.join("compare.html").is_file());
+        }
+
+        // A metric that does not exist: one line naming it and the valid names, exit 2, nothing
+        // written.
+        let before = std::fs::read_dir(d.join("kvmeter-runs")).unwrap().count();
+        let o = compare(d, &small, &large, &["--metric", "nosuch"]);
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.contains("--metric nosuch: unknown metric") && err.contains("ops_per_s, p50_us"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_dir(d.join("kvmeter-runs")).unwrap().count(),
+            before
+        );
     }
-    let o = compare(d, &small, &[&d.join("copy")], &["--fail-on-regression"]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let c = json(&results(d, &o).join("compare.json"));
-    let r = row(&c, "run", "ops_per_s");
-    assert_eq!(
-        (r["verdict"].as_str(), r["p"].as_f64()),
-        (Some("no difference found"), Some(1.0)),
-        "{r}"
-    );
-    let (lo, hi) = (
-        r["ratio_ci"][0].as_f64().unwrap(),
-        r["ratio_ci"][1].as_f64().unwrap(),
-    );
-    assert!(lo < 1.0 && 1.0 < hi, "{r}");
-
-    // 3 + 3 cannot reach 0.05 (2/20 = 0.1 at best): the table says what a verdict needs.
-    let o = compare(d, &small[..3], &large[..3], &[]);
-    assert_eq!(o.status.code(), Some(0));
-    let c = json(&results(d, &o).join("compare.json"));
-    let r = row(&c, "run", "ops_per_s");
-    assert!(
-        r["verdict"]
-            .as_str()
-            .unwrap()
-            .starts_with("not tested: needs >= 4 runs a side"),
-        "{r}"
-    );
-    assert!(String::from_utf8_lossy(&o.stdout).contains("needs >= 4 runs a side"));
-
-    // Two calls in the same second: two directories, both complete, nothing overwritten.
-    let spawn = || {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("kvmeter"))
-            .current_dir(d)
-            .env("NO_COLOR", "1")
-            .arg("compare")
-            .args(&small)
-            .arg("--vs")
-            .args(&large)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (c1, c2) = (spawn(), spawn());
-    let (o1, o2) = (
-        c1.wait_with_output().unwrap(),
-        c2.wait_with_output().unwrap(),
-    );
-    assert!(
-        o1.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o1.stderr)
-    );
-    assert!(
-        o2.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o2.stderr)
-    );
-    let (r1, r2) = (results(d, &o1), results(d, &o2));
-    assert_ne!(r1, r2);
-    for r in [r1, r2] {
-        assert_eq!(json(&r.join("compare.json"))["rows"][0]["phase"], "load");
-        assert!(r.join("compare.html").is_file());
-    }
-
-    // A metric that does not exist: one line naming it and the valid names, exit 2, nothing
-    // written.
-    let before = std::fs::read_dir(d.join("kvmeter-runs")).unwrap().count();
-    let o = compare(d, &small, &large, &["--metric", "nosuch"]);
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(
-        err.contains("--metric nosuch: unknown metric") && err.contains("ops_per_s, p50_us"),
-        "{err}"
-    );
-    assert_eq!(
-        std::fs::read_dir(d.join("kvmeter-runs")).unwrap().count(),
-        before
-    );
 }
