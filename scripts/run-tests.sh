@@ -19,13 +19,13 @@ step cargo clippy --release --all-targets --features all-stores --quiet -- -D wa
 log=target/test-output.txt
 mkdir -p target
 # Most tests spend their time waiting (servers starting, elections, deadlines, replies a byte a
-# second), not on a CPU: on the 2-vCPU CI machine, twice as many tests at once as CPUs took
-# the test binaries from about 605 s to about 415 s, the quiet ones included (BENCHMARKS.md,
-# issue 42). The few tests
-# whose figures need kvmeter to get a CPU when it wants one (its CPU time, its pace, its
-# latency at a rate) live in modules named `quiet`; they run afterwards, one test per CPU
-# (libtest's default), as every test did before. At most 8 at once: more was never tried, and
-# many tests start servers (etcd groups, Redis clusters, chromium) of their own.
+# second), not on a CPU: on the 2-vCPU CI machine, twice as many tests at once as CPUs took the
+# test binaries from about 605 s to about 415 s, the quiet ones included (BENCHMARKS.md, issue
+# 42). The few tests whose figures need kvmeter to get a CPU when it wants one (its CPU time,
+# its pace, its latency at a rate, a throughput difference) live in modules named `quiet`; they
+# run afterwards, one test per CPU (libtest's default), as every test did before. At most 8 at
+# once: more was never tried, and many tests start servers (etcd groups, Redis clusters,
+# chromium) of their own.
 threads=$((2 * $(nproc)))
 [ "$threads" -le 8 ] || threads=8
 threads=${RUST_TEST_THREADS:-$threads}
