@@ -4,127 +4,6 @@
 use super::*;
 
 #[test]
-fn energy_from_a_command_meter_and_an_honest_estimate() {
-    let t = tempfile::tempdir().unwrap();
-    // A meter that always reads 50 W: energy must be 50 W × the window, ops/J = ops / energy.
-    let out = t.path().join("cmd");
-    kvmeter()
-        .args([
-            "run",
-            "-P",
-            "workloadc",
-            "--store",
-            "null",
-            "--phase",
-            "run",
-            "--duration",
-            "1500ms",
-        ])
-        .args([
-            "--power",
-            "cmd:echo 50",
-            "--telemetry-interval",
-            "50ms",
-            "--out",
-        ])
-        .arg(&out)
-        .assert()
-        .success();
-    let s = json(&out.join("summary.json"));
-    validate("summary.schema.json", &s);
-    let run = phase(&s, "run");
-    let e = &run["energy"];
-    assert_eq!(e["source"], "command");
-    assert_eq!(e["estimate"], false);
-    let secs = run["telemetry"]["seconds"].as_f64().unwrap();
-    let joules = e["energy_j"].as_f64().unwrap();
-    assert!(
-        (joules - 50.0 * secs).abs() < 0.05 * 50.0 * secs,
-        "{joules} J over {secs} s"
-    );
-    let ops = run["operations"].as_f64().unwrap();
-    assert!((e["ops_per_joule"].as_f64().unwrap() - ops / joules).abs() < 1e-6 * ops);
-    assert!((e["avg_w"].as_f64().unwrap() - 50.0).abs() < 2.5);
-    let csv = std::fs::read_to_string(out.join("telemetry.csv")).unwrap();
-    assert!(csv.lines().skip(2).any(|l| l.contains(",command,")));
-
-    // No measured source here: auto falls back to the estimate, labelled everywhere.
-    let est = t.path().join("est");
-    let o = kvmeter()
-        .args([
-            "run",
-            "-P",
-            "workloadc",
-            "--store",
-            "null",
-            "--phase",
-            "run",
-            "--duration",
-            "1s",
-        ])
-        .args([
-            "--power",
-            "estimate",
-            "--power-model",
-            "idle=40,max=140",
-            "--out",
-        ])
-        .arg(&est)
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let table = String::from_utf8_lossy(&o.stdout);
-    assert!(table.contains("power    ESTIMATE "), "{table}");
-    // The estimate is said in one line that names the model's origin and points at 'kvmeter
-    // doctor' (issue 28 item 12: it was a paragraph of four terminal lines; issue 40 item 5).
-    let err = String::from_utf8_lossy(&o.stderr);
-    let power: Vec<&str> = err.lines().filter(|l| l.contains("power")).collect();
-    assert_eq!(power.len(), 1, "{err}");
-    assert!(
-        power[0].starts_with("power: ESTIMATE, not a measurement")
-            && power[0].contains("40-140 W utilisation model from --power-model")
-            && power[0].contains("'kvmeter doctor'")
-            && power[0].len() <= 200,
-        "{err}"
-    );
-    let s = json(&est.join("summary.json"));
-    let e = &phase(&s, "run")["energy"];
-    assert_eq!(e["estimate"], true);
-    assert_eq!(e["source"], "estimate");
-    // One busy worker of two CPUs: about half busy, so about 40 + 100 × 0.5 W.
-    let w = e["avg_w"].as_f64().unwrap();
-    assert!((60.0..=140.0).contains(&w), "{w}");
-
-    // A source that cannot measure is unavailable with its reason, never 0 W.
-    let none = t.path().join("none");
-    kvmeter()
-        .args([
-            "run",
-            "-P",
-            "workloadc",
-            "--store",
-            "null",
-            "--ops",
-            "1000",
-            "--power",
-            "rapl",
-            "--out",
-        ])
-        .arg(&none)
-        .assert()
-        .success();
-    let s = json(&none.join("summary.json"));
-    let run = phase(&s, "run");
-    assert!(run["energy"].is_null());
-    let why = run["telemetry"]["unavailable"]["power"].as_str().unwrap();
-    assert!(why.starts_with("unavailable: "), "{why}");
-
-    let (code, err) = stderr_of(&["run", "--store", "null", "--power", "watts"]);
-    assert_eq!(code, 2);
-    assert!(err.contains("--power 'watts'"), "{err}");
-}
-
-#[test]
 fn doctor_and_calibrate() {
     let o = kvmeter().arg("doctor").output().unwrap();
     assert!(o.status.success());
@@ -194,11 +73,133 @@ fn doctor_and_calibrate() {
     assert!(!t.path().join("x").exists());
 }
 
-/// Tests whose figures need kvmeter to get a CPU when it wants one (its CPU time, its pace, its
-/// latency at a rate): `scripts/run-tests.sh` runs every `quiet` module after the other tests,
-/// one test per CPU, as tests beside them would otherwise disturb what they measure.
+/// Tests whose figures need kvmeter, or the host, to have a CPU free (its CPU time, its pace, its
+/// latency at a rate, the utilisation behind a power estimate): `scripts/run-tests.sh` runs every
+/// `quiet` module after the other tests, one test per CPU, as tests beside them would otherwise
+/// disturb what they measure.
 mod quiet {
     use super::*;
+
+    #[test]
+    fn energy_from_a_command_meter_and_an_honest_estimate() {
+        let t = tempfile::tempdir().unwrap();
+        // A meter that always reads 50 W: energy must be 50 W × the window, ops/J = ops / energy.
+        let out = t.path().join("cmd");
+        kvmeter()
+            .args([
+                "run",
+                "-P",
+                "workloadc",
+                "--store",
+                "null",
+                "--phase",
+                "run",
+                "--duration",
+                "1500ms",
+            ])
+            .args([
+                "--power",
+                "cmd:echo 50",
+                "--telemetry-interval",
+                "50ms",
+                "--out",
+            ])
+            .arg(&out)
+            .assert()
+            .success();
+        let s = json(&out.join("summary.json"));
+        validate("summary.schema.json", &s);
+        let run = phase(&s, "run");
+        let e = &run["energy"];
+        assert_eq!(e["source"], "command");
+        assert_eq!(e["estimate"], false);
+        let secs = run["telemetry"]["seconds"].as_f64().unwrap();
+        let joules = e["energy_j"].as_f64().unwrap();
+        assert!(
+            (joules - 50.0 * secs).abs() < 0.05 * 50.0 * secs,
+            "{joules} J over {secs} s"
+        );
+        let ops = run["operations"].as_f64().unwrap();
+        assert!((e["ops_per_joule"].as_f64().unwrap() - ops / joules).abs() < 1e-6 * ops);
+        assert!((e["avg_w"].as_f64().unwrap() - 50.0).abs() < 2.5);
+        let csv = std::fs::read_to_string(out.join("telemetry.csv")).unwrap();
+        assert!(csv.lines().skip(2).any(|l| l.contains(",command,")));
+
+        // No measured source here: auto falls back to the estimate, labelled everywhere.
+        let est = t.path().join("est");
+        let o = kvmeter()
+            .args([
+                "run",
+                "-P",
+                "workloadc",
+                "--store",
+                "null",
+                "--phase",
+                "run",
+                "--duration",
+                "1s",
+            ])
+            .args([
+                "--power",
+                "estimate",
+                "--power-model",
+                "idle=40,max=140",
+                "--out",
+            ])
+            .arg(&est)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        let table = String::from_utf8_lossy(&o.stdout);
+        assert!(table.contains("power    ESTIMATE "), "{table}");
+        // The estimate is said in one line that names the model's origin and points at 'kvmeter
+        // doctor' (issue 28 item 12: it was a paragraph of four terminal lines; issue 40 item 5).
+        let err = String::from_utf8_lossy(&o.stderr);
+        let power: Vec<&str> = err.lines().filter(|l| l.contains("power")).collect();
+        assert_eq!(power.len(), 1, "{err}");
+        assert!(
+            power[0].starts_with("power: ESTIMATE, not a measurement")
+                && power[0].contains("40-140 W utilisation model from --power-model")
+                && power[0].contains("'kvmeter doctor'")
+                && power[0].len() <= 200,
+            "{err}"
+        );
+        let s = json(&est.join("summary.json"));
+        let e = &phase(&s, "run")["energy"];
+        assert_eq!(e["estimate"], true);
+        assert_eq!(e["source"], "estimate");
+        // One busy worker of two CPUs: about half busy, so about 40 + 100 × 0.5 W.
+        let w = e["avg_w"].as_f64().unwrap();
+        assert!((60.0..=140.0).contains(&w), "{w}");
+
+        // A source that cannot measure is unavailable with its reason, never 0 W.
+        let none = t.path().join("none");
+        kvmeter()
+            .args([
+                "run",
+                "-P",
+                "workloadc",
+                "--store",
+                "null",
+                "--ops",
+                "1000",
+                "--power",
+                "rapl",
+                "--out",
+            ])
+            .arg(&none)
+            .assert()
+            .success();
+        let s = json(&none.join("summary.json"));
+        let run = phase(&s, "run");
+        assert!(run["energy"].is_null());
+        let why = run["telemetry"]["unavailable"]["power"].as_str().unwrap();
+        assert!(why.starts_with("unavailable: "), "{why}");
+
+        let (code, err) = stderr_of(&["run", "--store", "null", "--power", "watts"]);
+        assert_eq!(code, 2);
+        assert!(err.contains("--power 'watts'"), "{err}");
+    }
 
     #[test]
     fn telemetry_series_and_phase_figures_in_a_real_run() {

@@ -7,6 +7,7 @@
 mod common;
 
 mod footprint;
+mod profile;
 mod runs;
 mod scale;
 mod security;

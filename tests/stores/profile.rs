@@ -48,78 +48,6 @@ fn busy_loop_run(spec: &str) -> common::RunOk {
     ])
 }
 
-#[test]
-fn a_busy_loop_in_the_plugins_read_path_holds_the_store_samples_and_compare_shows_it() {
-    let busy = busy_loop_run(&plugin_build::lmdb_example_busy_read());
-    let run = common::phase(&busy.summary, "run");
-    let fg = group(run, "store-foreground");
-    let samples = fg["samples"].as_u64().unwrap();
-    assert!(samples >= 100, "{}", run["telemetry"]["profile"]);
-    let stacks = folded(&busy.out.join("profile/run.store-foreground.folded"));
-    assert_eq!(stacks.iter().map(|s| s.1).sum::<u64>(), samples);
-    let in_loop: u64 = stacks
-        .iter()
-        .filter(|(s, _)| s.ends_with(";kvm_lmdb_busy_read"))
-        .map(|s| s.1)
-        .sum();
-    assert!(in_loop * 2 > samples, "{in_loop} of {samples}");
-    assert!(stacks.iter().all(|(s, _)| s.starts_with("kvm-worker;")));
-    assert_eq!(fg["top"][0]["function"], "kvm_lmdb_busy_read");
-    let pct = fg["top"][0]["self_pct"].as_f64().unwrap();
-    assert!((pct - in_loop as f64 / samples as f64 * 100.0).abs() < 1e-9);
-    let svg = std::fs::read_to_string(busy.out.join("profile/run.store-foreground.svg")).unwrap();
-    assert!(svg.contains("kvm_lmdb_busy_read"));
-    // The terminal and report.html say it too.
-    assert!(busy.stdout.contains("store-foreground"), "{}", busy.stdout);
-    assert!(
-        busy.stdout.contains("kvm_lmdb_busy_read"),
-        "{}",
-        busy.stdout
-    );
-    let html = std::fs::read_to_string(busy.out.join("report.html")).unwrap();
-    assert!(html.contains("data-table=\"profile-run\""));
-    // Per time slice (the 200 ms intervals): each group's `[all]` rows add up to its samples,
-    // and report.html sets the worst intervals beside the whole phase.
-    let slices = std::fs::read_to_string(busy.out.join("profile/run.slices.csv")).unwrap();
-    let mut rows = slices.lines();
-    assert_eq!(rows.next(), Some("start_s,end_s,group,function,samples"));
-    let in_slices: u64 = rows
-        .filter(|r| r.contains(",store-foreground,[all],"))
-        .map(|r| r.rsplit(',').next().unwrap().parse::<u64>().unwrap())
-        .sum();
-    assert_eq!(in_slices, samples);
-    assert!(
-        html.contains("data-table=\"profile-worst-run\""),
-        "no worst-interval table"
-    );
-
-    // The same run without the loop, and compare B (no loop) against A (the loop).
-    let plain = busy_loop_run(&plugin_build::lmdb_example());
-    let out = busy.tmp.path().join("cmp");
-    let o = common::kvmeter()
-        .arg("compare")
-        .arg(&busy.out)
-        .arg("--vs")
-        .arg(&plain.out)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(out
-        .join("profile-diff/run.store-foreground.b.svg")
-        .is_file());
-    let diff =
-        std::fs::read_to_string(out.join("profile-diff/run.store-foreground.a.svg")).unwrap();
-    // On A's stacks, each frame carries the change of its share in B: the loop's is negative.
-    let frame = diff
-        .split("<title>")
-        .find(|t| t.starts_with("kvm_lmdb_busy_read"))
-        .unwrap_or_else(|| panic!("no busy-loop frame in the differential graph"));
-    let change = frame.split("; ").nth(1).unwrap();
-    assert!(change.starts_with('-'), "{frame}");
-}
-
 /// perf missing: the run completes, one line says why, and the summary says the same.
 #[test]
 fn without_perf_the_run_goes_on_and_says_why_once() {
@@ -177,79 +105,6 @@ fn without_perf_the_run_goes_on_and_says_why_once() {
     assert_eq!(r.summary["status"], "completed");
 }
 
-/// As root the profile samples every CPU and keeps kvmeter's own samples; as a user without
-/// permission for that (perf_event_paranoid 2 here) it attaches to kvmeter's threads and still
-/// has their user-space stacks. Root is needed to run as another user (CI runs as root).
-#[test]
-fn the_scope_follows_the_permission() {
-    let r = common::run_ok(&[
-        "run",
-        "--store",
-        "null",
-        "-P",
-        "workloadc",
-        "--records",
-        "1000",
-        "--duration",
-        "2s",
-        "--profile",
-    ]);
-    let run = common::phase(&r.summary, "run");
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert_eq!(run["telemetry"]["profile"]["scope"], "threads");
-        return;
-    }
-    assert_eq!(run["telemetry"]["profile"]["scope"], "system-wide");
-    assert!(group(run, "harness")["samples"].as_u64().unwrap() >= 50);
-    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    if paranoid <= 0 {
-        return; // every user may sample every CPU here
-    }
-    // The binary copied where `nobody` can run it, the run directory in a directory it owns.
-    let dir = r.tmp.path().join("nobody");
-    std::fs::create_dir(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    let bin = dir.join("kvmeter");
-    std::fs::copy(common::bin(), &bin).unwrap();
-    std::fs::set_permissions(
-        r.tmp.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let out = dir.join("run");
-    let o = std::process::Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
-        .arg(&bin)
-        .args([
-            "run",
-            "--store",
-            "null",
-            "-P",
-            "workloadc",
-            "--records",
-            "1000",
-        ])
-        .args(["--duration", "2s", "--profile", "--out"])
-        .arg(&out)
-        .env("HOME", &dir)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let s = common::json(&out.join("summary.json"));
-    let run = common::phase(&s, "run");
-    assert_eq!(run["telemetry"]["profile"]["scope"], "threads");
-    let harness = folded(&out.join("profile/run.harness.folded"));
-    assert!(
-        harness.iter().map(|h| h.1).sum::<u64>() >= 50,
-        "{harness:?}"
-    );
-}
-
 /// CPU per operation by thread group adds up to the process's CPU per operation, which agrees
 /// with kvmeter's own getrusage figure over the same phase.
 #[test]
@@ -301,11 +156,159 @@ fn cpu_per_operation_by_thread_group_adds_up_to_the_process() {
     assert!(r.stdout.contains("per op   CPU"), "{}", r.stdout);
 }
 
-/// Tests whose figures need the server to get a CPU when it wants one (at least 50 samples of
-/// memcached's own code in 3 s at 99 Hz; 49 with three tests beside it in CI):
-/// `scripts/run-tests.sh` runs every `quiet` module after the other tests, one test per CPU.
+/// Tests whose figures need the profiled process to get a CPU when it wants one (a number of
+/// samples at 99 Hz: memcached's own code had 49 of at least 50 in 3 s with three tests beside it
+/// in CI): `scripts/run-tests.sh` runs every `quiet` module after the other tests, one test per
+/// CPU.
 mod quiet {
     use super::*;
+
+    #[test]
+    fn a_busy_loop_in_the_plugins_read_path_holds_the_store_samples_and_compare_shows_it() {
+        let busy = busy_loop_run(&plugin_build::lmdb_example_busy_read());
+        let run = common::phase(&busy.summary, "run");
+        let fg = group(run, "store-foreground");
+        let samples = fg["samples"].as_u64().unwrap();
+        assert!(samples >= 100, "{}", run["telemetry"]["profile"]);
+        let stacks = folded(&busy.out.join("profile/run.store-foreground.folded"));
+        assert_eq!(stacks.iter().map(|s| s.1).sum::<u64>(), samples);
+        let in_loop: u64 = stacks
+            .iter()
+            .filter(|(s, _)| s.ends_with(";kvm_lmdb_busy_read"))
+            .map(|s| s.1)
+            .sum();
+        assert!(in_loop * 2 > samples, "{in_loop} of {samples}");
+        assert!(stacks.iter().all(|(s, _)| s.starts_with("kvm-worker;")));
+        assert_eq!(fg["top"][0]["function"], "kvm_lmdb_busy_read");
+        let pct = fg["top"][0]["self_pct"].as_f64().unwrap();
+        assert!((pct - in_loop as f64 / samples as f64 * 100.0).abs() < 1e-9);
+        let svg =
+            std::fs::read_to_string(busy.out.join("profile/run.store-foreground.svg")).unwrap();
+        assert!(svg.contains("kvm_lmdb_busy_read"));
+        // The terminal and report.html say it too.
+        assert!(busy.stdout.contains("store-foreground"), "{}", busy.stdout);
+        assert!(
+            busy.stdout.contains("kvm_lmdb_busy_read"),
+            "{}",
+            busy.stdout
+        );
+        let html = std::fs::read_to_string(busy.out.join("report.html")).unwrap();
+        assert!(html.contains("data-table=\"profile-run\""));
+        // Per time slice (the 200 ms intervals): each group's `[all]` rows add up to its samples,
+        // and report.html sets the worst intervals beside the whole phase.
+        let slices = std::fs::read_to_string(busy.out.join("profile/run.slices.csv")).unwrap();
+        let mut rows = slices.lines();
+        assert_eq!(rows.next(), Some("start_s,end_s,group,function,samples"));
+        let in_slices: u64 = rows
+            .filter(|r| r.contains(",store-foreground,[all],"))
+            .map(|r| r.rsplit(',').next().unwrap().parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(in_slices, samples);
+        assert!(
+            html.contains("data-table=\"profile-worst-run\""),
+            "no worst-interval table"
+        );
+
+        // The same run without the loop, and compare B (no loop) against A (the loop).
+        let plain = busy_loop_run(&plugin_build::lmdb_example());
+        let out = busy.tmp.path().join("cmp");
+        let o = common::kvmeter()
+            .arg("compare")
+            .arg(&busy.out)
+            .arg("--vs")
+            .arg(&plain.out)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(out
+            .join("profile-diff/run.store-foreground.b.svg")
+            .is_file());
+        let diff =
+            std::fs::read_to_string(out.join("profile-diff/run.store-foreground.a.svg")).unwrap();
+        // On A's stacks, each frame carries the change of its share in B: the loop's is negative.
+        let frame = diff
+            .split("<title>")
+            .find(|t| t.starts_with("kvm_lmdb_busy_read"))
+            .unwrap_or_else(|| panic!("no busy-loop frame in the differential graph"));
+        let change = frame.split("; ").nth(1).unwrap();
+        assert!(change.starts_with('-'), "{frame}");
+    }
+
+    /// As root the profile samples every CPU and keeps kvmeter's own samples; as a user without
+    /// permission for that (perf_event_paranoid 2 here) it attaches to kvmeter's threads and still
+    /// has their user-space stacks. Root is needed to run as another user (CI runs as root).
+    #[test]
+    fn the_scope_follows_the_permission() {
+        let r = common::run_ok(&[
+            "run",
+            "--store",
+            "null",
+            "-P",
+            "workloadc",
+            "--records",
+            "1000",
+            "--duration",
+            "2s",
+            "--profile",
+        ]);
+        let run = common::phase(&r.summary, "run");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            assert_eq!(run["telemetry"]["profile"]["scope"], "threads");
+            return;
+        }
+        assert_eq!(run["telemetry"]["profile"]["scope"], "system-wide");
+        assert!(group(run, "harness")["samples"].as_u64().unwrap() >= 50);
+        let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        if paranoid <= 0 {
+            return; // every user may sample every CPU here
+        }
+        // The binary copied where `nobody` can run it, the run directory in a directory it owns.
+        let dir = r.tmp.path().join("nobody");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        let bin = dir.join("kvmeter");
+        std::fs::copy(common::bin(), &bin).unwrap();
+        std::fs::set_permissions(
+            r.tmp.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let out = dir.join("run");
+        let o = std::process::Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+            .arg(&bin)
+            .args([
+                "run",
+                "--store",
+                "null",
+                "-P",
+                "workloadc",
+                "--records",
+                "1000",
+            ])
+            .args(["--duration", "2s", "--profile", "--out"])
+            .arg(&out)
+            .env("HOME", &dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let s = common::json(&out.join("summary.json"));
+        let run = common::phase(&s, "run");
+        assert_eq!(run["telemetry"]["profile"]["scope"], "threads");
+        let harness = folded(&out.join("profile/run.harness.folded"));
+        assert!(
+            harness.iter().map(|h| h.1).sum::<u64>() >= 50,
+            "{harness:?}"
+        );
+    }
 
     /// A managed memcached under the engine: samples in memcached's own (stripped) code are the
     /// `server` group's, and the harness group holds kvmeter's event loop.
