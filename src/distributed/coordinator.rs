@@ -48,11 +48,7 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
     // The coordinator's own endpoint (merged intervals, `agent="merged"`): bound before etcd
     // is touched, so a bad address or a port in use leaves nothing behind.
     let metrics = match plan.metrics.clone() {
-        Some(m) => {
-            let e = crate::metrics::Exporter::bind(&m.addr)?;
-            crate::metrics::install(e.clone());
-            Some((e, m.linger))
-        }
+        Some(m) => Some((bind_metrics(&m.addr)?, m.linger)),
         None => None,
     };
     let n = s.agents;
@@ -95,23 +91,7 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
             .filter(|_| inbox.is_some())
             .map(|t| t.fingerprint.clone()),
     };
-    let text = serde_json::to_string(&published)?;
-    if text.len() > MAX_PLAN {
-        let _ = coord.revoke(lease);
-        return Err(UsageError::new(format!(
-            "the plan is {} bytes; a distributed run publishes at most {MAX_PLAN} (smaller workload files?)",
-            text.len()
-        ))
-        .into());
-    }
-    if coord
-        .create("plan", &text, Some(lease))
-        .map_err(UsageError::new)?
-        .is_some()
-    {
-        let _ = coord.revoke(lease);
-        return Err(busy().into());
-    }
+    publish(&mut coord, &published, busy)?;
     // Everything after the plan is sealed for this run alone.
     coord.set_seal(seal.for_run(&published.nonce));
     let stop_keeper = Arc::new(AtomicBool::new(false));
@@ -150,6 +130,41 @@ pub fn run(s: Settings) -> anyhow::Result<i32> {
         e.finish(linger, &interrupted);
     }
     result
+}
+
+/// The coordinator's own metrics endpoint, installed for the merged intervals.
+fn bind_metrics(addr: &str) -> Result<Arc<crate::metrics::Exporter>, UsageError> {
+    let e = crate::metrics::Exporter::bind(addr)?;
+    crate::metrics::install(e.clone());
+    Ok(e)
+}
+
+/// Writes the plan under the run's lease, once: a plan already there (another coordinator of
+/// this job) is `busy`. The lease is revoked when the plan is refused.
+fn publish(
+    coord: &mut Coord,
+    published: &Published,
+    busy: impl Fn() -> UsageError,
+) -> anyhow::Result<()> {
+    let lease = published.lease;
+    let text = serde_json::to_string(published)?;
+    if text.len() > MAX_PLAN {
+        let _ = coord.revoke(lease);
+        return Err(UsageError::new(format!(
+            "the plan is {} bytes; a distributed run publishes at most {MAX_PLAN} (smaller workload files?)",
+            text.len()
+        ))
+        .into());
+    }
+    if coord
+        .create("plan", &text, Some(lease))
+        .map_err(UsageError::new)?
+        .is_some()
+    {
+        let _ = coord.revoke(lease);
+        return Err(busy().into());
+    }
+    Ok(())
 }
 
 /// The coordinator's etcd session: its lease, kept alive by a thread, and the run's keys.

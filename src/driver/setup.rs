@@ -33,16 +33,7 @@ impl<'p> Run<'p> {
         let machine_facts = machine::machine();
         let (calibration, calibration_note) = load_calibration(plan, &machine_facts)?;
         let peak_gbps = peak_bandwidth(calibration.as_ref());
-        let needs_peak = plan
-            .antagonists
-            .iter()
-            .any(|a| matches!(a, Antagonist::Membw { share: Some(_), .. }));
-        if needs_peak && peak_gbps.is_none() {
-            return Err(UsageError::new(format!(
-                "--antagonist membw:share=… needs the calibrated memory bandwidth; run 'kvmeter calibrate' first ({calibration_note})"
-            ))
-            .into());
-        }
+        check_peak_known(plan, peak_gbps, &calibration_note)?;
         let user_server = check_user_server(adapter, &opts)?;
         let data = DataDir::prepare(plan.data_dir.as_deref())?;
         // Antagonist files are laid out (and free space checked) before the run directory
@@ -95,25 +86,10 @@ impl<'p> Run<'p> {
             plan,
         };
         rundir.write_json("manifest.json", &manifest)?;
-        let device = manifest
-            .data_dir
-            .placement
-            .block_device
-            .clone()
-            .unwrap_or_else(|| manifest.data_dir.placement.device.clone());
-        let config =
-            plan.telemetry_config(managed_pid, calibration.as_ref(), adapter.profile_symbols);
-        let telemetry = match config.map(|c| profile_user_server(c, adapter, &opts)) {
-            Some(cfg) => match Telemetry::start(cfg, Some(&device), rundir.root(), run_t0) {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    // The manifest exists: it must not stay at "running".
-                    super::write_final_manifest(&rundir, &manifest, RunStatus::Failed);
-                    return Err(e);
-                }
-            },
-            None => None,
-        };
+        let config = plan
+            .telemetry_config(managed_pid, calibration.as_ref(), adapter.profile_symbols)
+            .map(|c| profile_user_server(c, adapter, &opts));
+        let telemetry = start_telemetry(config, &rundir, &manifest, run_t0)?;
         let idle = telemetry
             .as_ref()
             .and_then(|t| idle_power(plan, t, calibration.as_ref()));
@@ -139,6 +115,51 @@ impl<'p> Run<'p> {
             finished: false,
             live,
         })
+    }
+}
+
+/// `--antagonist membw:share=…` is a share of the calibrated memory bandwidth: refused
+/// without a calibration that measured it.
+fn check_peak_known(
+    plan: &Plan,
+    peak_gbps: Option<f64>,
+    calibration_note: &str,
+) -> Result<(), UsageError> {
+    let needs_peak = plan
+        .antagonists
+        .iter()
+        .any(|a| matches!(a, Antagonist::Membw { share: Some(_), .. }));
+    if needs_peak && peak_gbps.is_none() {
+        return Err(UsageError::new(format!(
+            "--antagonist membw:share=… needs the calibrated memory bandwidth; run 'kvmeter calibrate' first ({calibration_note})"
+        )));
+    }
+    Ok(())
+}
+
+/// Telemetry's samplers, started on the run's clock (`run_t0`), the data directory's block
+/// device named for its disk figures. A failure ends the run: its manifest, already written,
+/// then says "failed", never "running".
+fn start_telemetry(
+    config: Option<crate::telemetry::Config>,
+    rundir: &RunDir,
+    manifest: &Manifest,
+    run_t0: std::time::Instant,
+) -> anyhow::Result<Option<Telemetry>> {
+    let Some(cfg) = config else {
+        return Ok(None);
+    };
+    let placement = &manifest.data_dir.placement;
+    let device = placement
+        .block_device
+        .clone()
+        .unwrap_or_else(|| placement.device.clone());
+    match Telemetry::start(cfg, Some(&device), rundir.root(), run_t0) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) => {
+            super::write_final_manifest(rundir, manifest, RunStatus::Failed);
+            Err(e)
+        }
     }
 }
 

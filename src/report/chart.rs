@@ -330,14 +330,14 @@ pub(crate) fn y_title(out: &mut String, label: &[String], mt: f64) {
 }
 
 impl LineChart {
-    pub fn svg(&self) -> String {
+    /// The x and y ranges the axes cover: every point, whisker, shaded span and reference.
+    fn data_bounds(&self) -> ((f64, f64), (f64, f64)) {
         let xs = self
             .series
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.0))
             .chain(self.shaded.iter().flat_map(|s| [s.0, s.1]))
             .chain(self.vlines.iter().map(|v| v.0));
-        let (xlo, xhi) = bounds(xs, self.x_scale, self.x_scale == Scale::Linear);
         let ys = self
             .series
             .iter()
@@ -348,7 +348,14 @@ impl LineChart {
                     .chain(s.whiskers.iter().flatten().flat_map(|(a, b)| [*a, *b]))
             })
             .chain(self.hlines.iter().map(|h| h.0));
-        let (ylo, yhi) = bounds(ys, self.y_scale, self.y_from_zero);
+        (
+            bounds(xs, self.x_scale, self.x_scale == Scale::Linear),
+            bounds(ys, self.y_scale, self.y_from_zero),
+        )
+    }
+
+    pub fn svg(&self) -> String {
+        let ((xlo, xhi), (ylo, yhi)) = self.data_bounds();
         let mut y = Axis {
             scale: self.y_scale,
             unit: self.y_unit,

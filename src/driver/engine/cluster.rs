@@ -336,21 +336,8 @@ impl Loop<'_, '_> {
         if after.rerouted {
             self.refresh_routes(now);
         }
-        let r = self.routes.as_ref().expect("cluster");
-        let Some(n) = r.map.nodes.iter().position(|a| *a == addr) else {
+        let Some(t) = self.redirect_target(ci, addr, now) else {
             return false;
-        };
-        let k = r.client[ci] as usize;
-        let at = r.at[k * r.max_nodes + n];
-        let t = if at != NONE && self.conns[at as usize].sock.is_some() {
-            at as usize
-        } else if at != NONE && now < self.conns[at as usize].retry_at {
-            return false;
-        } else {
-            match self.open_socket(k, n, addr, at, now) {
-                Some(t) => t,
-                None => return false,
-            }
         };
         let need = 1 + usize::from(ask);
         let tc = &self.conns[t];
@@ -376,18 +363,7 @@ impl Loop<'_, '_> {
             old.shard,
         );
         if ask {
-            let c = &mut self.conns[t];
-            let a = c.next_index();
-            let s = &mut c.slots[a];
-            s.chain = super::conn::Chain::Asking;
-            s.metric = Metric::Update;
-            s.sent = Sent::Update;
-            s.intended = intended;
-            s.at_send = 0;
-            s.ack = None;
-            s.redirected = true;
-            s.first_send = 0;
-            c.push();
+            self.queue_asking(t, intended);
         }
         let new = self.conns[t].next_index();
         if (t, new) != (ci, i) {
@@ -434,6 +410,41 @@ impl Loop<'_, '_> {
         self.routes.as_mut().expect("cluster").count_sent(t);
         self.mark_dirty(t);
         true
+    }
+
+    /// The connection of client `ci`'s socket to node `addr`, opened now if it has none;
+    /// `None`: no such node in the map, or its socket failed and waits to be retried.
+    #[cold]
+    fn redirect_target(&mut self, ci: usize, addr: SocketAddr, now: u64) -> Option<usize> {
+        let r = self.routes.as_ref().expect("cluster");
+        let n = r.map.nodes.iter().position(|a| *a == addr)?;
+        let k = r.client[ci] as usize;
+        let at = r.at[k * r.max_nodes + n];
+        if at != NONE && self.conns[at as usize].sock.is_some() {
+            Some(at as usize)
+        } else if at != NONE && now < self.conns[at as usize].retry_at {
+            None
+        } else {
+            self.open_socket(k, n, addr, at, now)
+        }
+    }
+
+    /// Queues ASKING on connection `t`: its reply answers for nothing (the redirected request
+    /// behind it answers for itself).
+    #[cold]
+    fn queue_asking(&mut self, t: usize, intended: u64) {
+        let c = &mut self.conns[t];
+        let a = c.next_index();
+        let s = &mut c.slots[a];
+        s.chain = super::conn::Chain::Asking;
+        s.metric = Metric::Update;
+        s.sent = Sent::Update;
+        s.intended = intended;
+        s.at_send = 0;
+        s.ack = None;
+        s.redirected = true;
+        s.first_send = 0;
+        c.push();
     }
 
     /// Asks for the slot map again (at most every 100 ms): MOVED, ASK, CLUSTERDOWN, or a node

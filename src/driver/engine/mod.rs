@@ -438,24 +438,7 @@ impl<'s, 'a> Loop<'s, 'a> {
                         self.refill(ci, now);
                         continue;
                     }
-                    let s = &self.conns[ci].slots[i];
-                    if s.chain == Chain::None {
-                        let at_send = if s.first_send != 0 {
-                            s.first_send
-                        } else {
-                            s.at_send
-                        };
-                        let (metric, intended, written, ack) =
-                            (s.metric, s.intended, s.written, s.ack);
-                        let bytes = if metric == Metric::Read {
-                            bytes
-                        } else {
-                            written
-                        };
-                        self.complete(metric, status, intended, at_send, now, bytes, ack);
-                    } else {
-                        self.chained(ci, i, status, now, bytes);
-                    }
+                    self.settle(ci, i, status, now, bytes);
                     if let Some((good, took)) = check {
                         let st = if good {
                             Status::Ok
@@ -479,6 +462,29 @@ impl<'s, 'a> Loop<'s, 'a> {
                 }
             }
         }
+    }
+
+    /// Records the operation in slot `i` of connection `ci` as answered, or moves its chain
+    /// (read-modify-write, a merged update) on. `bytes`: the reply's, for a read.
+    #[inline]
+    fn settle(&mut self, ci: usize, i: usize, status: Status, now: u64, bytes: u64) {
+        let s = &self.conns[ci].slots[i];
+        if s.chain != Chain::None {
+            self.chained(ci, i, status, now, bytes);
+            return;
+        }
+        let at_send = if s.first_send != 0 {
+            s.first_send
+        } else {
+            s.at_send
+        };
+        let (metric, intended, written, ack) = (s.metric, s.intended, s.written, s.ack);
+        let bytes = if metric == Metric::Read {
+            bytes
+        } else {
+            written
+        };
+        self.complete(metric, status, intended, at_send, now, bytes, ack);
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -68,25 +68,7 @@ impl BarChart {
         y.px1 = f.mt;
         let mut out = String::new();
         svg_open(&mut out, &self.id, &self.title, &f);
-        for (v, label) in y.ticks() {
-            let py = y.px(v);
-            let _ = write!(
-                out,
-                r##"<line x1="{ml}" y1="{py:.1}" x2="{}" y2="{py:.1}" stroke="#e4e4e4"/><text class="y-tick" x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-                f.right(),
-                ml - 5.0,
-                py + 4.0,
-                escape(&label)
-            );
-        }
-        let _ = write!(
-            out,
-            r##"<line x1="{ml}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="#000"/>"##,
-            y.px(0.0),
-            f.right(),
-            y.px(0.0),
-        );
-        y_title(&mut out, &y_label, f.mt);
+        y_axis(&mut out, &y, &f, &y_label);
         let _ = write!(
             out,
             r##"<g class="series" data-series="{}" data-points="{}">"##,
@@ -133,4 +115,28 @@ impl BarChart {
         out.push_str("</g></svg>\n");
         out
     }
+}
+
+/// The y axis: its grid lines and tick labels, the zero line, the turned title.
+fn y_axis(out: &mut String, y: &Axis, f: &Frame, y_label: &[String]) {
+    let ml = f.ml;
+    for (v, label) in y.ticks() {
+        let py = y.px(v);
+        let _ = write!(
+            out,
+            r##"<line x1="{ml}" y1="{py:.1}" x2="{}" y2="{py:.1}" stroke="#e4e4e4"/><text class="y-tick" x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            f.right(),
+            ml - 5.0,
+            py + 4.0,
+            escape(&label)
+        );
+    }
+    let _ = write!(
+        out,
+        r##"<line x1="{ml}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="#000"/>"##,
+        y.px(0.0),
+        f.right(),
+        y.px(0.0),
+    );
+    y_title(out, y_label, f.mt);
 }

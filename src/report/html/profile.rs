@@ -134,27 +134,7 @@ fn worst_intervals(p: &mut Page, d: &RunData, ph: &PhaseSummary) {
         );
         return;
     }
-    // A slice belongs to the interval holding its middle (slices start at the window's start,
-    // the interval grid a few milliseconds earlier: an overlap test would take neighbours too).
-    let inside = |a: f64, b: f64| {
-        let mid = (a + b) / 2.0;
-        worst.iter().any(|w| mid >= w.0 && mid < w.1)
-    };
-    // (group, function) → (samples in the worst intervals, samples over the phase).
-    let mut counts: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
-    for r in slices.rows() {
-        let (Some(a), Some(b), Some(n)) = (r.num("start_s"), r.num("end_s"), r.num("samples"))
-        else {
-            continue;
-        };
-        let e = counts
-            .entry((r.get("group").to_string(), r.get("function").to_string()))
-            .or_default();
-        e.1 += n as u64;
-        if inside(a, b) {
-            e.0 += n as u64;
-        }
-    }
+    let counts = slice_counts(&slices, &worst);
     let all = |g: &str| {
         counts
             .get(&(g.to_string(), "[all]".to_string()))
@@ -215,6 +195,40 @@ fn worst_intervals(p: &mut Page, d: &RunData, ph: &PhaseSummary) {
         ],
         &rows,
     );
+    events_note(p, d, ph, &worst);
+}
+
+/// (group, function) → (samples in the worst intervals, samples over the phase), from the
+/// profile's time slices.
+fn slice_counts(
+    slices: &Table,
+    worst: &[(f64, f64, f64)],
+) -> BTreeMap<(String, String), (u64, u64)> {
+    // A slice belongs to the interval holding its middle (slices start at the window's start,
+    // the interval grid a few milliseconds earlier: an overlap test would take neighbours too).
+    let inside = |a: f64, b: f64| {
+        let mid = (a + b) / 2.0;
+        worst.iter().any(|w| mid >= w.0 && mid < w.1)
+    };
+    let mut counts: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    for r in slices.rows() {
+        let (Some(a), Some(b), Some(n)) = (r.num("start_s"), r.num("end_s"), r.num("samples"))
+        else {
+            continue;
+        };
+        let e = counts
+            .entry((r.get("group").to_string(), r.get("function").to_string()))
+            .or_default();
+        e.1 += n as u64;
+        if inside(a, b) {
+            e.0 += n as u64;
+        }
+    }
+    counts
+}
+
+/// The store's events (store_events.csv) that fell in the worst intervals.
+fn events_note(p: &mut Page, d: &RunData, ph: &PhaseSummary, worst: &[(f64, f64, f64)]) {
     let mut events: BTreeMap<&str, u64> = BTreeMap::new();
     for r in d.store_events.rows_where("phase", &ph.name) {
         if let Some(t) = r.num("t_s") {

@@ -13,16 +13,14 @@
 //!   so a worker's connection that finds it refused takes a newer one if another already
 //!   authenticated; that exchange takes a lock, but only on that error path.
 //!
-//! Kept apart from the HTTP client (`mod.rs`): this is setup and error-path code, the client
+//! Kept apart from the HTTP client (`http.rs`): this is setup and error-path code, the client
 //! is the measured path. Passwords and key files come from the user's own flags, options,
 //! files or environment, never from a reply.
 
 pub use super::url::{parse_urls, redact, Scheme, Target, Urls};
-use super::Http;
 use crate::error::UsageError;
-use crate::store::kv::RawError;
 use crate::store::net::{Conn, Tls};
-use crate::store::{ErrorKind, StoreOptions};
+use crate::store::StoreOptions;
 use rustls::pki_types::ServerName;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -35,8 +33,6 @@ pub const COORD_PASSWORD_ENV: &str = "KVMETER_COORD_PASSWORD";
 
 /// Longest password file read (a password is a line; a larger file is a mistake).
 const MAX_PASSWORD_FILE: u64 = 4096;
-/// Longest token accepted from etcd (simple tokens are ~20 bytes, JWTs a few hundred).
-const MAX_TOKEN: usize = 4096;
 
 /// How the user names each setting, for messages (`--coord-ca`, `--store-opt tls_ca=`).
 pub struct Names {
@@ -92,9 +88,9 @@ struct TlsAccess {
 /// How one client (a store, a `--coord`) reaches etcd: TLS, credentials and the shared token.
 pub struct Access {
     tls: Option<TlsAccess>,
-    creds: Option<Credentials>,
+    pub(super) creds: Option<Credentials>,
     /// The latest token any connection got.
-    token: Mutex<Vec<u8>>,
+    pub(super) token: Mutex<Vec<u8>>,
     pub(super) names: &'static Names,
     /// Whether [`Access::explain`] adds hints (not for kvmeter's own etcd).
     hints: bool,
@@ -385,88 +381,6 @@ pub fn read_password_file(path: &str, setting: &str) -> Result<String, String> {
         ));
     }
     Ok(pw)
-}
-
-/// etcd refused the token held (expired, or issued before users or roles changed).
-pub(super) fn token_refused(message: &str) -> bool {
-    message.contains("invalid auth token") || message.contains("revision of auth store is old")
-}
-
-impl Http {
-    /// Sends a request with the token (authenticating first if this client has none yet);
-    /// when etcd refuses the token, takes a newer one or authenticates again, and retries once.
-    pub(super) fn call(
-        &mut self,
-        method: &[u8],
-        path: &[u8],
-        body: &[u8],
-    ) -> Result<&[u8], RawError> {
-        if self.token.is_empty() && self.access.creds.is_some() {
-            self.refresh()?;
-        }
-        let r = self.request(method, path, body).map(|_| ());
-        match r {
-            Ok(()) => Ok(&self.body),
-            Err(e) if self.access.creds.is_some() && token_refused(&e.message) => {
-                // A new token, then the request again on the same connection (once per token).
-                self.refresh()?;
-                self.request(method, path, body)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Takes the shared token if another connection got a newer one than ours, else
-    /// authenticates. The lock is held while authenticating (bounded by the timeout), so the
-    /// workers that start together, or find the token refused together, authenticate once:
-    /// etcd hashes the password with bcrypt for each.
-    #[cold]
-    pub(super) fn refresh(&mut self) -> Result<(), RawError> {
-        let access = self.access.clone();
-        let mut shared = access.token.lock().unwrap_or_else(|p| p.into_inner());
-        if !shared.is_empty() && *shared != self.token {
-            self.token.clone_from(&shared);
-            return Ok(());
-        }
-        self.token = self.authenticate()?;
-        shared.clone_from(&self.token);
-        Ok(())
-    }
-
-    /// A new token for the credentials.
-    #[cold]
-    fn authenticate(&mut self) -> Result<Vec<u8>, RawError> {
-        let Some(c) = &self.access.creds else {
-            return Ok(Vec::new());
-        };
-        let body = serde_json::json!({"name": c.user, "password": c.password}).to_string();
-        let user = c.user.clone();
-        self.token.clear();
-        let r = self
-            .request(b"POST", b"/v3/auth/authenticate", body.as_bytes())
-            .map(|_| ());
-        if let Err(e) = r {
-            return Err(RawError::new(
-                e.kind,
-                e.fatal,
-                format!("etcd: authenticating as '{user}': {}", e.message),
-            ));
-        }
-        let token = serde_json::from_slice::<serde_json::Value>(&self.body)
-            .ok()
-            .and_then(|v| v["token"].as_str().map(str::to_string))
-            .filter(|t| {
-                !t.is_empty() && t.len() <= MAX_TOKEN && t.bytes().all(|b| b.is_ascii_graphic())
-            })
-            .ok_or_else(|| {
-                RawError::new(
-                    ErrorKind::Other,
-                    false,
-                    format!("etcd: authenticating as '{user}': no usable token in the reply (at most {MAX_TOKEN} printable characters expected)"),
-                )
-            })?;
-        Ok(token.into_bytes())
-    }
 }
 
 #[cfg(test)]

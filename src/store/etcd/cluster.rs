@@ -4,14 +4,14 @@
 //! `leader` it follows). papers/002 measures crash recovery of a replicated store; etcd is the
 //! Raft store Debian has.
 
-use super::{Access, Http};
+use super::auth::Access;
+use super::http::status;
 use crate::error::UsageError;
 use crate::store::cluster::{Cluster, Member, Role, Shape, StartCtx, Topology};
 use crate::store::managed::{free_ports, Managed};
 use crate::store::{net, StoreOptions};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 pub(super) static ETCD: Etcd = Etcd;
@@ -101,40 +101,6 @@ pub(super) fn member_args(
     .iter()
     .map(|s| s.to_string())
     .collect()
-}
-
-/// A member's own id, the leader it knows of and the Raft term (`None`: it did not answer).
-/// (Maintenance status needs no authentication: no token is sent.)
-fn status(
-    addr: SocketAddr,
-    timeout: Duration,
-    access: &Arc<Access>,
-) -> Option<(String, String, u64)> {
-    let mut h = Http::connect(addr, timeout, access).ok()?;
-    let body = h.request(b"POST", b"/v3/maintenance/status", b"{}").ok()?;
-    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let text = |x: &serde_json::Value| x.as_str().map(str::to_string);
-    let id = text(&v["header"]["member_id"])?;
-    let leader = text(&v["leader"]).unwrap_or_default();
-    let term = text(&v["raftTerm"])
-        .or_else(|| text(&v["header"]["raft_term"]))
-        .and_then(|t| t.parse().ok())
-        .unwrap_or(0);
-    Some((id, leader, term))
-}
-
-/// Which of `endpoints` leads (for the client's first connection).
-pub(super) fn leader_endpoint(
-    endpoints: &[SocketAddr],
-    timeout: Duration,
-    access: &Arc<Access>,
-) -> Option<usize> {
-    let t = timeout.min(Duration::from_millis(300));
-    let all: Vec<_> = endpoints.iter().map(|a| status(*a, t, access)).collect();
-    all.iter().position(|s| {
-        s.as_ref()
-            .is_some_and(|(id, leader, _)| !leader.is_empty() && id == leader)
-    })
 }
 
 impl Etcd {

@@ -21,7 +21,10 @@
 //! connection is opened as the blocking client's (rustls, the handshake done) and handed to the
 //! engine as a `Link::Tls`.
 
-use super::{auth::Access, cluster, frame, json_str, Http, B64};
+use super::auth::Access;
+use super::frame;
+use super::http::{http_error, leader_endpoint, token_refused, Http};
+use super::json::{b64_field, find, is_range_reply, json_str, B64};
 use crate::record::{self, Span};
 use crate::store::net::push_num;
 use crate::store::wire::{Codec, EventTarget, Link, Parsed, Sent};
@@ -101,8 +104,8 @@ impl EtcdTarget {
         if n == 1 {
             return Err(e);
         }
-        let from = cluster::leader_endpoint(&self.endpoints, self.timeout, &self.access)
-            .unwrap_or((at + 1) % n);
+        let from =
+            leader_endpoint(&self.endpoints, self.timeout, &self.access).unwrap_or((at + 1) % n);
         let mut last = e;
         for k in 0..n {
             let i = (from + k) % n;
@@ -226,8 +229,8 @@ impl EtcdCodec {
     /// maps it; a refused token breaks the connection (its replacement authenticates again).
     #[cold]
     fn refusal(&mut self, status: u16, body: &[u8], used: usize) -> Parsed {
-        let e = super::http_error(status as usize, body);
-        if super::auth::token_refused(&e.message) {
+        let e = http_error(status as usize, body);
+        if token_refused(&e.message) {
             let mut r = self
                 .tokens
                 .refused
@@ -252,8 +255,8 @@ impl EtcdCodec {
         used: usize,
         spans: &mut Vec<Span>,
     ) -> Parsed {
-        let Some(at) = super::find(body, b"\"kvs\":[") else {
-            if !super::is_range_reply(body) {
+        let Some(at) = find(body, b"\"kvs\":[") else {
+            if !is_range_reply(body) {
                 self.last_error =
                     Some("etcd range: a 200 reply that is not a range response".into());
                 return reply(Status::error(ErrorKind::Protocol), used, 0);
@@ -314,20 +317,20 @@ impl Codec for EtcdCodec {
         self.json.push(b'{');
         let path: &[u8] = match op {
             Queued::Read(key, _) => {
-                super::b64_field(&mut self.json, b"key", key);
+                b64_field(&mut self.json, b"key", key);
                 b"/v3/kv/range"
             }
             // A whole record: a partial update is chained as a read, a merge and this put.
             Queued::Insert(key, values) | Queued::Update(key, values) => {
                 self.encoded.clear();
                 values.encode_into(&mut self.encoded);
-                super::b64_field(&mut self.json, b"key", key);
+                b64_field(&mut self.json, b"key", key);
                 self.json.push(b',');
-                super::b64_field(&mut self.json, b"value", &self.encoded);
+                b64_field(&mut self.json, b"value", &self.encoded);
                 b"/v3/kv/put"
             }
             Queued::Delete(key) => {
-                super::b64_field(&mut self.json, b"key", key);
+                b64_field(&mut self.json, b"key", key);
                 b"/v3/kv/deleterange"
             }
         };

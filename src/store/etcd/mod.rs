@@ -2,7 +2,7 @@
 //! (`range_end` "\0": every key from the start key on) with a limit for scans.
 //!
 //! It speaks the v3 API through etcd's JSON gateway (`POST /v3/kv/...`, keys and values in
-//! base64), over keep-alive HTTP/1.1 written here: the gRPC client crates bring an async
+//! base64), over keep-alive HTTP/1.1 written here (`http.rs`): the gRPC client crates bring an async
 //! runtime and protobuf code generation for three calls, and a blocking request/reply keeps
 //! the timing the same as for the other servers. The gateway translates each call into the
 //! same gRPC handler inside etcd; its JSON step is part of what is measured (noted in
@@ -10,7 +10,7 @@
 //! puts.
 
 use super::kv::{KvSession, RawError, RawKv, ScanError, ScanSink};
-use super::net::{self, push_num, Conn};
+use super::net::{self, push_num};
 
 use super::*;
 
@@ -18,16 +18,18 @@ pub mod auth;
 mod cluster;
 mod codec;
 mod frame;
+mod http;
+mod json;
 mod metrics;
+pub use http::Gateway;
 pub use metrics::STATS;
 pub mod url;
 use crate::error::UsageError;
 use auth::Access;
-use base64::Engine;
+use http::Http;
+use json::{b64_decode, b64_field, find, is_range_reply, json_str, not_a_range};
 use std::net::SocketAddr;
 use std::time::Duration;
-
-const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 const OPTIONS: &[OptSpec] = &[
     OptSpec { name: "addr", default: "", help: "[http://|https://]host:port[,…] of etcd client URLs you run (the client starts at the leader and moves to the next member when one fails); empty: kvmeter starts the cluster on loopback (managed, plain http)" },
@@ -171,210 +173,6 @@ fn clear(o: &StoreOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The range of the JSON string value that follows `prefix` (e.g. `"value":"`).
-fn json_str(body: &[u8], prefix: &[u8]) -> Option<std::ops::Range<usize>> {
-    let at = find(body, prefix)? + prefix.len();
-    let end = at + net::memchr(b'"', &body[at..])?;
-    Some(at..end)
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-/// Whether a 200 body without `"kvs":[` is etcd's empty range response (a JSON object with
-/// its `"header"`), as opposed to garbage or another server's page: only the former is a
-/// miss; the rest is a protocol error (security review, minor findings).
-fn is_range_reply(body: &[u8]) -> bool {
-    let t = body.trim_ascii();
-    // The opening brace spelled \x7b: one in a literal misleads brace-counting tools.
-    let header = b"\"header\":\x7b";
-    t.first() == Some(&b'{') && t.last() == Some(&b'}') && find(t, header).is_some()
-}
-
-/// The error for a 200 range reply that is not a range response.
-fn not_a_range(body: &[u8]) -> RawError {
-    RawError::new(
-        ErrorKind::Protocol,
-        false,
-        format!(
-            "etcd range: a 200 reply that is not a range response ({} bytes)",
-            body.len()
-        ),
-    )
-}
-
-/// Keep-alive HTTP/1.1 over `Conn`; the body of the latest reply is in `body`.
-struct Http {
-    conn: Conn,
-    body: Vec<u8>,
-    json: Vec<u8>,
-    /// The most bytes one reply may hold (`max_reply`; the coordination channel's own).
-    max_reply: usize,
-    timeout: Duration,
-    /// TLS and credentials (shared by the client's connections).
-    access: std::sync::Arc<Access>,
-    /// The authentication token sent with each request (empty: none yet, or no auth).
-    token: Vec<u8>,
-    /// Every member's client address: a broken connection moves to the next one that accepts
-    /// (a killed leader's clients go on with the rest of the group).
-    endpoints: std::sync::Arc<[SocketAddr]>,
-    /// After moving to a member that was not the leader (an election was under way): when to
-    /// look for the leader again. Reads and writes through a follower cost it a round trip
-    /// to the leader, so the client follows the leader.
-    find_leader_at: Option<std::time::Instant>,
-}
-
-impl Http {
-    fn connect(
-        addr: SocketAddr,
-        timeout: Duration,
-        access: &std::sync::Arc<Access>,
-    ) -> Result<Http, RawError> {
-        let conn = access
-            .connect(addr, timeout)
-            .map_err(|e| RawError::new(ErrorKind::Io, true, e))?;
-        Ok(Http {
-            conn,
-            body: Vec::with_capacity(4096),
-            json: Vec::with_capacity(4096),
-            max_reply: net::DEFAULT_MAX_REPLY,
-            timeout,
-            access: access.clone(),
-            token: Vec::new(),
-            endpoints: std::sync::Arc::from([addr]),
-            find_leader_at: None,
-        })
-    }
-
-    /// Moves to the leader if another member leads now; looks again later while there is none.
-    #[cold]
-    fn follow_leader(&mut self) {
-        self.find_leader_at = None;
-        match cluster::leader_endpoint(&self.endpoints, self.timeout, &self.access) {
-            Some(l) if self.endpoints[l] == self.conn.addr => {}
-            Some(l) => {
-                if let Ok(c) = self.access.connect(self.endpoints[l], self.timeout) {
-                    self.conn = c;
-                }
-            }
-            None => {
-                self.find_leader_at =
-                    Some(std::time::Instant::now() + std::time::Duration::from_millis(200))
-            }
-        }
-    }
-
-    /// Reconnects: to the leader where one answers, else to the same member first, then to
-    /// each other member in turn (and looks for the leader again shortly).
-    #[cold]
-    fn reconnect(&mut self) -> Result<(), RawError> {
-        if self.endpoints.len() > 1 {
-            if let Some(l) = cluster::leader_endpoint(&self.endpoints, self.timeout, &self.access) {
-                if let Ok(c) = self.access.connect(self.endpoints[l], self.timeout) {
-                    self.conn = c;
-                    return Ok(());
-                }
-            }
-            self.find_leader_at =
-                Some(std::time::Instant::now() + std::time::Duration::from_millis(200));
-        }
-        let n = self.endpoints.len();
-        let at = self
-            .endpoints
-            .iter()
-            .position(|a| *a == self.conn.addr)
-            .unwrap_or(0);
-        let mut last = String::new();
-        for k in 0..n {
-            let addr = self.endpoints[(at + k) % n];
-            match self.access.connect(addr, self.timeout) {
-                Ok(c) => {
-                    self.conn = c;
-                    return Ok(());
-                }
-                Err(e) => last = format!("reconnecting: {e}"),
-            }
-        }
-        Err(RawError::new(ErrorKind::Io, true, last))
-    }
-
-    /// Sends a request with `body` and returns the reply's body (status 200 only).
-    fn request(&mut self, method: &[u8], path: &[u8], body: &[u8]) -> Result<&[u8], RawError> {
-        if self.conn.broken {
-            self.reconnect()?;
-        } else if self
-            .find_leader_at
-            .is_some_and(|t| std::time::Instant::now() >= t)
-        {
-            self.follow_leader();
-        }
-        let c = &mut self.conn;
-        // Every connection the client opened (reconnects included) gets the bound.
-        c.set_limit(self.max_reply);
-        c.begin();
-        let w = &mut c.wbuf;
-        w.extend_from_slice(method);
-        w.push(b' ');
-        w.extend_from_slice(path);
-        w.extend_from_slice(b" HTTP/1.1\r\nHost: etcd\r\nContent-Type: application/json\r\n");
-        if !self.token.is_empty() {
-            w.extend_from_slice(b"Authorization: ");
-            w.extend_from_slice(&self.token);
-            w.extend_from_slice(b"\r\n");
-        }
-        w.extend_from_slice(b"Content-Length: ");
-        push_num(w, body.len());
-        w.extend_from_slice(b"\r\n\r\n");
-        w.extend_from_slice(body);
-        c.send()?;
-        // The reply is framed by `frame.rs`, as on the engine: a chunked error reply's trailer
-        // is read with it, so the next request on this connection starts clean.
-        let limit = c.limit();
-        let body = &mut self.body;
-        let ((status, range, close), at) =
-            c.read_until(|b| match frame::frame(b, limit, body) {
-                frame::Framed::More => Ok(None),
-                frame::Framed::Broken(why) => Err(why),
-                frame::Framed::Whole {
-                    status,
-                    used,
-                    body,
-                    close,
-                } => Ok(Some(((status, body, close), used))),
-            })?;
-        if let Some(r) = range {
-            self.body.clear();
-            self.body
-                .extend_from_slice(c.bytes(at.start + r.start..at.start + r.end));
-        }
-        if close {
-            c.broken = true;
-        }
-        if status != 200 {
-            return Err(http_error(status as usize, &self.body));
-        }
-        Ok(&self.body)
-    }
-}
-
-#[cold]
-fn http_error(status: usize, body: &[u8]) -> RawError {
-    let text = net::excerpt(body);
-    let kind = if text.contains("too many requests") || status == 503 {
-        ErrorKind::Busy
-    } else if text.contains("space quota") {
-        ErrorKind::Io
-    } else {
-        ErrorKind::Other
-    };
-    RawError::new(
-        kind,
-        kind == ErrorKind::Io,
-        format!("etcd: HTTP {status}: {}", text.trim()),
-    )
-}
-
 struct EtcdStore {
     /// Client URLs, the leader's first (as it was when the store was opened).
     endpoints: std::sync::Arc<[SocketAddr]>,
@@ -392,7 +190,7 @@ fn open(_dir: &Path, o: &StoreOptions) -> anyhow::Result<Box<dyn Store>> {
         .map_err(|e| anyhow::anyhow!("--store-opt addr={e}"))?
         .addrs();
     if endpoints.len() > 1 {
-        if let Some(l) = cluster::leader_endpoint(&endpoints, s.timeout, &s.access) {
+        if let Some(l) = http::leader_endpoint(&endpoints, s.timeout, &s.access) {
             endpoints.swap(0, l);
         }
     }
@@ -417,7 +215,7 @@ impl Store for EtcdStore {
         let open = || {
             let mut order: Vec<SocketAddr> = self.endpoints.to_vec();
             if order.len() > 1 {
-                if let Some(l) = cluster::leader_endpoint(&order, deadline, &self.s.access) {
+                if let Some(l) = http::leader_endpoint(&order, deadline, &self.s.access) {
                     order.swap(0, l);
                 }
             }
@@ -501,36 +299,6 @@ struct EtcdRaw {
     key: Vec<u8>,
     /// Requests sent, by member (which member served: the leader the client follows).
     sent: Vec<(SocketAddr, u64)>,
-}
-
-/// Appends `"name":"<base64 of b>"`.
-fn b64_field(json: &mut Vec<u8>, name: &[u8], b: &[u8]) {
-    json.push(b'"');
-    json.extend_from_slice(name);
-    json.extend_from_slice(b"\":\"");
-    let at = json.len();
-    json.resize(at + b.len().div_ceil(3) * 4, 0);
-    let n = B64
-        .encode_slice(b, &mut json[at..])
-        .expect("sized for base64");
-    json.truncate(at + n);
-    json.push(b'"');
-}
-
-/// Decodes base64 `src` into `out` (replacing it).
-fn b64_decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), RawError> {
-    out.resize(src.len() / 4 * 3 + 3, 0);
-    match B64.decode_slice(src, out) {
-        Ok(n) => {
-            out.truncate(n);
-            Ok(())
-        }
-        Err(e) => Err(RawError::new(
-            ErrorKind::Corruption,
-            false,
-            format!("etcd: undecodable base64 in reply: {e}"),
-        )),
-    }
 }
 
 impl EtcdRaw {
@@ -624,73 +392,5 @@ impl RawKv for EtcdRaw {
             at = next;
         }
         Ok(())
-    }
-}
-
-/// The most bytes one reply on the coordination channel may hold: a range over a distributed
-/// run's keys (every agent's interval posts) is far above a store's `max_reply`.
-const GATEWAY_MAX_REPLY: usize = 256 << 20;
-
-/// etcd's v3 JSON gateway for kvmeter's own coordination (`dist`): any request, JSON in and
-/// out, over the same keep-alive HTTP client the store uses, failing over across members.
-pub struct Gateway(Http);
-
-impl Gateway {
-    /// Connects to the leader where one answers, else to the first member that accepts.
-    pub fn connect(
-        endpoints: &[SocketAddr],
-        timeout: Duration,
-        access: &std::sync::Arc<Access>,
-    ) -> Result<Gateway, String> {
-        let mut order: Vec<SocketAddr> = endpoints.to_vec();
-        if order.len() > 1 {
-            if let Some(l) = cluster::leader_endpoint(&order, timeout, access) {
-                order.swap(0, l);
-            }
-        }
-        let mut last = String::from("no endpoint");
-        for a in &order {
-            match Http::connect(*a, timeout, access) {
-                Ok(mut h) => {
-                    h.endpoints = order.clone().into();
-                    h.max_reply = GATEWAY_MAX_REPLY;
-                    return Ok(Gateway(h));
-                }
-                Err(e) => last = e.message,
-            }
-        }
-        Err(last)
-    }
-
-    /// POSTs `body` to `path` (e.g. /v3/kv/put); one retry on another member when the
-    /// connection breaks. Returns the reply's JSON.
-    pub fn post(
-        &mut self,
-        path: &str,
-        body: &serde_json::Value,
-    ) -> Result<serde_json::Value, String> {
-        let text = body.to_string();
-        let mut tries = 0;
-        loop {
-            let r = self
-                .0
-                .call(b"POST", path.as_bytes(), text.as_bytes())
-                .map(serde_json::from_slice::<serde_json::Value>);
-            match r {
-                Ok(parsed) => {
-                    return parsed.map_err(|e| format!("etcd {path}: reply is not JSON: {e}"))
-                }
-                Err(e) if tries < 2 && (self.0.conn.broken || e.kind == ErrorKind::Io) => {
-                    self.0.conn.broken = true;
-                    tries += 1;
-                }
-                Err(e) => return Err(format!("etcd {path}: {}", e.message)),
-            }
-        }
-    }
-
-    /// The member this client talks to now.
-    pub fn addr(&self) -> SocketAddr {
-        self.0.conn.addr
     }
 }

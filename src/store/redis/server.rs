@@ -60,64 +60,8 @@ pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         "" => None,
         a => Some(net::resolve(a).map_err(|e| UsageError::new(format!("--store-opt addr={e}")))?),
     };
-    let tls = if o.bool("tls")? {
-        if o.str("tls_ca").is_empty() {
-            return Err(UsageError::new(
-                "--store-opt tls=true needs tls_ca=FILE (PEM CA certificates that sign the server's certificate)",
-            ));
-        }
-        let (cert, key) = (o.str("tls_cert"), o.str("tls_key"));
-        if cert.is_empty() != key.is_empty() {
-            return Err(UsageError::new(
-                "--store-opt tls_cert and tls_key go together: give both or neither",
-            ));
-        }
-        if o.str("addr").is_empty() && cert.is_empty() {
-            return Err(UsageError::new(
-                "--store-opt tls=true with a managed server needs tls_cert=FILE and tls_key=FILE (the server's certificate and key)",
-            ));
-        }
-        let name = match o.str("tls_server_name") {
-            "" => o
-                .str("addr")
-                .rsplit_once(':')
-                .map(|(h, _)| h)
-                .unwrap_or("127.0.0.1")
-                .trim_matches(['[', ']'])
-                .to_string(),
-            n => n.to_string(),
-        };
-        let name = if name.is_empty() {
-            "127.0.0.1".to_string()
-        } else {
-            name
-        };
-        // A managed server does not ask for a client certificate; a user's server may.
-        let client = (!o.str("addr").is_empty() && !cert.is_empty()).then_some((cert, key));
-        Some(
-            net::Tls::new(o.str("tls_ca"), client, &name)
-                .map_err(|e| UsageError::new(format!("--store-opt {e}")))?,
-        )
-    } else {
-        None
-    };
-    if o.choice("encoding", &["hash", "string"])? == "string" {
-        // String mode speaks GET/SET/DEL to one server (either client).
-        for (opt, unset) in [
-            ("cluster", "0"),
-            ("sentinels", "0"),
-            ("sentinel_addr", ""),
-            ("wait_replicas", "0"),
-            ("pipeline", "1"),
-        ] {
-            if o.str(opt) != unset {
-                return Err(UsageError::new(format!(
-                    "--store-opt encoding=string with {opt}={}: string mode talks to one server, one request at a time per connection; leave {opt} out or use encoding=hash",
-                    o.str(opt)
-                )));
-            }
-        }
-    }
+    let tls = tls(o)?;
+    check_string_mode(o)?;
     Ok(Settings {
         addr,
         password: password(o),
@@ -145,6 +89,73 @@ pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         max_reply: net::max_reply(o)?,
         reply_wait: crate::store::wait::wait(o)?,
     })
+}
+
+/// The TLS of `tls=true` (`None` without it): a managed server needs its certificate and key;
+/// the server name defaults to the host of `addr`.
+fn tls(o: &StoreOptions) -> Result<Option<net::Tls>, UsageError> {
+    if !o.bool("tls")? {
+        return Ok(None);
+    }
+    if o.str("tls_ca").is_empty() {
+        return Err(UsageError::new(
+            "--store-opt tls=true needs tls_ca=FILE (PEM CA certificates that sign the server's certificate)",
+        ));
+    }
+    let (cert, key) = (o.str("tls_cert"), o.str("tls_key"));
+    if cert.is_empty() != key.is_empty() {
+        return Err(UsageError::new(
+            "--store-opt tls_cert and tls_key go together: give both or neither",
+        ));
+    }
+    if o.str("addr").is_empty() && cert.is_empty() {
+        return Err(UsageError::new(
+            "--store-opt tls=true with a managed server needs tls_cert=FILE and tls_key=FILE (the server's certificate and key)",
+        ));
+    }
+    let name = match o.str("tls_server_name") {
+        "" => o
+            .str("addr")
+            .rsplit_once(':')
+            .map(|(h, _)| h)
+            .unwrap_or("127.0.0.1")
+            .trim_matches(['[', ']'])
+            .to_string(),
+        n => n.to_string(),
+    };
+    let name = if name.is_empty() {
+        "127.0.0.1".to_string()
+    } else {
+        name
+    };
+    // A managed server does not ask for a client certificate; a user's server may.
+    let client = (!o.str("addr").is_empty() && !cert.is_empty()).then_some((cert, key));
+    Ok(Some(
+        net::Tls::new(o.str("tls_ca"), client, &name)
+            .map_err(|e| UsageError::new(format!("--store-opt {e}")))?,
+    ))
+}
+
+/// String mode speaks GET/SET/DEL to one server (either client): the options that need more
+/// are refused with it.
+fn check_string_mode(o: &StoreOptions) -> Result<(), UsageError> {
+    if o.choice("encoding", &["hash", "string"])? == "string" {
+        for (opt, unset) in [
+            ("cluster", "0"),
+            ("sentinels", "0"),
+            ("sentinel_addr", ""),
+            ("wait_replicas", "0"),
+            ("pipeline", "1"),
+        ] {
+            if o.str(opt) != unset {
+                return Err(UsageError::new(format!(
+                    "--store-opt encoding=string with {opt}={}: string mode talks to one server, one request at a time per connection; leave {opt} out or use encoding=hash",
+                    o.str(opt)
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 pub(super) fn server_args(o: &StoreOptions, ports: &[u16], dir: &Path) -> Vec<String> {

@@ -14,6 +14,7 @@ use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -137,7 +138,7 @@ impl Drop for Pipeline {
 }
 
 /// A FIFO at `path`, opened read-write so that opening never waits for perf.
-fn fifo(path: &std::path::Path) -> Result<File, String> {
+fn fifo(path: &Path) -> Result<File, String> {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
         .map_err(|_| "a path with a NUL byte".to_string())?;
     // SAFETY: mkfifo reads the NUL-terminated path it is given.
@@ -167,7 +168,7 @@ fn readable(f: &File, d: Duration) -> bool {
 }
 
 /// The first lines of a file perf wrote its complaints to, bounded.
-fn first_words(path: &std::path::Path) -> String {
+fn first_words(path: &Path) -> String {
     let mut text = String::new();
     if let Ok(f) = File::open(path) {
         let _ = f.take(4096).read_to_string(&mut text);
@@ -185,6 +186,50 @@ fn first_words(path: &std::path::Path) -> String {
     }
 }
 
+/// A file in `dir` for a perf command's standard error (read back when it fails).
+fn err_file(dir: &Path, name: &str) -> Result<File, String> {
+    File::create(dir.join(name)).map_err(|e| format!("{name}: {e}"))
+}
+
+/// `perf record` of `s`'s targets, its samples on standard output, driven through the FIFOs
+/// `ctl` and `ack` in `dir`.
+fn spawn_record(perf: &str, s: &Sampling, dir: &Path) -> Result<Child, String> {
+    let pids = s
+        .pids
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let control = format!(
+        "fifo:{},{}",
+        dir.join("ctl").display(),
+        dir.join("ack").display()
+    );
+    let freq = s.frequency_hz.to_string();
+    let record_err = err_file(dir, "record.err")?;
+    let target = if s.system_wide {
+        vec!["-a"]
+    } else {
+        vec!["-p", pids.as_str()]
+    };
+    Command::new(perf)
+        .args(["record", "-e", s.event, "-F", freq.as_str(), "--call-graph", "dwarf,8192"])
+        .args(["-k", "monotonic", "--control", control.as_str()])
+        .args(["-o", "-", "--quiet", "--no-buffering"])
+        .args(target)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(record_err)
+        .spawn()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!(
+                "no `{perf}` program (KVMETER_PERF, else perf on PATH; Debian: apt-get install linux-perf)"
+            ),
+            _ => format!("{perf} record: {e}"),
+        })
+}
+
 impl Pipeline {
     pub(super) fn start(
         perf: &str,
@@ -198,42 +243,8 @@ impl Pipeline {
             .map_err(|e| format!("a private directory for perf's FIFOs: {e}"))?;
         let ctl = fifo(&dir.path().join("ctl"))?;
         let ack = fifo(&dir.path().join("ack"))?;
-        let err_file =
-            |name: &str| File::create(dir.path().join(name)).map_err(|e| format!("{name}: {e}"));
-        let pids = s
-            .pids
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
-        let control = format!(
-            "fifo:{},{}",
-            dir.path().join("ctl").display(),
-            dir.path().join("ack").display()
-        );
-        let freq = s.frequency_hz.to_string();
-        let (record_err, script_err) = (err_file("record.err")?, err_file("script.err")?);
-        let target = if s.system_wide {
-            vec!["-a"]
-        } else {
-            vec!["-p", pids.as_str()]
-        };
-        let mut record = Command::new(perf)
-            .args(["record", "-e", s.event, "-F", freq.as_str(), "--call-graph", "dwarf,8192"])
-            .args(["-k", "monotonic", "--control", control.as_str()])
-            .args(["-o", "-", "--quiet", "--no-buffering"])
-            .args(target)
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(record_err)
-            .spawn()
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => format!(
-                    "no `{perf}` program (KVMETER_PERF, else perf on PATH; Debian: apt-get install linux-perf)"
-                ),
-                _ => format!("{perf} record: {e}"),
-            })?;
+        let script_err = err_file(dir.path(), "script.err")?;
+        let mut record = spawn_record(perf, s, dir.path())?;
         let Some(out) = record.stdout.take() else {
             let _ = record.kill();
             return Err("perf record's output".into());
