@@ -57,6 +57,19 @@ pub(super) struct Intervals<'a> {
 }
 
 impl<'a> Intervals<'a> {
+    /// Panics are counted from `panics0` (the phase's start); a test's planned panic on the
+    /// interval loop's thread (`KVMETER_TEST_PANIC`) fires `after` the workers start.
+    pub(super) fn watch_panics(
+        &mut self,
+        panics0: u64,
+        test: Option<super::test_panic::TestPanic>,
+    ) {
+        self.panics0 = panics0;
+        self.test_panic_at = test
+            .filter(|t| t.at == super::test_panic::Where::Main)
+            .map(|t| self.t0 + t.after);
+    }
+
     pub(super) fn new(
         phase: &'a PhasePlan,
         shared: &worker::Shared,

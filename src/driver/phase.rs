@@ -36,15 +36,9 @@ pub(super) fn run(
     // Start.
     let panics0 = crate::panics::count();
     let test = test_panic::from_env();
-    let Opened {
-        store,
-        workload,
-        collector,
-        mut sessions,
-        threads,
-        mut engine,
-    } = Opened::open(ctx, phase, &mut ps)?;
-    test_panic::sabotage_first(test, &mut sessions);
+    let mut o = Opened::open(ctx, phase, &mut ps)?;
+    let (threads, collector) = (o.threads, &o.collector);
+    test_panic::sabotage_first(test, &mut o.sessions);
     let feed = open_feed(ctx, phase, threads)?;
     // Checked before anything starts; its origin is set when the phase does.
     let grid = phase_grid(phase, ctx.plan.interval, ctx.clock.now())?;
@@ -52,17 +46,11 @@ pub(super) fn run(
         s.before_phase(ctx.index, phase)?;
     }
     // Shared with the store's statistics thread (`store_stats`), which ends before the close.
-    let store = std::sync::Arc::new(store);
+    let store = std::sync::Arc::new(o.store);
     // The antagonists (and a profile's perf) are up before the clock starts: the phase
     // measures under them from its first interval, and starting them is not charged to it.
-    let mut companions = start_companions(ctx, phase, &collector, &store);
-    // The phase's start: the deadline, the interval grid, the schedule and the timeline all
-    // count from here (one instant, one clock reading).
-    let t0 = Instant::now();
-    let origin = ctx.clock.now();
-    // The phase's start on the wall clock, with its interval grid's origin: report.html places
-    // the phase on the run's clock by it.
-    let wall_start = SystemTime::now();
+    let mut companions = start_companions(ctx, phase, collector, &store);
+    let (t0, origin, wall_start) = start_clock(ctx);
     let grid = crate::measure::Grid { origin, ..grid };
     let timeline = timeline_for(ctx.plan, phase, origin, threads);
     let arrivals = phase
@@ -73,7 +61,7 @@ pub(super) fn run(
         ctx,
         phase,
         Started {
-            workload: &workload,
+            workload: &o.workload,
             arrivals: arrivals.as_ref(),
             replay: feed.as_ref(),
             timeline: timeline.as_ref(),
@@ -90,26 +78,23 @@ pub(super) fn run(
     companions.extend(start_fault_companion(ctx, phase, timeline, origin, t0));
     test_panic::companion(test);
     ps.started_at = humantime::format_rfc3339_millis(wall_start).to_string();
-    let mut iv = Intervals::new(phase, &shared, &collector, wall_start, arrivals.as_ref());
-    iv.panics0 = panics0;
-    iv.test_panic_at = test
-        .filter(|t| t.at == test_panic::Where::Main)
-        .map(|t| shared.t0 + t.after);
+    let mut iv = Intervals::new(phase, &shared, collector, wall_start, arrivals.as_ref());
+    iv.watch_panics(panics0, test);
     // The interval loop, while the workers run.
     let ended = run_workers(
         ctx,
         &shared,
-        &collector,
+        collector,
         &mut companions,
         &mut iv,
         Clients {
-            sessions,
-            engine: engine.as_mut(),
+            sessions: o.sessions,
+            engine: o.engine.as_mut(),
         },
         threads,
     )?;
     let cpu_end = CpuTime::now();
-    if let Some(e) = &engine {
+    if let Some(e) = &o.engine {
         ps.engine = Some(e.summary(threads, ctx.plan.seed, shared.stream_base));
     }
     // Finish. The last completion; the measured window ends at the deadline when it was reached (the
@@ -118,7 +103,7 @@ pub(super) fn run(
     let end = Duration::from_nanos(last.min(grid.deadline));
     let window = (end, cpu_end);
     finish_measuring(
-        ctx, phase, &mut ps, &mut iv, &collector, companions, ended, window,
+        ctx, phase, &mut ps, &mut iv, collector, companions, ended, window,
     )?;
     if let Some(f) = &feed {
         ctx.rundir
@@ -139,10 +124,19 @@ pub(super) fn run(
         close_result,
         late,
     );
-    if let Some(e) = &engine {
+    if let Some(e) = &o.engine {
         conclude::engine_figures(e, phase, ctx.plan.seed, &mut ps);
     }
     Ok((ps, Some(ycsb)))
+}
+
+/// The phase's start: the deadline, the interval grid, the schedule and the timeline all count
+/// from its instant and clock reading; report.html places the phase on the run's clock by its
+/// wall-clock time.
+fn start_clock(ctx: &PhaseCtx) -> (Instant, u64, SystemTime) {
+    let t0 = Instant::now();
+    let origin = ctx.clock.now();
+    (t0, origin, SystemTime::now())
 }
 
 /// A replay's trace, opened and its queues made before the clock starts.
