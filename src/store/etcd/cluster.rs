@@ -188,7 +188,7 @@ impl Topology for Etcd {
                 let one = c.opts.clone();
                 let r = c.members[i]
                     .server
-                    .wait_ready(|a| super::ping(&one, a), ctx.timeout);
+                    .wait_ready(|a| (ctx.spec.ping)(&one, a), ctx.timeout);
                 if let Err(e) = r {
                     last = format!("etcd member {i}: {e:#}");
                     ok = false;
@@ -244,7 +244,11 @@ impl Topology for Etcd {
     }
 
     fn ready(&self, c: &Cluster, i: usize) -> Result<(), String> {
-        super::ping(&c.opts, &c.members[i].server.addr).map(|_| ())
+        // The store's own ping, through the registry, as for a single server.
+        let spec = crate::store::find(c.store)
+            .and_then(|k| k.server)
+            .ok_or("not a server store")?;
+        (spec.ping)(&c.opts, &c.members[i].server.addr).map(|_| ())
     }
 
     fn settings(&self, o: &StoreOptions) -> Vec<(String, String)> {
