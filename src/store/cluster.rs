@@ -196,6 +196,14 @@ impl Cluster {
         &self.members[0].server
     }
 
+    /// Member `i` answers the store's own ping (`ServerSpec::ping`, found by the store's name).
+    pub fn ping(&self, i: usize) -> Result<(), String> {
+        let spec = super::find(self.store)
+            .and_then(|k| k.server)
+            .ok_or("not a server store")?;
+        (spec.ping)(&self.opts, &self.members[i].server.addr).map(|_| ())
+    }
+
     /// The client address list, comma-separated.
     pub fn client_addrs(&self) -> String {
         self.opts.str("addr").to_string()
@@ -366,10 +374,7 @@ impl Topology for Single {
     }
 
     fn ready(&self, c: &Cluster, i: usize) -> Result<(), String> {
-        let spec = super::find(c.store)
-            .and_then(|k| k.server)
-            .ok_or("not a server store")?;
-        (spec.ping)(&c.opts, &c.members[i].server.addr).map(|_| ())
+        c.ping(i)
     }
 }
 

@@ -244,11 +244,7 @@ impl Topology for Etcd {
     }
 
     fn ready(&self, c: &Cluster, i: usize) -> Result<(), String> {
-        // The store's own ping, through the registry, as for a single server.
-        let spec = crate::store::find(c.store)
-            .and_then(|k| k.server)
-            .ok_or("not a server store")?;
-        (spec.ping)(&c.opts, &c.members[i].server.addr).map(|_| ())
+        c.ping(i)
     }
 
     fn settings(&self, o: &StoreOptions) -> Vec<(String, String)> {
