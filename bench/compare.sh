@@ -15,6 +15,10 @@
 #               digits, 23 bytes: insertorder=ordered, zeropadding=19; the direct loop's
 #               ORDERED=1), like db_bench's fillseq, so the flushed files do not overlap (hashed
 #               keys leave overlapping L0 files and, without bloom filters, a read searches each);
+#               rocks-direct-seq-dbbkeys-*: the same direct loop with db_bench's key content
+#               (DBB_KEYS=1: the number's 8 bytes big-endian, '0'-padded to 23), so its ratio to
+#               rocks-direct-seq-* is what YCSB's key content costs RocksDB, and its ratio to
+#               rocks-dbbench-same-* what the Rust binding costs;
 #               rocks-dbbench-same-*: db_bench built from the crate's own RocksDB sources
 #               against kvmeter's librocksdb.a (bench/build-db_bench.sh), so the version is one,
 #               with kvmeter's LRU block cache (db_bench 11.8's own default is the hyper clock
@@ -160,6 +164,7 @@ run_case() {
     rocks-kvmeter-seq-t[12]) $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" -p insertorder=ordered -p zeropadding=19 \
         --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     rocks-direct-seq-t[12]) ORDERED=1 COLD=1 RECORDS=100000 OPS=1000000 THREADS="${name: -1}" CACHE_MB=256 "$DIRECT" 2>/dev/null | last_ops ;;
+    rocks-direct-seq-dbbkeys-t[12]) DBB_KEYS=1 ORDERED=1 COLD=1 RECORDS=100000 OPS=1000000 THREADS="${name: -1}" CACHE_MB=256 "$DIRECT" 2>/dev/null | last_ops ;;
     rocks-kvmeter-seq-hcc-t[12]) $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --store-opt block_cache=hyper_clock \
         -p insertorder=ordered -p zeropadding=19 --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
     # -hist-: db_bench timing every operation too (--histogram=1; without it db_bench reads no
@@ -246,8 +251,8 @@ run_case() {
 CASES=(ceiling-kvmeter-c ceiling-floor-c ceiling-ycsb-c ceiling-kvmeter-a ceiling-floor-a ceiling-ycsb-a
        rocks-kvmeter-t1 rocks-direct-t1 rocks-direct-cold-t1 rocks-direct-timed-t1 rocks-direct-ycsb-t1 rocks-dbbench-t1 rocks-ycsb-t1
        rocks-kvmeter-t2 rocks-direct-t2 rocks-direct-cold-t2 rocks-direct-timed-t2 rocks-direct-ycsb-t2 rocks-dbbench-t2 rocks-ycsb-t2
-       rocks-kvmeter-seq-t1 rocks-direct-seq-t1 rocks-dbbench-same-t1 rocks-dbbench-same-hist-t1 rocks-kvmeter-seq-hcc-t1 rocks-dbbench-same-hcc-t1
-       rocks-kvmeter-seq-t2 rocks-direct-seq-t2 rocks-dbbench-same-t2 rocks-dbbench-same-hist-t2 rocks-kvmeter-seq-hcc-t2 rocks-dbbench-same-hcc-t2
+       rocks-kvmeter-seq-t1 rocks-direct-seq-t1 rocks-direct-seq-dbbkeys-t1 rocks-dbbench-same-t1 rocks-dbbench-same-hist-t1 rocks-kvmeter-seq-hcc-t1 rocks-dbbench-same-hcc-t1
+       rocks-kvmeter-seq-t2 rocks-direct-seq-t2 rocks-direct-seq-dbbkeys-t2 rocks-dbbench-same-t2 rocks-dbbench-same-hist-t2 rocks-kvmeter-seq-hcc-t2 rocks-dbbench-same-hcc-t2
        rss-kvmeter-1M rss-kvmeter-100M
        tel-null-on tel-null-off tel-rocks-on tel-rocks-off
        emb-kvmeter-lmdb-t1 emb-plugin-lmdb-t1 emb-direct-lmdb-t1 emb-direct-timed-lmdb-t1 emb-direct-ycsb-lmdb-t1

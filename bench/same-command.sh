@@ -12,7 +12,9 @@
 #           (libmemcached-tools; bench/compare.sh mc-same-*)
 #   rocks   RocksDB readrandom, 100 k x 1,000 B, 1 thread, in memory, db_bench's data shape
 #           (keys in order): kvmeter against db_bench built from kvmeter's own RocksDB
-#           (bench/build-db_bench.sh; bench/compare.sh rocks-kvmeter-seq-t1, rocks-dbbench-same-t1)
+#           (bench/build-db_bench.sh; bench/compare.sh rocks-kvmeter-seq-t1, rocks-dbbench-same-t1),
+#           with the rows that explain the ratio: the direct loop with YCSB's keys and with
+#           db_bench's (rocks-direct-seq(-dbbkeys)-t1) and db_bench --histogram=1
 #   mc16    memcached GET of 1 KiB values at 8 / 96 / 1,000 / 10,000 connections, the server on
 #           the upper half of the CPUs (memcached -t half), each client on the lower half with
 #           half as many threads: kvmeter's engine against memtier_benchmark, ops/s and ops per
@@ -50,7 +52,9 @@ has() { [[ " $ROWS " == *" $1 "* ]]; }
 only=()
 has redis && only+=('redis-same-(kvmeter|bench|old)-t[12]' 'redis-same-(kvmeter|old)-e2')
 has mc && only+=('mc-same-(kvmeter|memcslap)-t[12]')
-has rocks && only+=('rocks-kvmeter-seq-t1' 'rocks-dbbench-same-t1')
+# The RocksDB row with what explains it: the direct loop (the Rust binding, no harness) with
+# YCSB's keys and with db_bench's, and db_bench timing every read (--histogram=1).
+has rocks && only+=('rocks-kvmeter-seq-t1' 'rocks-direct-seq(-dbbkeys)?-t1' 'rocks-dbbench-same(-hist)?-t1')
 if (( ${#only[@]} )); then
   re="^($(IFS='|'; echo "${only[*]}"))\$"
   REPS=$REPS ONLY="$re" bash bench/compare.sh 2>&1 | tee "$OUT/compare.log" | grep -v '^warning' || true
@@ -113,6 +117,10 @@ add("  the same, the older binary (AB_OLD), e2 / redis-benchmark", "redis-same-o
 add("memcached GET t1 / memcslap (its data shape)", "mc-same-kvmeter-t1", "mc-same-memcslap-t1", ">= 1.0")
 add("memcached GET t2 / memcslap (its data shape)", "mc-same-kvmeter-t2", "mc-same-memcslap-t2", ">= 1.0")
 add("rocksdb readrandom t1 / db_bench (same RocksDB)", "rocks-kvmeter-seq-t1", "rocks-dbbench-same-t1", ">= 1.0")
+add("  kvmeter / db_bench --histogram=1 (timing every read too)", "rocks-kvmeter-seq-t1", "rocks-dbbench-same-hist-t1", "(explains)")
+add("  direct loop, YCSB's keys / db_bench (the binding and key content, no harness)", "rocks-direct-seq-t1", "rocks-dbbench-same-t1", "(explains)")
+add("  direct loop, db_bench's keys / db_bench (the binding alone)", "rocks-direct-seq-dbbkeys-t1", "rocks-dbbench-same-t1", "(explains)")
+add("  kvmeter / direct loop, YCSB's keys (the harness alone)", "rocks-kvmeter-seq-t1", "rocks-direct-seq-t1", "(explains)")
 add("null store: nproc threads / 1 thread", "null-scale-tN", "null-scale-t1", ">= 15 on 16 CPUs")
 p = os.path.join(out, "mc16-ratios.tsv")
 if os.path.exists(p):

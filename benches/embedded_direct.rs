@@ -19,7 +19,8 @@
 //! THREADS (1), VALUE_SIZE (1000), CACHE_MB (256, WiredTiger), TIMED (0), TOUCH (0; 1: read
 //! the value's first bytes, as kvmeter's record indexing does), YCSB_KEYS (0; 1: kvmeter's exact
 //! key choice, benches/common/keys.rs), DECODE (0; 1: index the record as kvmeter's adapters
-//! do, benches/common/decode.rs). Last lines:
+//! do, benches/common/decode.rs), DBB_KEYS (0; 1: db_bench's key content, loaded and read,
+//! benches/common/keys.rs). Last lines:
 //! `cpu_ns_per_op=<n>` (the process's user + system time over the read loop, per read) and
 //! `ops_per_sec=<n>`.
 
@@ -28,7 +29,6 @@ use knobs::env;
 use kvmeter::measure::clock::Clock;
 use kvmeter::measure::cpu::CpuTime;
 use kvmeter::store::Record;
-use kvmeter::workload::keys::build_key_name;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::ptr;
 use std::time::Instant;
@@ -186,8 +186,9 @@ fn wiredtiger(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
             0
         );
         let mut key = Vec::new();
+        let dbb = keys::db_bench_keys();
         for k in 0..p.records as i64 {
-            build_key_name(k, 1, false, &mut key);
+            keys::build(k, 1, false, dbb, &mut key);
             assert_eq!(
                 kvm_wt_put(c, key.as_ptr(), key.len(), p.value.as_ptr(), p.value.len()),
                 0
@@ -258,8 +259,9 @@ fn lmdb(dir: &std::path::Path, p: &Loop) -> (f64, CpuTime) {
         // One write transaction per record, as kvmeter's load does: the B-tree ends up with
         // the same shape (page fill and layout), which is what the reads then walk.
         let mut key = Vec::new();
+        let dbb = keys::db_bench_keys();
         for k in 0..p.records as i64 {
-            build_key_name(k, 1, false, &mut key);
+            keys::build(k, 1, false, dbb, &mut key);
             let (mut kv, mut vv) = (val(&key), val(&p.value));
             assert_eq!(ffi::mdb_txn_begin(env, ptr::null_mut(), 0, &mut txn), 0);
             assert_eq!(ffi::mdb_put(txn, dbi, &mut kv, &mut vv, 0), 0);

@@ -11,14 +11,14 @@
 //! pass), ORDERED=1 (keys loaded in order, db_bench's fillseq shape), TIMED=1 (kvmeter's clock
 //! and histogram around each read: benches/common/timed.rs), YCSB_KEYS=1 (kvmeter's exact key
 //! choice: benches/common/keys.rs), DECODE=1 (the record indexed as kvmeter's adapter does:
-//! benches/common/decode.rs). Last lines: `cpu_ns_per_op=<n>` (the process's user + system
-//! time over the read loop, per read) and `ops_per_sec=<n>`.
+//! benches/common/decode.rs), DBB_KEYS=1 (db_bench's key content, loaded and read:
+//! benches/common/keys.rs). Last lines: `cpu_ns_per_op=<n>` (the process's user + system time
+//! over the read loop, per read) and `ops_per_sec=<n>`.
 
 use decode::Decode;
 use knobs::env;
 use kvmeter::measure::cpu::CpuTime;
 use kvmeter::store::Record;
-use kvmeter::workload::keys::build_key_name;
 use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, DB};
 use std::time::Instant;
 use timed::Timed;
@@ -64,8 +64,9 @@ fn main() {
     let mut value = Vec::new();
     rec.encode_into(&mut value);
     let mut key = Vec::new();
+    let dbb = keys::db_bench_keys();
     for k in 0..records as i64 {
-        build_key_name(k, padding, ordered, &mut key);
+        keys::build(k, padding, ordered, dbb, &mut key);
         db.put(&key, &value).unwrap();
     }
     db.flush().unwrap();
@@ -79,7 +80,7 @@ fn main() {
     }
     // Warm the cache as a preceding load would.
     for k in (0..records as i64).filter(|_| !cold) {
-        build_key_name(k, padding, ordered, &mut key);
+        keys::build(k, padding, ordered, dbb, &mut key);
         assert!(db.get_pinned(&key).unwrap().is_some());
     }
 

@@ -41,11 +41,43 @@ fn workload_from_env(records: u64, value_size: usize, ordered: bool) -> Option<C
     Some(crate::workload::run_phase(&req, "YCSB_KEYS=1"))
 }
 
+/// DBB_KEYS=1: db_bench's key format instead of YCSB's, for the loops' load and reads — the
+/// number's 8 bytes big-endian, then '0' up to 23 bytes (`db_bench_tool.cc`,
+/// `GenerateKeyFromInt` with `--key_size=23`). Same length as YCSB's ordered keys
+/// (`user` + 19 digits), other content: adjacent keys share 5-7 bytes instead of ~20, so the
+/// index blocks' separators are shorter. It measures what the key's content alone does to
+/// RocksDB's reads (BENCHMARKS.md); kvmeter's keys are always YCSB's.
+pub fn db_bench_keys() -> bool {
+    let on = crate::knobs::flag("DBB_KEYS");
+    if on && crate::knobs::flag("YCSB_KEYS") {
+        // YCSB's key choice reads YCSB's keys: a load in db_bench's format would miss them all.
+        crate::knobs::bad(
+            "DBB_KEYS",
+            "1",
+            "0 with YCSB_KEYS=1 (the two key formats exclude each other)",
+        );
+    }
+    on
+}
+
+/// Key `k` in the loop's format: db_bench's (`dbb`) or YCSB's.
+#[inline(always)]
+pub fn build(k: i64, padding: usize, ordered: bool, dbb: bool, out: &mut Vec<u8>) {
+    if dbb {
+        out.clear();
+        out.extend_from_slice(&(k as u64).to_be_bytes());
+        out.resize(23, b'0');
+    } else {
+        build_key_name(k, padding, ordered, out);
+    }
+}
+
 /// One thread's keys: YCSB's when YCSB_KEYS=1, else the loop's own xorshift.
 pub struct Keys {
     records: u64,
     padding: usize,
     ordered: bool,
+    dbb: bool,
     x: u64,
     ycsb: Option<(CoreWorkload, Rng)>,
     bufs: OpBuffers,
@@ -65,6 +97,7 @@ impl Keys {
             records,
             padding,
             ordered,
+            dbb: db_bench_keys(),
             x: 0x9E37_79B9_7F4A_7C15 ^ (thread + 1),
             // kvmeter's worker `thread` of a run with seed 1 (`driver::worker::run`).
             ycsb: wl.map(|w| (w, Rng::for_worker(1, thread))),
@@ -86,10 +119,11 @@ impl Keys {
                 *x ^= *x << 13;
                 *x ^= *x >> 7;
                 *x ^= *x << 17;
-                build_key_name(
+                build(
                     (*x % self.records) as i64,
                     self.padding,
                     self.ordered,
+                    self.dbb,
                     &mut self.bufs.key,
                 );
             }

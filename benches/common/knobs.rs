@@ -33,7 +33,7 @@ pub fn flag(name: &str) -> bool {
     }
 }
 
-fn bad(name: &str, value: &str, want: &str) -> ! {
+pub fn bad(name: &str, value: &str, want: &str) -> ! {
     eprintln!("{name}={value}: expected {want}");
     std::process::exit(2)
 }

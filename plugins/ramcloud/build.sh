@@ -7,6 +7,8 @@
 #     RAMCLOUD_SOURCE_DIR  a checkout of https://github.com/PlatformLab/RAMCloud (b1866af1, 2019)
 #     OUT_DIR              where the build goes (default: target/plugins/ramcloud); the
 #                          checkout is copied there and patched, never written to
+#   ARCH                   gcc's -march for RAMCloud (default native, RAMCloud's own); binaries
+#                          that will run on another host need one it has, e.g. ARCH=x86-64-v2
 # Then:  plugins/ramcloud/cluster.sh start        # a coordinator and a server on loopback
 #        kvmeter run --store plugin:OUT_DIR/libkvm_ramcloud.so -P workloadb
 #
@@ -55,7 +57,7 @@ echo "building RAMCloud from $src (copied to $copy, patched); this takes 15-20 m
 # RAMCloud's scripts ask git for the branch too, so keep git from finding a repository above the
 # copy (target/ may sit inside one, kvmeter's own).
 export GIT_CEILING_DIRECTORIES="$out"
-make -C "$copy" -j"$(nproc)" DEBUG=no INFINIBAND=no OBJSUFFIX= EXTRACXXFLAGS="-Wno-error -DTHREADED" \
+make -C "$copy" -j"$(nproc)" DEBUG=no INFINIBAND=no OBJSUFFIX= ARCH="${ARCH:-native}" EXTRACXXFLAGS="-Wno-error -DTHREADED" \
   obj/libramcloud.so obj/coordinator obj/server >&2
 "${CXX:-g++}" -O2 -g -Wall -fPIC -shared -std=c++11 -DRAMCLOUD_VERSION="\"$version\"" \
   -I "$repo/include" -I "$copy/src" -I "$copy/obj" "$here/kvm_ramcloud.cc" \
