@@ -2,7 +2,8 @@
 # A RAMCloud cluster on loopback for the RAMCloud plug-in: one coordinator and SERVERS master
 # servers (each its own process; they share this machine's CPUs — say so next to any figure).
 #   plugins/ramcloud/cluster.sh start     # coordinator on 127.0.0.1:11100, servers from :11101
-#   plugins/ramcloud/cluster.sh stop      # stops what start started (pids in $RUN_DIR), nothing else
+#   plugins/ramcloud/cluster.sh stop      # stops what start started (pids in $RUN_DIR), nothing else,
+#                                         # and waits for it to exit
 # RAMCLOUD_BIN: the obj/ directory build.sh made (default target/plugins/ramcloud/src/obj);
 # SERVERS (1), MEMORY_MB per server (2048), REPLICAS (0: masters only, no backups), RUN_DIR
 # (target/plugins/ramcloud/run: logs and pids), CLUSTER (main), MAX_CORES (RAMCloud's
@@ -48,10 +49,18 @@ case "${1:-}" in
     echo "error: the servers did not enlist within 60 s; see $RUN_DIR/*.log" >&2
     exit 1 ;;
   stop)
+    # Waits until each process has exited (a server takes a few seconds after SIGTERM), so a
+    # cluster started next finds its ports free; SIGKILL after 10 s.
+    pids=()
     for f in "$RUN_DIR"/*.pid; do
       [ -e "$f" ] || continue
-      kill "$(cat "$f")" 2>/dev/null || true
+      pid=$(cat "$f")
+      kill "$pid" 2>/dev/null && pids+=("$pid")
       rm -f "$f"
+    done
+    for pid in "${pids[@]}"; do
+      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
     done ;;
   *) echo "usage: $0 start|stop" >&2; exit 2 ;;
 esac
