@@ -4,118 +4,204 @@
 # docs/plugins.md); papers/002 reports 5 µs reads on dedicated hosts over InfiniBand. Here the
 # transport is TCP on loopback: say so next to every figure.
 #   bash bench/ramcloud-16cpu.sh BUNDLE [OUT]    # BUNDLE from bench/ramcloud-bundle.sh
-# Layout: the client (kvmeter) on the lower half of the CPUs, the coordinator and the masters on
-# the upper half (taskset), every RAMCloud process with --maxCores MAX_CORES (default 2).
+# Layout: the CPUs this script may use, as whole cores (SMT siblings stay together), split in
+# two: kvmeter on the first half, the coordinator and the masters on the second (taskset), every
+# RAMCloud process with --maxCores MAX_CORES. The bundle's libraries are given to kvmeter and
+# RAMCloud only (LD_LIBRARY_PATH), not to this script's python3 and taskset.
 # Steps, each a `kvmeter run` of DUR seconds after its load (RECORDS records of one 1,000-byte
-# field, uniform requests):
+# field, uniform requests), each on a fresh cluster:
 #   latency   workload C, 1 thread, 1 master: the read latency beside the paper's 5 µs
 #   suite     `kvmeter suite` with CLIENT_THREADS threads, 1 master (E's scans: N/A, RAMCloud
 #             enumerates a table in hash order)
-#   clients   workload C at 1, 2, 4 ... CLIENT_THREADS threads, 1 master (the preset's `clients`
-#             step: papers/002 Table II, throughput against clients)
+#   clients   workload C at 1, 2, 4 ... and CLIENT_THREADS threads, 1 master (the preset's
+#             `clients` step: papers/002 Table II, throughput against clients)
 #   servers   workload C, CLIENT_THREADS threads, the table spread over 1, 2 and 3 masters
 #             (the preset's `servers` step: §IV-A, 1 → 5 servers gained only 10 %)
-# Environment: RECORDS (100000), DUR (5, at least 3), MAX_CORES (2), MEMORY_MB per master (1024), STEPS
-# (default "latency suite clients servers"), FORCE=1 (run on fewer than 8 CPUs: a smoke test of
-# this script, its figures meaningless). OUT/summary.tsv: one row per run.
+# Environment: RECORDS (100000), DUR (5, at least 3: the suite's warm-up is 2 s), MAX_CORES (2),
+# MEMORY_MB per master (1024), CLIENT_THREADS (the client's CPUs), STEPS (default "latency
+# suite clients servers"), FORCE=1 (run on fewer than 8 CPUs: a smoke test of this script, its
+# figures meaningless). OUT (default bench/results/ramcloud-<time>) must be new or empty;
+# OUT/summary.tsv has one row per phase. Ctrl-C stops the step in progress (its results
+# written), then the cluster, and exits 130.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 usage() { echo "usage: $0 BUNDLE [OUT]" >&2; exit 2; }
 [[ $# -ge 1 && $# -le 2 ]] || usage
 B=$(cd "$1" 2>/dev/null && pwd) || { echo "ramcloud-16cpu: $1: no such directory (a bundle from bench/ramcloud-bundle.sh was expected)" >&2; exit 2; }
-for f in kvmeter coordinator server libkvm_ramcloud.so; do
+OUT=${2:-}
+[[ -z $OUT || $OUT == /* ]] || OUT=$PWD/$OUT
+cd "$(dirname "$0")/.."
+[[ -n $OUT ]] || OUT=$PWD/bench/results/ramcloud-$(date -u +%Y%m%dT%H%M%SZ)
+for f in kvmeter coordinator server libramcloud.so libkvm_ramcloud.so facts.txt; do
   [[ -e $B/$f ]] || { echo "ramcloud-16cpu: $B/$f missing: not a bundle from bench/ramcloud-bundle.sh" >&2; exit 2; }
 done
-OUT=${2:-bench/results/ramcloud-$(date -u +%Y%m%dT%H%M%SZ)}
-if [[ -e $OUT ]] && [[ -n $(ls -A "$OUT") ]]; then echo "ramcloud-16cpu: $OUT exists and is not empty" >&2; exit 2; fi
-RECORDS=${RECORDS:-100000}
-DUR=${DUR:-5}
+whole() { [[ $2 =~ ^[0-9]+$ ]] && (( $2 >= $3 )) || { echo "ramcloud-16cpu: $1=$2: expected a whole number, at least $3${4:+ ($4)}" >&2; exit 2; }; }
+RECORDS=${RECORDS:-100000}; whole RECORDS "$RECORDS" 1
+DUR=${DUR:-5}; whole DUR "$DUR" 3 "the suite's warm-up is 2 s"
+MAX_CORES=${MAX_CORES:-2}; whole MAX_CORES "$MAX_CORES" 1
+MEMORY_MB=${MEMORY_MB:-1024}; whole MEMORY_MB "$MEMORY_MB" 64
 STEPS=${STEPS:-latency suite clients servers}
-[[ $DUR =~ ^[0-9]+$ ]] && (( DUR >= 3 )) || { echo "ramcloud-16cpu: DUR=$DUR: expected whole seconds, at least 3 (the suite's warm-up is 2 s)" >&2; exit 2; }
-[[ $RECORDS =~ ^[0-9]+$ ]] && (( RECORDS > 0 )) || { echo "ramcloud-16cpu: RECORDS=$RECORDS: expected a whole number above 0" >&2; exit 2; }
-N=$(nproc)
-if (( N < 8 )) && [[ ${FORCE:-0} != 1 ]]; then
-  echo "ramcloud-16cpu: $N CPUs here; RAMCloud's polling threads need a core each (8 or more CPUs; FORCE=1 runs anyway)" >&2
+for s in $STEPS; do
+  case $s in latency|suite|clients|servers) ;; *) echo "ramcloud-16cpu: STEPS: '$s' is not a step (latency, suite, clients, servers)" >&2; exit 2 ;; esac
+done
+for tool in python3 taskset; do
+  command -v "$tool" >/dev/null || { echo "ramcloud-16cpu: $tool not found on this host" >&2; exit 2; }
+done
+want=$(sed -n 's/^glibc: //p' "$B/facts.txt")
+have=$(getconf GNU_LIBC_VERSION | awk '{print $2}')
+if [[ -n $want ]] && [[ $(printf '%s\n%s\n' "$want" "$have" | sort -V | head -1) != "$want" ]]; then
+  echo "ramcloud-16cpu: the bundle needs glibc $want or newer; this host has $have" >&2
   exit 2
 fi
-h=$(( N / 2 ))
-CLIENT_CPUS="0-$(( h - 1 ))"
-SERVER_CPUS="$h-$(( N - 1 ))"
-CLIENT_THREADS=${CLIENT_THREADS:-$h}
+# The allowed CPUs as whole cores, split in two: "client-list server-list threads-per-core cores".
+read -r CLIENT_CPUS SERVER_CPUS TPC CORES < <(python3 - <<'PY'
+import os, signal
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+allowed = sorted(os.sched_getaffinity(0))
+cores = {}
+for c in allowed:
+    try:
+        sib = open(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list").read().strip()
+    except OSError:
+        sib = str(c)
+    cores.setdefault(sib, []).append(c)
+groups = sorted(cores.values())
+h = len(groups) // 2
+if h == 0:
+    print("- - 1 1"); raise SystemExit
+lo = [c for g in groups[:h] for c in g]
+hi = [c for g in groups[h:] for c in g]
+tpc = max(len(g) for g in groups)
+print(",".join(map(str, lo)), ",".join(map(str, hi)), tpc, len(groups))
+PY
+) || { echo "ramcloud-16cpu: could not read this host's CPUs (python3, /sys/devices/system/cpu)" >&2; exit 2; }
+if [[ $CLIENT_CPUS == - ]]; then
+  echo "ramcloud-16cpu: one core allowed here; client and cluster need one each at least" >&2
+  exit 2
+fi
+if (( CORES < 8 )) && [[ ${FORCE:-0} != 1 ]]; then
+  echo "ramcloud-16cpu: $CORES cores here; RAMCloud's polling threads need a core each (8 cores or more; FORCE=1 runs anyway)" >&2
+  exit 2
+fi
+n_client=$(tr ',' '\n' <<< "$CLIENT_CPUS" | wc -l)
+CLIENT_THREADS=${CLIENT_THREADS:-$n_client}; whole CLIENT_THREADS "$CLIENT_THREADS" 1
+if [[ -e $OUT ]] && [[ -n $(ls -A "$OUT") ]]; then echo "ramcloud-16cpu: $OUT exists and is not empty" >&2; exit 2; fi
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-export LD_LIBRARY_PATH="$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-K=("taskset" "-c" "$CLIENT_CPUS" "$B/kvmeter")
+LIB="$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+K=(env "LD_LIBRARY_PATH=$LIB" taskset -c "$CLIENT_CPUS" "$B/kvmeter")
 STORE=(--store "plugin:$B/libkvm_ramcloud.so")
 SHAPE=(-p fieldcount=1 -p fieldlength=1000 -p requestdistribution=uniform --records "$RECORDS")
+n_server=$(tr ',' '\n' <<< "$SERVER_CPUS" | wc -l)
 {
   echo "date: $(date -u +%FT%TZ)"
   cat "$B/facts.txt"
-  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $N CPUs"
-  echo "kernel: $(uname -r)"
-  echo "client CPUs: $CLIENT_CPUS ($CLIENT_THREADS threads); RAMCloud CPUs: $SERVER_CPUS; --maxCores ${MAX_CORES:-2}; transport: TCP on loopback"
+  echo "this script: $(git describe --always --dirty 2>/dev/null || echo unknown)"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $CORES cores allowed, $TPC thread(s) per core"
+  echo "glibc here: $have; kernel: $(uname -r)"
+  echo "client CPUs: $CLIENT_CPUS ($CLIENT_THREADS threads); RAMCloud CPUs: $SERVER_CPUS; --maxCores $MAX_CORES; transport: TCP on loopback"
   echo "records: $RECORDS of one 1,000-byte field; $DUR s per run"
+  # The servers step's 3 masters and the coordinator each poll on a thread of their own.
+  (( n_server >= 4 )) || echo "warning: $n_server RAMCloud CPUs for up to 3 masters and a coordinator that each poll: the servers step shares CPUs"
 } | tee "$OUT/facts.txt"
 
-RUN_DIR="$OUT/cluster"   # each step's cluster logs: OUT/cluster-<step>
+RUN_DIR="$OUT/cluster"   # each run's cluster logs: OUT/cluster-<step>
 cluster() {  # cluster start|stop [SERVERS]
-  RAMCLOUD_BIN="$B" RUN_DIR="$RUN_DIR" CPUS="$SERVER_CPUS" SERVERS="${2:-1}" \
-    MEMORY_MB="${MEMORY_MB:-1024}" MAX_CORES="${MAX_CORES:-2}" bash plugins/ramcloud/cluster.sh "$1"
+  LD_LIBRARY_PATH="$LIB" RAMCLOUD_BIN="$B" RUN_DIR="$RUN_DIR" CPUS="$SERVER_CPUS" SERVERS="${2:-1}" \
+    MEMORY_MB="$MEMORY_MB" MAX_CORES="$MAX_CORES" bash plugins/ramcloud/cluster.sh "$1"
 }
 trap 'cluster stop >/dev/null 2>&1 || true' EXIT
-echo -e "step\tpoint\tphase\tops_per_s\tread_p50_us\tread_p99_us\tupdate_p50_us\terrors\tnot_applicable" > "$OUT/summary.tsv"
-# row STEP POINT RUNDIR: one line per phase of a run directory into summary.tsv.
+# Ctrl-C and SIGTERM: bash runs no INT trap when a foreground child catches the signal and exits
+# (kvmeter does: it writes its results, then exits 130), and may not learn of it at all while a
+# child script runs. So the long commands run as background children the script waits for
+# (`child`): a signal ends the wait at once, is passed on to the child, and the script exits
+# with 130 (143) once the child has finished and its row is written.
+interrupted=
+child=
+on_signal() { interrupted=$1; if [[ -n $child ]]; then kill -"$2" "$child" 2>/dev/null || true; fi; }
+trap 'on_signal 130 INT' INT
+trap 'on_signal 143 TERM' TERM
+# child CMD...: runs CMD and waits for it, through signals; returns its exit status.
+child() {
+  local rc=0
+  "$@" &
+  child=$!
+  while :; do
+    rc=0
+    wait "$child" || rc=$?
+    kill -0 "$child" 2>/dev/null || break
+  done
+  child=
+  return "$rc"
+}
+stop_if_interrupted() { if [[ -n $interrupted ]]; then exit "$interrupted"; fi; }
+echo -e "step\tpoint\tphase\toutcome\tops_per_s\tread_p50_us\tread_p99_us\tupdate_p50_us\terrors\tnot_applicable" > "$OUT/summary.tsv"
+# row STEP POINT RUNDIR: one line per phase of a run directory into summary.tsv ("-": none).
 row() {
   python3 - "$1" "$2" "$3" >> "$OUT/summary.tsv" <<'PY'
-import json, sys
+import json, signal, sys
+# Ctrl-C kills this helper outright, so the script's own trap runs (bash does not run its INT
+# trap when a child catches the signal and exits).
+signal.signal(signal.SIGINT, signal.SIG_DFL)
 step, point, d = sys.argv[1:]
 try:
     s = json.load(open(d + "/summary.json"))
 except (OSError, ValueError) as e:
-    print(f"{step}\t{point}\t-\t\t\t\t\tno summary: {e}")
+    print(f"{step}\t{point}\t-\tno summary.json ({type(e).__name__})\t-\t-\t-\t-\t-\t-")
     sys.exit(0)
 def lat(p, op, q):
     v = (p.get("ops", {}).get(op) or {}).get("latency_us") or {}
-    return f"{v[q]:.1f}" if v.get(q) is not None else ""
+    return f"{v[q]:.1f}" if v.get(q) is not None else "-"
 for p in s["phases"]:
-    tput = p.get("throughput_ops_per_s")
-    na = ",".join(p.get("not_applicable") or [])
-    print(f"{step}\t{point}\t{p['name']}\t{tput:.0f}\t{lat(p,'READ','p50')}\t{lat(p,'READ','p99')}\t{lat(p,'UPDATE','p50')}\t{p.get('errors', '')}\t{na}"
-          if tput is not None else f"{step}\t{point}\t{p['name']}\t\t\t\t\t{p.get('outcome')}\t")
+    na = ",".join(p.get("not_applicable") or []) or "-"
+    print(f"{step}\t{point}\t{p['name']}\t{p.get('outcome', '-')}\t{p['throughput_ops_per_s']:.0f}\t"
+          f"{lat(p, 'READ', 'p50')}\t{lat(p, 'READ', 'p99')}\t{lat(p, 'UPDATE', 'p50')}\t{p.get('errors', '-')}\t{na}")
 PY
 }
+# measure NAME STEP POINT KVMETER-ARGS...: one kvmeter run on the client CPUs into OUT/NAME,
+# its log beside it (NAME.log), its phases into summary.tsv. kvmeter ends a run on Ctrl-C with
+# its results written and exit code 130 (143 for SIGTERM): that ends the script, after the
+# run's row. Any other failure is in the run's log and its row.
+measure() {
+  local dir="$OUT/$1" step=$2 point=$3 rc=0
+  shift 3
+  child "${K[@]}" "$@" --out "$dir" > "$dir.log" 2>&1 || rc=$?
+  row "$step" "$point" "$dir"
+  if [[ -z $interrupted ]] && (( rc == 130 || rc == 143 )); then interrupted=$rc; fi
+  stop_if_interrupted
+}
 # A fresh cluster per run: every run loads its own table into empty masters. fresh NAME SERVERS
-fresh() { cluster stop >/dev/null 2>&1 || true; RUN_DIR="$OUT/cluster-$1"; cluster start "$2"; }
+fresh() {
+  cluster stop >/dev/null 2>&1 || true
+  stop_if_interrupted
+  RUN_DIR="$OUT/cluster-$1"
+  child cluster start "$2"
+  stop_if_interrupted
+}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 
+RUNFOR=(--ops 0 --duration "${DUR}s")
 if has latency; then
   fresh latency 1
-  "${K[@]}" run -P workloadc "${STORE[@]}" "${SHAPE[@]}" --threads 1 --ops 0 --duration "${DUR}s" \
-    --out "$OUT/latency" > "$OUT/latency.log" 2>&1 || true
-  row latency t1 "$OUT/latency"
+  measure latency latency t1 run -P workloadc "${STORE[@]}" "${SHAPE[@]}" --threads 1 "${RUNFOR[@]}"
 fi
 if has suite; then
   fresh suite 1
-  "${K[@]}" suite "${STORE[@]}" "${SHAPE[@]}" --threads "$CLIENT_THREADS" --ops 0 --duration "${DUR}s" \
-    --out "$OUT/suite" > "$OUT/suite.log" 2>&1 || true
-  row suite "t$CLIENT_THREADS" "$OUT/suite"
+  measure suite suite "t$CLIENT_THREADS" suite "${STORE[@]}" "${SHAPE[@]}" --threads "$CLIENT_THREADS" "${RUNFOR[@]}"
 fi
 if has clients; then
-  t=1
-  while (( t <= CLIENT_THREADS )); do
+  points=()
+  for (( t = 1; t < CLIENT_THREADS; t *= 2 )); do points+=("$t"); done
+  points+=("$CLIENT_THREADS")
+  for t in "${points[@]}"; do
     fresh "clients-t$t" 1
-    "${K[@]}" run -P workloadc "${STORE[@]}" "${SHAPE[@]}" --threads "$t" --ops 0 --duration "${DUR}s" \
-      --out "$OUT/clients-t$t" > "$OUT/clients-t$t.log" 2>&1 || true
-    row clients "t$t" "$OUT/clients-t$t"
-    t=$(( t * 2 ))
+    measure "clients-t$t" clients "t$t" run -P workloadc "${STORE[@]}" "${SHAPE[@]}" --threads "$t" "${RUNFOR[@]}"
   done
 fi
 if has servers; then
   for s in 1 2 3; do
     fresh "servers-$s" "$s"
-    "${K[@]}" run -P workloadc "${STORE[@]}" --store-opt "server_span=$s" "${SHAPE[@]}" --threads "$CLIENT_THREADS" \
-      --ops 0 --duration "${DUR}s" --out "$OUT/servers-$s" > "$OUT/servers-$s.log" 2>&1 || true
-    row servers "masters=$s" "$OUT/servers-$s"
+    measure "servers-$s" servers "masters=$s" run -P workloadc "${STORE[@]}" --store-opt "server_span=$s" "${SHAPE[@]}" \
+      --threads "$CLIENT_THREADS" "${RUNFOR[@]}"
   done
 fi
 cluster stop >/dev/null 2>&1 || true

@@ -37,7 +37,7 @@ OUT=bench/results/same-command-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$OUT"
 {
   echo "date: $(date -u +%FT%TZ)"
-  echo "kvmeter: $(git rev-parse --short HEAD 2>/dev/null || echo "${KVMETER_REV:-unknown}")"
+  echo "kvmeter: $(git describe --always --dirty 2>/dev/null || echo "${KVMETER_REV:-unknown}")"
   echo "cpus: $N, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
   echo "threads per core: $(lscpu 2>/dev/null | sed -n 's/^Thread(s) per core: *//p')"
   echo "kernel: $(uname -r)"

@@ -139,6 +139,9 @@ fn main() {
     let ops = knobs::count("OPS", 1_000_000);
     let threads = knobs::count("THREADS", 1);
     let value_size = env("VALUE_SIZE", 1000) as usize;
+    // Checked before anything is made (the loads read it again): a refused setting exits
+    // without a store left behind.
+    keys::db_bench_keys();
     let dir = tempfile::tempdir().unwrap();
     let mut rec = Record::new();
     rec.push(b"field0", &vec![b'x'; value_size]);

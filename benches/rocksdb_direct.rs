@@ -48,6 +48,8 @@ fn main() {
     // as YCSB's insertorder=ordered with zeropadding=19), so the flushed files do not overlap.
     let ordered = knobs::flag("ORDERED");
     let padding = if ordered { 19 } else { 1 };
+    // Read before anything is made: a refused setting exits without a store left behind.
+    let dbb = keys::db_bench_keys();
     let dir = tempfile::tempdir().unwrap();
 
     let cache = Cache::new_lru_cache((cache_mb as usize) << 20);
@@ -64,7 +66,6 @@ fn main() {
     let mut value = Vec::new();
     rec.encode_into(&mut value);
     let mut key = Vec::new();
-    let dbb = keys::db_bench_keys();
     for k in 0..records as i64 {
         keys::build(k, padding, ordered, dbb, &mut key);
         db.put(&key, &value).unwrap();

@@ -43,10 +43,12 @@ fn workload_from_env(records: u64, value_size: usize, ordered: bool) -> Option<C
 
 /// DBB_KEYS=1: db_bench's key format instead of YCSB's, for the loops' load and reads — the
 /// number's 8 bytes big-endian, then '0' up to 23 bytes (`db_bench_tool.cc`,
-/// `GenerateKeyFromInt` with `--key_size=23`). Same length as YCSB's ordered keys
-/// (`user` + 19 digits), other content: adjacent keys share 5-7 bytes instead of ~20, so the
-/// index blocks' separators are shorter. It measures what the key's content alone does to
-/// RocksDB's reads (BENCHMARKS.md); kvmeter's keys are always YCSB's.
+/// `GenerateKeyFromInt` with `--key_size=23`), loaded in order whatever ORDERED says. Against
+/// rocksdb_direct's ORDERED=1 keys (`user` + 19 digits, loaded in order) only the content
+/// differs: adjacent keys share 5-7 bytes instead of ~20, so blocks and index separators hold
+/// other bytes. It measures what the key's content alone does to RocksDB's reads
+/// (BENCHMARKS.md). Against embedded_direct's YCSB keys (hashed, of varying length, loaded in
+/// hash order) the length and the load order differ too. kvmeter's keys are always YCSB's.
 pub fn db_bench_keys() -> bool {
     let on = crate::knobs::flag("DBB_KEYS");
     if on && crate::knobs::flag("YCSB_KEYS") {

@@ -49,18 +49,25 @@ case "${1:-}" in
     echo "error: the servers did not enlist within 60 s; see $RUN_DIR/*.log" >&2
     exit 1 ;;
   stop)
-    # Waits until each process has exited (a server takes a few seconds after SIGTERM), so a
-    # cluster started next finds its ports free; SIGKILL after 10 s.
-    pids=()
+    # Signals only a process that is still RAMCloud's (a pid file can outlive its process, and
+    # the pid be reused), then waits until it has exited (a server takes a few seconds after
+    # SIGTERM) so a cluster started next finds its ports free; SIGKILL after 10 s. A pid file
+    # goes once its process has.
+    ours() { case "$(cat "/proc/$1/comm" 2>/dev/null)" in coordinator|server) return 0 ;; *) return 1 ;; esac; }
     for f in "$RUN_DIR"/*.pid; do
       [ -e "$f" ] || continue
       pid=$(cat "$f")
-      kill "$pid" 2>/dev/null && pids+=("$pid")
-      rm -f "$f"
+      if ours "$pid"; then kill "$pid" 2>/dev/null || true; fi
     done
-    for pid in "${pids[@]}"; do
-      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -9 "$pid" 2>/dev/null || true
+    for f in "$RUN_DIR"/*.pid; do
+      [ -e "$f" ] || continue
+      pid=$(cat "$f")
+      for _ in $(seq 1 100); do ours "$pid" || break; sleep 0.1; done
+      if ours "$pid"; then
+        kill -9 "$pid" 2>/dev/null || true
+        for _ in $(seq 1 20); do ours "$pid" || break; sleep 0.1; done
+      fi
+      rm -f "$f"
     done ;;
   *) echo "usage: $0 start|stop" >&2; exit 2 ;;
 esac
