@@ -21,8 +21,9 @@
 # MEMORY_MB per master (1024), CLIENT_THREADS (the client's CPUs), STEPS (default "latency
 # suite clients servers"), FORCE=1 (run on fewer than 8 CPUs: a smoke test of this script, its
 # figures meaningless). OUT (default bench/results/ramcloud-<time>) must be new or empty;
-# OUT/summary.tsv has one row per phase. Ctrl-C stops the step in progress (its results
-# written), then the cluster, and exits 130.
+# OUT/runs.csv is `kvmeter table` of every run (one row per run, phase and operation), written
+# at the end however the script ends. Ctrl-C stops the step in progress (its results written),
+# then the cluster, and exits 130.
 set -euo pipefail
 usage() { echo "usage: $0 BUNDLE [OUT]" >&2; exit 2; }
 [[ $# -ge 1 && $# -le 2 ]] || usage
@@ -109,12 +110,17 @@ cluster() {  # cluster start|stop [SERVERS]
   LD_LIBRARY_PATH="$LIB" RAMCLOUD_BIN="$B" RUN_DIR="$RUN_DIR" CPUS="$SERVER_CPUS" SERVERS="${2:-1}" \
     MEMORY_MB="$MEMORY_MB" MAX_CORES="$MAX_CORES" bash plugins/ramcloud/cluster.sh "$1"
 }
-trap 'cluster stop >/dev/null 2>&1 || true' EXIT
+# At the end, however it comes: the cluster stopped, and every run so far as one table.
+finish() {
+  cluster stop >/dev/null 2>&1 || true
+  [[ -e $OUT/runs.csv ]] || env "LD_LIBRARY_PATH=$LIB" "$B/kvmeter" table "$OUT" -o "$OUT/runs.csv" 2>/dev/null || true
+}
+trap finish EXIT
 # Ctrl-C and SIGTERM: bash runs no INT trap when a foreground child catches the signal and exits
 # (kvmeter does: it writes its results, then exits 130), and may not learn of it at all while a
 # child script runs. So the long commands run as background children the script waits for
 # (`child`): a signal ends the wait at once, is passed on to the child, and the script exits
-# with 130 (143) once the child has finished and its row is written.
+# with 130 (143) once the child has finished.
 interrupted=
 child=
 on_signal() { interrupted=$1; if [[ -n $child ]]; then kill -"$2" "$child" 2>/dev/null || true; fi; }
@@ -134,38 +140,16 @@ child() {
   return "$rc"
 }
 stop_if_interrupted() { if [[ -n $interrupted ]]; then exit "$interrupted"; fi; }
-echo -e "step\tpoint\tphase\toutcome\tops_per_s\tread_p50_us\tread_p99_us\tupdate_p50_us\terrors\tnot_applicable" > "$OUT/summary.tsv"
-# row STEP POINT RUNDIR: one line per phase of a run directory into summary.tsv ("-": none).
-row() {
-  python3 - "$1" "$2" "$3" >> "$OUT/summary.tsv" <<'PY'
-import json, signal, sys
-# Ctrl-C kills this helper outright, so the script's own trap runs (bash does not run its INT
-# trap when a child catches the signal and exits).
-signal.signal(signal.SIGINT, signal.SIG_DFL)
-step, point, d = sys.argv[1:]
-try:
-    s = json.load(open(d + "/summary.json"))
-except (OSError, ValueError) as e:
-    print(f"{step}\t{point}\t-\tno summary.json ({type(e).__name__})\t-\t-\t-\t-\t-\t-")
-    sys.exit(0)
-def lat(p, op, q):
-    v = (p.get("ops", {}).get(op) or {}).get("latency_us") or {}
-    return f"{v[q]:.1f}" if v.get(q) is not None else "-"
-for p in s["phases"]:
-    na = ",".join(p.get("not_applicable") or []) or "-"
-    print(f"{step}\t{point}\t{p['name']}\t{p.get('outcome', '-')}\t{p['throughput_ops_per_s']:.0f}\t"
-          f"{lat(p, 'READ', 'p50')}\t{lat(p, 'READ', 'p99')}\t{lat(p, 'UPDATE', 'p50')}\t{p.get('errors', '-')}\t{na}")
-PY
-}
-# measure NAME STEP POINT KVMETER-ARGS...: one kvmeter run on the client CPUs into OUT/NAME,
-# its log beside it (NAME.log), its phases into summary.tsv. kvmeter ends a run on Ctrl-C with
-# its results written and exit code 130 (143 for SIGTERM): that ends the script, after the
-# run's row. Any other failure is in the run's log and its row.
+# measure NAME KVMETER-ARGS...: one kvmeter run on the client CPUs into OUT/NAME, its log
+# beside it (NAME.log), its phases' one-line summaries on the terminal. kvmeter ends a run on
+# Ctrl-C with its results written and exit code 130 (143 for SIGTERM): that ends the script.
+# Any other failure is in the run's log.
 measure() {
-  local dir="$OUT/$1" step=$2 point=$3 rc=0
-  shift 3
-  child "${K[@]}" "$@" --out "$dir" > "$dir.log" 2>&1 || rc=$?
-  row "$step" "$point" "$dir"
+  local name=$1 rc=0
+  shift
+  child "${K[@]}" "$@" --out "$OUT/$name" > "$OUT/$name.log" 2>&1 || rc=$?
+  grep -E '^(load|run|[a-z]+-[a-z]) .* (measured|completed|interrupted|failed)' "$OUT/$name.log" | sed "s/^/$name: /" || true
+  (( rc == 0 )) || echo "$name: kvmeter exited $rc (see $OUT/$name.log)"
   if [[ -z $interrupted ]] && (( rc == 130 || rc == 143 )); then interrupted=$rc; fi
   stop_if_interrupted
 }
@@ -182,11 +166,11 @@ has() { [[ " $STEPS " == *" $1 "* ]]; }
 RUNFOR=(--ops 0 --duration "${DUR}s")
 if has latency; then
   fresh latency 1
-  measure latency latency t1 run -P workloadc "${STORE[@]}" "${SHAPE[@]}" --threads 1 "${RUNFOR[@]}"
+  measure latency run -P workloadc "${STORE[@]}" "${SHAPE[@]}" --threads 1 "${RUNFOR[@]}"
 fi
 if has suite; then
   fresh suite 1
-  measure suite suite "t$CLIENT_THREADS" suite "${STORE[@]}" "${SHAPE[@]}" --threads "$CLIENT_THREADS" "${RUNFOR[@]}"
+  measure suite suite "${STORE[@]}" "${SHAPE[@]}" --threads "$CLIENT_THREADS" "${RUNFOR[@]}"
 fi
 if has clients; then
   points=()
@@ -194,16 +178,15 @@ if has clients; then
   points+=("$CLIENT_THREADS")
   for t in "${points[@]}"; do
     fresh "clients-t$t" 1
-    measure "clients-t$t" clients "t$t" run -P workloadc "${STORE[@]}" "${SHAPE[@]}" --threads "$t" "${RUNFOR[@]}"
+    measure "clients-t$t" run -P workloadc "${STORE[@]}" "${SHAPE[@]}" --threads "$t" "${RUNFOR[@]}"
   done
 fi
 if has servers; then
   for s in 1 2 3; do
     fresh "servers-$s" "$s"
-    measure "servers-$s" servers "masters=$s" run -P workloadc "${STORE[@]}" --store-opt "server_span=$s" "${SHAPE[@]}" \
+    measure "servers-$s" run -P workloadc "${STORE[@]}" --store-opt "server_span=$s" "${SHAPE[@]}" \
       --threads "$CLIENT_THREADS" "${RUNFOR[@]}"
   done
 fi
-cluster stop >/dev/null 2>&1 || true
-column -t -s $'\t' "$OUT/summary.tsv" 2>/dev/null || cat "$OUT/summary.tsv"
-echo "results: $OUT" >&2
+finish
+echo "results: $OUT (runs.csv: kvmeter table of every run)" >&2
