@@ -36,6 +36,11 @@
 #               each record indexed inside the timed call as kvmeter's adapters and YCSB's
 #               bindings do (DECODE=1, benches/common/decode.rs); what kvmeter adds beyond it is
 #               its driver alone (session dispatch, status and view handling, recorder, tick)
+#   rocks-dbbench-same-rand-*  db_bench of the same RocksDB, filluniquerandom then readrandom:
+#               the random-order twin of the -seq- shape, against rocks-kvmeter-* (YCSB's default
+#               hashed key order) and rocks-direct-cold-*
+#   rocks-kvmeter(-seq)-off-*  kvmeter with --store-opt statistics=off: what RocksDB's counters
+#               (statistics=basic, the default) cost the ratio
 #   rocks-dbbench-same-hist-*  db_bench timing every operation too (--histogram=1): without it
 #               db_bench reads no clock per operation and keeps no latencies
 #   emb-plugin-lmdb-*  the same LMDB reads through the example store plug-in
@@ -167,6 +172,23 @@ run_case() {
     rocks-direct-seq-dbbkeys-t[12]) DBB_KEYS=1 ORDERED=1 COLD=1 RECORDS=100000 OPS=1000000 THREADS="${name: -1}" CACHE_MB=256 "$DIRECT" 2>/dev/null | last_ops ;;
     rocks-kvmeter-seq-hcc-t[12]) $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --store-opt block_cache=hyper_clock \
         -p insertorder=ordered -p zeropadding=19 --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    # -off-: kvmeter without RocksDB's counters (--store-opt statistics=off; the default,
+    # basic, counts tickers on every read): the counters' share of a ratio.
+    rocks-kvmeter-seq-off-t[12]) $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" -p insertorder=ordered -p zeropadding=19 \
+        --store-opt statistics=off --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    rocks-kvmeter-off-t[12]) $K run -P workloadc "${ROCKS_SHAPE[@]}" "${ROCKS_OPTS[@]}" --store-opt statistics=off \
+        --threads "${name: -1}" --out "$d" >/dev/null 2>&1; kvmeter_tput "$d" run ;;
+    # YCSB's default key order (hashed: each key once, in random order) against db_bench's
+    # filluniquerandom (each key once, random order), then readrandom: both leave two overlapping
+    # L0 files, so this is the random-order twin of the -seq- shape (rocks-kvmeter-t*).
+    rocks-dbbench-same-rand-t[12])
+      [[ -n $DBB_SAME ]] || return 0
+      local t=${name: -1} base=(--db="$d.db" --num=100000 --key_size=23 --value_size=1000 --cache_size=268435456
+        --compression_type=none --cache_type=lru_cache)
+      "$DBB_SAME" --benchmarks=filluniquerandom --threads=1 "${base[@]}" >/dev/null 2>&1 || return 0
+      "$DBB_SAME" --benchmarks=readrandom --use_existing_db=1 --threads="$t" --reads=$(( 1000000 / t )) "${base[@]}" 2>/dev/null \
+        | sed -n 's/^readrandom *:.* \([0-9][0-9.]*\) ops\/sec.*/ops_per_sec=\1/p' | last_ops
+      rm -rf "$d.db" ;;
     # -hist-: db_bench timing every operation too (--histogram=1; without it db_bench reads no
     # clock per operation and keeps no latencies).
     rocks-dbbench-same-t[12]|rocks-dbbench-same-hcc-t[12]|rocks-dbbench-same-hist-t[12])
@@ -252,6 +274,7 @@ CASES=(ceiling-kvmeter-c ceiling-floor-c ceiling-ycsb-c ceiling-kvmeter-a ceilin
        rocks-kvmeter-t1 rocks-direct-t1 rocks-direct-cold-t1 rocks-direct-timed-t1 rocks-direct-ycsb-t1 rocks-dbbench-t1 rocks-ycsb-t1
        rocks-kvmeter-t2 rocks-direct-t2 rocks-direct-cold-t2 rocks-direct-timed-t2 rocks-direct-ycsb-t2 rocks-dbbench-t2 rocks-ycsb-t2
        rocks-kvmeter-seq-t1 rocks-direct-seq-t1 rocks-direct-seq-dbbkeys-t1 rocks-dbbench-same-t1 rocks-dbbench-same-hist-t1 rocks-kvmeter-seq-hcc-t1 rocks-dbbench-same-hcc-t1
+       rocks-kvmeter-seq-off-t1 rocks-kvmeter-off-t1 rocks-dbbench-same-rand-t1
        rocks-kvmeter-seq-t2 rocks-direct-seq-t2 rocks-direct-seq-dbbkeys-t2 rocks-dbbench-same-t2 rocks-dbbench-same-hist-t2 rocks-kvmeter-seq-hcc-t2 rocks-dbbench-same-hcc-t2
        rss-kvmeter-1M rss-kvmeter-100M
        tel-null-on tel-null-off tel-rocks-on tel-rocks-off

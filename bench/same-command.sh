@@ -14,7 +14,9 @@
 #           (keys in order): kvmeter against db_bench built from kvmeter's own RocksDB
 #           (bench/build-db_bench.sh; bench/compare.sh rocks-kvmeter-seq-t1, rocks-dbbench-same-t1),
 #           with the rows that explain the ratio: the direct loop with YCSB's keys and with
-#           db_bench's (rocks-direct-seq(-dbbkeys)-t1) and db_bench --histogram=1
+#           db_bench's (rocks-direct-seq(-dbbkeys)-t1) and db_bench --histogram=1; kvmeter with
+#           statistics=off (the counters' share); and the random-order twin: YCSB's default hashed
+#           keys against db_bench's filluniquerandom (rocks-kvmeter-t1, rocks-dbbench-same-rand-t1)
 #   mc16    memcached GET of 1 KiB values at 8 / 96 / 1,000 / 10,000 connections, the server on
 #           the upper half of the CPUs (memcached -t half), each client on the lower half with
 #           half as many threads: kvmeter's engine against memtier_benchmark, ops/s and ops per
@@ -55,6 +57,9 @@ has mc && only+=('mc-same-(kvmeter|memcslap)-t[12]')
 # The RocksDB row with what explains it: the direct loop (the Rust binding, no harness) with
 # YCSB's keys and with db_bench's, and db_bench timing every read (--histogram=1).
 has rocks && only+=('rocks-kvmeter-seq-t1' 'rocks-direct-seq(-dbbkeys)?-t1' 'rocks-dbbench-same(-hist)?-t1')
+# The same in YCSB's default (hashed) key order against db_bench's filluniquerandom, and both
+# shapes without RocksDB's counters (statistics=off).
+has rocks && only+=('rocks-kvmeter(-seq)?-off-t1' 'rocks-kvmeter-t1' 'rocks-direct-cold-t1' 'rocks-dbbench-same-rand-t1')
 if (( ${#only[@]} )); then
   re="^($(IFS='|'; echo "${only[*]}"))\$"
   REPS=$REPS ONLY="$re" bash bench/compare.sh 2>&1 | tee "$OUT/compare.log" | grep -v '^warning' || true
@@ -121,6 +126,10 @@ add("  kvmeter / db_bench --histogram=1 (timing every read too)", "rocks-kvmeter
 add("  direct loop, YCSB's keys / db_bench (the binding and key content, no harness)", "rocks-direct-seq-t1", "rocks-dbbench-same-t1", "(explains)")
 add("  direct loop, db_bench's keys / db_bench (the binding alone)", "rocks-direct-seq-dbbkeys-t1", "rocks-dbbench-same-t1", "(explains)")
 add("  kvmeter / direct loop, YCSB's keys (the harness alone)", "rocks-kvmeter-seq-t1", "rocks-direct-seq-t1", "(explains)")
+add("  kvmeter, statistics=off / db_bench (RocksDB's counters' share)", "rocks-kvmeter-seq-off-t1", "rocks-dbbench-same-t1", "(explains)")
+add("rocksdb readrandom t1, random key order: kvmeter (YCSB's hashed keys) / db_bench filluniquerandom", "rocks-kvmeter-t1", "rocks-dbbench-same-rand-t1", "(twin)")
+add("  kvmeter, statistics=off / db_bench filluniquerandom", "rocks-kvmeter-off-t1", "rocks-dbbench-same-rand-t1", "(explains)")
+add("  direct loop, YCSB's hashed keys / db_bench filluniquerandom", "rocks-direct-cold-t1", "rocks-dbbench-same-rand-t1", "(explains)")
 add("null store: nproc threads / 1 thread", "null-scale-tN", "null-scale-t1", ">= 15 on 16 CPUs")
 p = os.path.join(out, "mc16-ratios.tsv")
 if os.path.exists(p):

@@ -97,18 +97,11 @@ pub(super) fn run(
     if let Some(e) = &o.engine {
         ps.engine = Some(e.summary(threads, ctx.plan.seed, shared.stream_base));
     }
-    // Finish. The last completion; the measured window ends at the deadline when it was reached (the
-    // calls in flight then are counted in the last interval, `measure::Grid`).
-    let last = shared.end_ns.load(Ordering::Relaxed);
-    let end = Duration::from_nanos(last.min(grid.deadline));
-    let window = (end, cpu_end);
-    finish_measuring(
-        ctx, phase, &mut ps, &mut iv, collector, companions, ended, window,
+    // Finish.
+    let sources = (&shared, feed.as_ref(), cpu_end);
+    let last = finish_measuring(
+        ctx, phase, &mut ps, &mut iv, collector, companions, ended, sources,
     )?;
-    if let Some(f) = &feed {
-        ctx.rundir
-            .write_json("replay.json", &f.counts_with(&ps.ops))?;
-    }
     let close_result = close(store);
     ps.wall_seconds = wall0.elapsed().as_secs_f64();
     let late = Duration::from_nanos(last.saturating_sub(grid.deadline));
@@ -153,8 +146,9 @@ fn open_feed(
         .transpose()
 }
 
-/// The workers ended at `end`: closes the last interval and the companions, then records the
-/// phase's measured window (telemetry ends before the store closes: a close may flush).
+/// The workers ended: closes the last interval and the companions, records the phase's measured
+/// window (telemetry ends before the store closes: a close may flush) and a replay's counts.
+/// Returns the last completion (clock ns after the phase's origin).
 #[allow(clippy::too_many_arguments)]
 fn finish_measuring(
     ctx: &mut PhaseCtx,
@@ -164,8 +158,12 @@ fn finish_measuring(
     collector: &Collector,
     mut companions: Vec<Box<dyn Companion + '_>>,
     ended: WorkerEnd,
-    (end, cpu_end): (Duration, CpuTime),
-) -> anyhow::Result<()> {
+    (shared, feed, cpu_end): (&worker::Shared, Option<&super::feed::Feed>, CpuTime),
+) -> anyhow::Result<u64> {
+    // The measured window ends at the deadline when it was reached (the calls in flight then
+    // are counted in the last interval, `measure::Grid`).
+    let last = shared.end_ns.load(Ordering::Relaxed);
+    let end = Duration::from_nanos(last.min(shared.grid.deadline));
     let in_warmup = iv.close_last(ctx, collector, &mut companions, end)?;
     finish_companions(companions, end, ps, ctx.rundir)?;
     let measured_from = if in_warmup {
@@ -178,7 +176,11 @@ fn finish_measuring(
         cpu_end,
     };
     record(ctx, ps, iv, ended, window);
-    Ok(())
+    if let Some(f) = feed {
+        ctx.rundir
+            .write_json("replay.json", &f.counts_with(&ps.ops))?;
+    }
+    Ok(last)
 }
 
 /// Closes the store, unless its statistics thread still holds it (a call that never
