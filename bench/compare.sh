@@ -276,6 +276,7 @@ CASES=(ceiling-kvmeter-c ceiling-floor-c ceiling-ycsb-c ceiling-kvmeter-a ceilin
        rocks-kvmeter-seq-t1 rocks-direct-seq-t1 rocks-direct-seq-dbbkeys-t1 rocks-dbbench-same-t1 rocks-dbbench-same-hist-t1 rocks-kvmeter-seq-hcc-t1 rocks-dbbench-same-hcc-t1
        rocks-kvmeter-seq-off-t1 rocks-kvmeter-off-t1 rocks-dbbench-same-rand-t1
        rocks-kvmeter-seq-t2 rocks-direct-seq-t2 rocks-direct-seq-dbbkeys-t2 rocks-dbbench-same-t2 rocks-dbbench-same-hist-t2 rocks-kvmeter-seq-hcc-t2 rocks-dbbench-same-hcc-t2
+       rocks-kvmeter-seq-off-t2 rocks-kvmeter-off-t2 rocks-dbbench-same-rand-t2
        rss-kvmeter-1M rss-kvmeter-100M
        tel-null-on tel-null-off tel-rocks-on tel-rocks-off
        emb-kvmeter-lmdb-t1 emb-plugin-lmdb-t1 emb-direct-lmdb-t1 emb-direct-timed-lmdb-t1 emb-direct-ycsb-lmdb-t1

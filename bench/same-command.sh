@@ -16,7 +16,8 @@
 #           with the rows that explain the ratio: the direct loop with YCSB's keys and with
 #           db_bench's (rocks-direct-seq(-dbbkeys)-t1) and db_bench --histogram=1; kvmeter with
 #           statistics=off (the counters' share); and the random-order twin: YCSB's default hashed
-#           keys against db_bench's filluniquerandom (rocks-kvmeter-t1, rocks-dbbench-same-rand-t1)
+#           keys against db_bench's filluniquerandom (rocks-kvmeter-t1, rocks-dbbench-same-rand-t1, and the
+#           direct loop with those keys, rocks-direct-cold-t1)
 #   mc16    memcached GET of 1 KiB values at 8 / 96 / 1,000 / 10,000 connections, the server on
 #           the upper half of the CPUs (memcached -t half), each client on the lower half with
 #           half as many threads: kvmeter's engine against memtier_benchmark, ops/s and ops per

@@ -28,7 +28,7 @@ pub fn build_key_name(keynum: i64, zeropadding: usize, ordered: bool, out: &mut 
     let mut fmt = itoa::Buffer::new();
     let digits = fmt.format(n).as_bytes();
     // One fill for the padding, not a push per '0': 1-2 % of the null store's time per
-    // operation with db_bench's 23-byte keys (zeropadding=19; BENCHMARKS.md).
+    // operation with YCSB keys padded to db_bench's 23 bytes (zeropadding=19; BENCHMARKS.md).
     let pad = zeropadding.saturating_sub(digits.len());
     out.clear();
     out.extend_from_slice(b"user");
