@@ -186,10 +186,10 @@ fn measure_idle_and_busy(choice: &Choice, cpus: usize, seconds: u64) -> anyhow::
     Ok(match meter {
         Ok(Some(mut m)) if !m.info().estimate => {
             let src = format!("{} ({})", m.info().source, m.info().scope);
-            eprintln!("power: measuring idle for {seconds} s with {src} ...");
+            errln!("power: measuring idle for {seconds} s with {src} ...");
             let idle = measure_power(m.as_mut(), 0, d)
                 .map_err(|e| anyhow::anyhow!("power source failed: {e}"))?;
-            eprintln!("power: measuring all {cpus} CPUs busy for {seconds} s ...");
+            errln!("power: measuring all {cpus} CPUs busy for {seconds} s ...");
             let busy = measure_power(m.as_mut(), cpus, d)
                 .map_err(|e| anyhow::anyhow!("power source failed: {e}"))?;
             Measured {
@@ -211,7 +211,7 @@ fn measure_idle_and_busy(choice: &Choice, cpus: usize, seconds: u64) -> anyhow::
 fn memory_bandwidth(cpus: usize) -> Vec<Bandwidth> {
     // Arrays of 64 MiB each: far larger than any last-level cache here.
     let n = 8 << 20;
-    eprintln!("memory bandwidth: STREAM triad, 3 × 64 MiB arrays, 1 and {cpus} threads ...");
+    errln!("memory bandwidth: STREAM triad, 3 × 64 MiB arrays, 1 and {cpus} threads ...");
     let mut bw = vec![Bandwidth {
         threads: 1,
         gb_per_s: triad(n, 1, 5),
@@ -244,19 +244,19 @@ fn save(path: &std::path::Path, cal: &Calibration) -> anyhow::Result<()> {
 }
 
 fn print(cal: &Calibration, path: &std::path::Path) {
-    println!("power:            {}", cal.power_source);
+    outln!("power:            {}", cal.power_source);
     if let (Some(i), Some(b)) = (cal.idle_w, cal.busy_w) {
-        println!("idle power:       {i:.1} W\nall CPUs busy:    {b:.1} W");
+        outln!("idle power:       {i:.1} W\nall CPUs busy:    {b:.1} W");
     }
     for b in &cal.memory_bandwidth {
-        println!(
+        outln!(
             "memory bandwidth: {:.2} GB/s with {} thread{}",
             b.gb_per_s,
             b.threads,
             if b.threads == 1 { "" } else { "s" }
         );
     }
-    println!(
+    outln!(
         "saved:            {} (later runs on this machine use it)",
         path.display()
     );

@@ -2,6 +2,10 @@
 //! workloads, tail latency from HdrHistograms, and a run directory written as the run goes.
 //! See docs/architecture.md for the map of modules.
 
+// First, so that its macros are in scope in every module below.
+#[macro_use]
+pub mod console;
+
 pub mod antagonist;
 pub mod args;
 pub mod calibrate;

@@ -40,9 +40,9 @@ pub fn install() {
                 "thread '{name}' panicked{at}: {}",
                 one_line(&payload_text(info.payload()))
             );
-            eprintln!("error: {text}");
+            errln!("error: {text}");
             if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
-                eprintln!("{}", std::backtrace::Backtrace::force_capture());
+                errln!("{}", std::backtrace::Backtrace::force_capture());
             }
             record(text);
         }));

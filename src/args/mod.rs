@@ -94,6 +94,10 @@ pub enum Command {
     /// durability: not power loss). Writes manifest.json, durability.json and report.html;
     /// exit 1 when the check could not read back, or with --fail-on-loss when writes were lost.
     Durability(DurabilityArgs),
+    /// A run directory's guard (internal): after kvmeter ends, marks the directory `failed` if
+    /// it still says `running` (report::current).
+    #[command(name = "__seal-run-dir", hide = true)]
+    SealRunDir { dir: PathBuf },
     /// The writer process of `kvmeter durability` on an embedded store (internal).
     #[command(name = "__durability-writer", hide = true)]
     DurabilityWriter {

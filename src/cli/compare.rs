@@ -32,12 +32,12 @@ pub(super) fn compare(a: CompareArgs) -> anyhow::Result<i32> {
     let out = crate::report::rundir::claim(&out)?;
     match c.mismatches.as_slice() {
         [] => {}
-        [one] => eprintln!(
-            "compare: the one difference between the runs (the variable under test): {one}"
-        ),
+        [one] => {
+            errln!("compare: the one difference between the runs (the variable under test): {one}")
+        }
         many => {
             for m in many {
-                eprintln!("warning: not like with like: {m}");
+                errln!("warning: not like with like: {m}");
             }
         }
     }
@@ -46,23 +46,26 @@ pub(super) fn compare(a: CompareArgs) -> anyhow::Result<i32> {
         (serde_json::to_string_pretty(&c)? + "\n").as_bytes(),
     )?;
     crate::report::rundir::write_atomic(&out.join("compare.html"), c.html().as_bytes())?;
-    print!("{}", c.render());
+    out!("{}", c.render());
     // Where both sides were profiled (`--profile`), where their CPU went differently.
     match crate::report::profile::differential(&runs_a, &runs_b, &out) {
         Ok(files) if !files.is_empty() => {
-            println!(
+            outln!(
                 "differential flame graphs (B against A): {} in {}",
                 files.len(),
                 out.join("profile-diff").display()
             );
         }
         Ok(_) => {}
-        Err(why) => eprintln!("warning: differential flame graphs: {why}"),
+        Err(why) => errln!("warning: differential flame graphs: {why}"),
     }
-    eprintln!("results: {}", out.display());
-    Ok(if a.fail_on_regression && c.regressed() {
-        crate::error::EXIT_FAILED
-    } else {
-        EXIT_OK
-    })
+    errln!("results: {}", out.display());
+    let why = c.gate_failures();
+    if !a.fail_on_regression || why.is_empty() {
+        return Ok(EXIT_OK);
+    }
+    for w in &why {
+        errln!("compare: --fail-on-regression: {w}");
+    }
+    Ok(crate::error::EXIT_FAILED)
 }

@@ -26,7 +26,7 @@ fn report(dir: &std::path::Path, cost: Option<&std::path::Path>) -> anyhow::Resu
     }
     crate::experiment::file::run::refresh(dir)?;
     let w = crate::report::html::write_with_cost(dir, cost)?;
-    println!(
+    outln!(
         "{} ({} figures, {:.0} KiB)",
         w.path.display(),
         w.figures,
@@ -70,11 +70,15 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
         } => Ok(crate::experiment::durability::writer_main(
             &store, &dir, start, &store_opt,
         )),
+        Command::SealRunDir { dir } => {
+            crate::report::current::seal_when_abandoned(&dir);
+            Ok(EXIT_OK)
+        }
         Command::Stores { plugins } => stores::stores(&plugins),
         Command::Agent(a) => dist::agent(a),
         Command::Dist { command } => dist::run(command),
         Command::Doctor { data_dir } => {
-            print!("{}", crate::doctor::report(data_dir.as_deref()));
+            out!("{}", crate::doctor::report(data_dir.as_deref()));
             Ok(EXIT_OK)
         }
         Command::Calibrate {
@@ -99,7 +103,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             crate::error::exit_code(&e)
         }
     }

@@ -5,7 +5,7 @@ use crate::error::EXIT_OK;
 /// `kvmeter stores [plugin:PATH ...]`: every built-in store, or the named plug-ins only.
 pub(super) fn stores(plugins: &[String]) -> anyhow::Result<i32> {
     if plugins.is_empty() {
-        print!("{}", stores_report());
+        out!("{}", stores_report());
         return Ok(EXIT_OK);
     }
     let mut kinds = Vec::new();
@@ -22,7 +22,7 @@ pub(super) fn stores(plugins: &[String]) -> anyhow::Result<i32> {
     for k in kinds {
         describe_store(&mut out, k);
     }
-    print!("{out}");
+    out!("{out}");
     Ok(EXIT_OK)
 }
 

@@ -42,10 +42,10 @@ fn trace_stats(a: TraceStatsArgs) -> anyhow::Result<i32> {
     let zipf = st.zipf();
     let bytes = std::fs::metadata(&a.trace).map_or(0, |m| m.len());
     let doc = document(&a.trace, reader.format(), bytes, &st, zipf.as_ref());
-    print!("{}", table(&a.trace, reader.format(), &st, zipf.as_ref()));
+    out!("{}", table(&a.trace, reader.format(), &st, zipf.as_ref()));
     if let Some(out) = &a.out {
         write_out(out, &doc, &st)?;
-        println!("wrote {}", out.display());
+        outln!("wrote {}", out.display());
     }
     Ok(EXIT_OK)
 }

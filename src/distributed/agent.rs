@@ -187,7 +187,7 @@ fn register(
     if let Ok(Some(Err(why))) = &created {
         // Not another agent of this run: something without the key wrote there. Take the
         // index back (a writer to etcd can always delete keys; this only undoes a forgery).
-        eprintln!("warning: agent {i}: replacing {prefix}{key}: {why}");
+        errln!("warning: agent {i}: replacing {prefix}{key}: {why}");
         let _ = coord.delete_all(&key);
         created = coord.create(&key, &reg_text, Some(lease));
     }
@@ -279,7 +279,7 @@ fn resolve(
     let hash = plan::plan_hash(&plan);
     if hash != published.hash {
         // What this host computed stays here: the refusal in etcd does not echo it.
-        eprintln!(
+        errln!(
             "agent {i}: the plan resolves to {hash} here, {} at the coordinator",
             published.hash
         );
@@ -405,7 +405,7 @@ impl AgentSync {
                 .lock()
                 .map(|e| e.clone())
                 .unwrap_or_default();
-            eprintln!(
+            errln!(
                 "warning: {failed} reports did not reach etcd ({why}); this agent's run directory has them all ('kvmeter dist merge')"
             );
         }
@@ -449,7 +449,7 @@ impl PhaseSync for AgentSync {
         self.phases = open("phases.jsonl");
         self.dir = Some(d);
         self.write_record();
-        eprintln!(
+        errln!(
             "agent {} of {}: registered under {}, plan {}",
             self.index,
             self.record.published.agents,

@@ -188,7 +188,7 @@ fn parse<T: serde::de::DeserializeOwned>(what: &str, v: &str) -> Option<T> {
     match serde_json::from_str(v) {
         Ok(t) => Some(t),
         Err(e) => {
-            eprintln!("warning: dist: ignoring a malformed {what} in etcd: {e}");
+            errln!("warning: dist: ignoring a malformed {what} in etcd: {e}");
             None
         }
     }
@@ -201,7 +201,7 @@ impl Session {
         let l = match self.coord.list(sub) {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("warning: dist: etcd: {e}");
+                errln!("warning: dist: etcd: {e}");
                 vec![]
             }
         };
@@ -215,7 +215,7 @@ impl Session {
     /// wrote it where it does not belong.
     fn warn(&mut self, key: &str, why: &str) {
         if self.warned.insert(key.to_string()) {
-            eprintln!(
+            errln!(
                 "warning: dist: ignoring {}{key}: {why}",
                 self.coord.prefix()
             );
@@ -227,7 +227,7 @@ impl Session {
         let listed = match self.coord.list("agent/") {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("warning: dist: etcd: {e}");
+                errln!("warning: dist: etcd: {e}");
                 return None;
             }
         };
@@ -359,7 +359,7 @@ impl Session {
                     "phase {name}: {} second copies of reports arrived and were dropped (each report counts once)",
                     ph.duplicates
                 );
-                eprintln!("warning: dist: {w}");
+                errln!("warning: dist: {w}");
                 merger.info.warnings.push(w);
             }
             // An agent whose channel failed mid-run posted the rest through etcd.
@@ -387,7 +387,7 @@ impl Session {
             (run.reports > 0).then(|| run.report_bytes as f64 / run.reports as f64);
         let root = merger.root().to_path_buf();
         let status = merger.finish(status, quiet)?;
-        eprintln!("results: {}", root.display());
+        errln!("results: {}", root.display());
         Ok(super::merge::exit_code(status))
     }
 
@@ -440,7 +440,7 @@ impl Session {
         if let Some((_, why)) = self.listed("refused/").into_iter().next() {
             if aborted.is_none() {
                 let why = clip(&why);
-                eprintln!("dist: {why}");
+                errln!("dist: {why}");
                 *aborted = Some(why);
                 let _ = self.coord.put("abort", "agent failed", Some(self.lease));
             }
@@ -520,7 +520,7 @@ fn dist_info(
         }
     }
     for w in &info.warnings {
-        eprintln!("WARNING: {w}");
+        errln!("WARNING: {w}");
     }
     info
 }
@@ -534,7 +534,7 @@ fn merge_the_rest(ph: &mut PhasePoll, merger: &mut Merger) -> anyhow::Result<()>
             ph.next_k,
             k - 1
         );
-        eprintln!("warning: dist: {w}");
+        errln!("warning: dist: {w}");
         merger.info.warnings.push(w);
     }
     for (_, have) in std::mem::take(&mut ph.posts) {

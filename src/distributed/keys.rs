@@ -303,7 +303,7 @@ impl Coord {
         let t = std::time::Instant::now();
         let r = self.gw.post(path, &body);
         if t.elapsed() > Duration::from_secs(1) {
-            eprintln!(
+            errln!(
                 "warning: dist: etcd {path} took {} ms ({})",
                 t.elapsed().as_millis(),
                 match &r {

@@ -357,12 +357,12 @@ impl Merger {
             Some(humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
         )?;
         if let Err(e) = crate::report::html::write(self.rundir.root()) {
-            eprintln!("warning: report.html was not written: {e:#}");
+            errln!("warning: report.html was not written: {e:#}");
         }
         if !quiet {
             let text =
                 crate::report::output::render(self.plan.format, &self.summary, &self.ycsb_texts)?;
-            print!("{text}");
+            out!("{text}");
         }
         Ok(status)
     }
@@ -500,7 +500,7 @@ pub fn offline(
     }
     let root = m.root().to_path_buf();
     let status = m.finish(status, quiet)?;
-    eprintln!("results: {}", root.display());
+    errln!("results: {}", root.display());
     Ok(exit_code(status))
 }
 

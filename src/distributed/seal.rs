@@ -210,7 +210,7 @@ fn read_key_file(f: &Path) -> Result<Vec<u8>, UsageError> {
     {
         use std::os::unix::fs::MetadataExt;
         if meta.mode() & 0o004 != 0 {
-            eprintln!(
+            errln!(
                 "warning: --plan-key-file {}: readable by every user of this host: anyone who reads it can steer the run's agents (chmod 600)",
                 f.display()
             );

@@ -46,7 +46,7 @@ pub(super) fn prepare_io(plan: &Plan, data: &DataDir) -> anyhow::Result<Option<I
         .io_dir
         .clone()
         .unwrap_or_else(|| data.root().to_path_buf());
-    eprintln!(
+    errln!(
         "antagonists: writing {n} files of {:.1} GiB in {} (O_DIRECT) ...",
         plan.io_file_size as f64 / (1u64 << 30) as f64,
         parent.display()

@@ -59,6 +59,7 @@ pub(super) fn conclude(
     }
     energy(ps, ctx.idle);
     settle(ps, fatal, close_result, iv.interrupted);
+    unanswered(ps);
     truncated(phase, ps);
     ps.window_note = window_note(phase, ps, iv.interrupted, late);
     report::ycsb::report(
@@ -120,6 +121,49 @@ fn settle(
     } else if interrupted {
         ps.outcome = Outcome::Interrupted;
     }
+}
+
+/// A phase in which the store answered none of its calls — every one failed, a miss being an
+/// answer — measured no store: it is `failed`, not `completed` with a throughput of failures
+/// and exit 0 (a server that passes the handshake and then sends garbage, a store refusing
+/// every write). The error names how the calls failed.
+fn unanswered(ps: &mut PhaseSummary) {
+    use crate::measure::Metric;
+    if ps.outcome != Outcome::Completed {
+        return;
+    }
+    let mut kinds = std::collections::BTreeMap::<&str, u64>::new();
+    let (mut calls, mut answered) = (0u64, 0u64);
+    for m in [
+        Metric::Read,
+        Metric::Update,
+        Metric::Insert,
+        Metric::Scan,
+        Metric::Delete,
+    ] {
+        if ps.not_applicable.iter().any(|n| n == m.name()) {
+            continue;
+        }
+        let Some(o) = ps.ops.get(m.name()) else {
+            continue;
+        };
+        calls += o.count;
+        answered += o.ok + o.misses;
+        for (k, n) in &o.errors {
+            if k != "not_found" {
+                *kinds.entry(k.as_str()).or_default() += n;
+            }
+        }
+    }
+    if calls == 0 || answered > 0 {
+        return;
+    }
+    let how: Vec<String> = kinds.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    ps.outcome = Outcome::Failed;
+    ps.error = Some(format!(
+        "the store answered none of the phase's {calls} calls: every one failed ({})",
+        how.join(", ")
+    ));
 }
 
 /// A load that ended as planned yet inserted fewer records than planned is `truncated`

@@ -75,7 +75,7 @@ impl FaultCompanion {
         let split = plan.affected_shard().is_some();
         let csv = timeline.as_ref().and_then(|_| {
             TimelineCsv::open(root, &phase.name, split)
-                .map_err(|e| eprintln!("warning: {}: {e}", root.join(TIMELINE_CSV).display()))
+                .map_err(|e| errln!("warning: {}: {e}", root.join(TIMELINE_CSV).display()))
                 .ok()
         });
         let schedule = match (cluster, plan.faults.is_empty()) {

@@ -67,7 +67,7 @@ fn now_rfc3339() -> String {
 /// them out. Warnings and errors always print.
 fn note(plan: &Plan, line: std::fmt::Arguments) {
     if !plan.quiet {
-        eprintln!("{line}");
+        errln!("{line}");
     }
 }
 
@@ -154,7 +154,7 @@ fn abandon(
 ) -> ! {
     let mut summary = summary.clone();
     if let Some(e) = &ps.error {
-        eprintln!("error: phase {}: {e}", ps.name);
+        errln!("error: phase {}: {e}", ps.name);
         summary
             .error
             .get_or_insert_with(|| format!("phase {}: {e}", ps.name));
@@ -166,7 +166,7 @@ fn abandon(
     };
     let _ = rundir.write_json("summary.json", &summary);
     write_final_manifest(rundir, manifest, summary.status);
-    eprintln!("results: {}", rundir.root().display());
+    errln!("results: {}", rundir.root().display());
     std::process::exit(code)
 }
 
@@ -297,7 +297,7 @@ impl Run<'_> {
             None => format!("the {name} server is still running"),
         };
         let lines = m.last_lines(10);
-        eprintln!(
+        errln!(
             "server: {why}; its last output ({}):\n{lines}",
             m.log.display()
         );
@@ -308,20 +308,20 @@ impl Run<'_> {
 
     /// A warning: on stderr and in the summary's warnings.
     fn warn(&mut self, line: String) {
-        eprintln!("WARNING: {line}");
+        errln!("WARNING: {line}");
         self.summary.warnings.push(line);
     }
 
     /// Adds a phase to the summary, its warning and error repeated on stderr.
     fn record_phase(&mut self, ps: PhaseSummary) {
         if let Some(w) = ps.open_loop.as_ref().and_then(|o| o.warning.as_ref()) {
-            eprintln!("WARNING: phase {}: {w}", ps.name);
+            errln!("WARNING: phase {}: {w}", ps.name);
             self.summary
                 .warnings
                 .push(format!("phase {}: {w}", ps.name));
         }
         if let Some(e) = &ps.error {
-            eprintln!("error: phase {}: {e}", ps.name);
+            errln!("error: phase {}: {e}", ps.name);
             self.summary
                 .error
                 .get_or_insert_with(|| format!("phase {}: {e}", ps.name));
@@ -392,18 +392,18 @@ impl Run<'_> {
         crate::store::plugin::crash::disarm();
         // The report is a view of the files just written; failing to make it fails nothing.
         if let Err(e) = crate::report::html::write(self.rundir.root()) {
-            eprintln!("warning: report.html was not written: {e:#}");
+            errln!("warning: report.html was not written: {e:#}");
         }
         if !plan.quiet {
             let text = crate::report::output::render(plan.format, &self.summary, &self.ycsb_texts)?;
-            print!("{text}");
+            out!("{text}");
         }
         note(
             plan,
             format_args!("results: {}", self.rundir.root().display()),
         );
         if exit == EXIT_INTERRUPTED {
-            eprintln!("interrupted: completed phases and intervals are saved");
+            errln!("interrupted: completed phases and intervals are saved");
         }
         Ok(exit)
     }

@@ -165,6 +165,10 @@ fn finish_measuring(
     let last = shared.end_ns.load(Ordering::Relaxed);
     let end = Duration::from_nanos(last.min(shared.grid.deadline));
     let in_warmup = iv.close_last(ctx, collector, &mut companions, end)?;
+    // Telemetry (and so the energy) ends with the workers, before the companions' last
+    // readings: a store's final statistics sample can wait out its deadlines (a stalled
+    // server), and energy over that wait divided by the window's operations misstated ops/J.
+    let telemetry = ctx.telemetry.map(|t| t.end());
     finish_companions(companions, end, ps, ctx.rundir)?;
     let measured_from = if in_warmup {
         end
@@ -174,6 +178,7 @@ fn finish_measuring(
     let window = Window {
         measured: end - measured_from,
         cpu_end,
+        telemetry,
     };
     record(ctx, ps, iv, ended, window);
     if let Some(f) = feed {
@@ -244,6 +249,7 @@ fn finish_companions(
 struct Window {
     measured: Duration,
     cpu_end: CpuTime,
+    telemetry: Option<crate::telemetry::PhaseTelemetry>,
 }
 
 /// Puts the phase's measurements into its summary: telemetry, intervals, window, the
@@ -255,7 +261,7 @@ fn record(
     (samples, per_worker, sent): WorkerEnd,
     w: Window,
 ) {
-    ps.telemetry = ctx.telemetry.map(|t| t.end());
+    ps.telemetry = w.telemetry;
     if let Some(t) = ps.telemetry.as_mut() {
         t.counters_per_worker = per_worker;
     }
@@ -510,7 +516,7 @@ impl Opened {
         };
         let pipeline = ctx.opts.str("pipeline");
         if workload.cfg.dataintegrity && !matches!(pipeline, "" | "1") {
-            eprintln!(
+            errln!(
                 "warning: phase {}: dataintegrity=true checks every read's value, so pipeline={pipeline} is not used (each operation waits for its reply)",
                 phase.name,
             );

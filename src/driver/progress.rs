@@ -50,29 +50,50 @@ impl Progress {
     ) {
         let ops = store_calls(stats);
         let rate = if secs > 0.0 { ops as f64 / secs } else { 0.0 };
-        // p99 of the busiest metric, the one a reader watches.
+        // p99 of the busiest metric, the one a reader watches; blank when none of its calls
+        // succeeded (a latency with no samples is not 0).
         let p99 = Metric::ALL
             .iter()
             .filter(|m| **m != Metric::Cleanup)
             .filter_map(|m| stats.get(*m))
             .max_by_key(|o| o.count())
-            .map(|o| percentile::value_at(&o.ok, 99.0) as f64 / 1000.0)
-            .unwrap_or(0.0);
+            .filter(|o| !o.ok.is_empty())
+            .map(|o| {
+                format!(
+                    "{:>9.1} µs",
+                    percentile::value_at(&o.ok, 99.0) as f64 / 1000.0
+                )
+            })
+            .unwrap_or_else(|| format!("{:>12}", "-"));
+        // Failures other than misses, which would otherwise hide behind the rate.
+        let failed: u64 = stats
+            .metrics()
+            .filter(|(m, _)| crate::report::is_store_call(*m))
+            .map(|(_, o)| o.errors() - o.statuses[1])
+            .sum();
+        let failed = if failed > 0 {
+            format!("  {failed} failed")
+        } else {
+            String::new()
+        };
+        // No rate yet: no honest estimate of the end of an operation count.
         let eta = match (phase.operations, phase.duration) {
             (n, _) if n > 0 && rate > 0.0 => {
                 // try_: a huge count at a slow rate is more seconds than a Duration holds.
                 let by_ops = Duration::try_from_secs_f64(n.saturating_sub(done) as f64 / rate)
                     .unwrap_or(Duration::MAX);
-                match phase.duration {
+                Some(match phase.duration {
                     Some(d) => by_ops.min(d.saturating_sub(elapsed)),
                     None => by_ops,
-                }
+                })
             }
-            (_, Some(d)) => d.saturating_sub(elapsed),
-            _ => Duration::ZERO,
+            (_, Some(d)) => Some(d.saturating_sub(elapsed)),
+            (n, None) if n > 0 => None,
+            _ => Some(Duration::ZERO),
         };
+        let eta = eta.map_or_else(|| "?".to_string(), |e| format!("{}s", e.as_secs()));
         let line = format!(
-            "[{}/{}] {:<7} {:>7.1}s  {:>10} ops  {:>10.0} ops/s  p99 {:>9.1} µs  ETA {}s",
+            "[{}/{}] {:<7} {:>7.1}s  {:>10} ops  {:>10.0} ops/s  p99 {}{failed}  ETA {eta}",
             index + 1,
             phases,
             phase.name,
@@ -80,7 +101,6 @@ impl Progress {
             done,
             rate,
             p99,
-            eta.as_secs()
         );
         match &self.bar {
             Some(b) => b.set_message(line),
@@ -90,7 +110,7 @@ impl Progress {
                     .map(|t| t.elapsed() >= self.every)
                     .unwrap_or(true);
                 if due {
-                    eprintln!("{line}");
+                    errln!("{line}");
                     self.last_plain = Some(Instant::now());
                 }
             }

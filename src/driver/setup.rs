@@ -27,7 +27,7 @@ impl<'p> Run<'p> {
         let panics0 = crate::panics::count();
         let mut opts = plan.store_options.clone();
         for w in &plan.warnings {
-            eprintln!("warning: {w}");
+            errln!("warning: {w}");
         }
         // Input checks first: nothing is created before the input is accepted.
         let machine_facts = machine::machine();
@@ -213,11 +213,11 @@ fn profile_user_server(
         ) {
             Ok(pid) => p.roles.server_pid = Some(pid),
             Err(why) => {
-                eprintln!("kvmeter: --profile: the server at addr={addr} is not profiled: {why}")
+                errln!("kvmeter: --profile: the server at addr={addr} is not profiled: {why}")
             }
         },
         Err(why) => {
-            eprintln!("kvmeter: --profile: the server at addr={addr} is not profiled: {why}")
+            errln!("kvmeter: --profile: the server at addr={addr} is not profiled: {why}")
         }
     }
     cfg
@@ -329,7 +329,7 @@ fn warn_if_nothing_loaded(plan: &Plan, adapter: &StoreKind, data: &DataDir) {
         && adapter.capabilities.persistent
         && adapter.server.is_none()
     {
-        eprintln!(
+        errln!(
             "warning: the data directory holds no data and the plan has no load phase: reads will return NOT_FOUND (run --phase load first, with the same --data-dir)"
         );
     }
@@ -379,7 +379,7 @@ fn idle_power(
             ))
         });
     if let Some(d) = plan.idle_baseline {
-        eprintln!(
+        errln!(
             "power: measuring idle power for {:.1} s before the first phase",
             d.as_secs_f64()
         );

@@ -38,13 +38,13 @@ pub fn install() -> Arc<AtomicBool> {
                         }
                     });
                 if let Err(e) = spawned {
-                    eprintln!(
+                    errln!(
                         "warning: Ctrl-C will end kvmeter without results: no signal thread ({e})"
                     );
                 }
             }
             Err(e) => {
-                eprintln!(
+                errln!(
                     "warning: Ctrl-C will end kvmeter without results: signals not installed ({e})"
                 )
             }
@@ -70,7 +70,7 @@ fn second(first: &mut Option<Instant>, now: Instant) -> bool {
 /// with the lock held, so no write puts `running` back.
 fn exit_at_once() -> ! {
     let held = crate::report::current::mark_interrupted();
-    eprintln!("interrupted again: exiting at once (the phase in progress is not summarised)");
+    errln!("interrupted again: exiting at once (the phase in progress is not summarised)");
     let _keep = held;
     std::process::exit(EXIT_INTERRUPTED)
 }

@@ -381,7 +381,7 @@ pub fn run(
     check(base, &params, repeat)?;
     let pts = points(&params);
     let root = super::experiment_dir(out, "sweep", &base.store)?;
-    eprintln!(
+    errln!(
         "sweep: {} point{} × {repeat} run{} on {}; results in {}",
         pts.len(),
         if pts.len() == 1 { "" } else { "s" },
@@ -415,7 +415,7 @@ pub fn run(
             }
             // Repetitions of a seeded sweep get their own streams (seed + repetition − 1).
             r.seed = base.seed.map(|s| s.wrapping_add(k as u64 - 1));
-            eprintln!(
+            errln!(
                 "sweep: point {}/{} ({}), run {k}/{repeat}",
                 i + 1,
                 pts.len(),
@@ -452,10 +452,10 @@ pub fn run(
     }
     write_results(&root, base, &params, repeat, &status, &results)?;
     if let Err(e) = crate::report::html::write(&root) {
-        eprintln!("warning: report.html was not written: {e:#}");
+        errln!("warning: report.html was not written: {e:#}");
     }
-    print!("{}", render(&results, &names));
-    eprintln!("results: {}", root.display());
+    out!("{}", render(&results, &names));
+    errln!("results: {}", root.display());
     let failed = results
         .iter()
         .any(|r| r.statuses.iter().any(|s| s == "failed"));

@@ -174,7 +174,7 @@ impl Runner {
             cluster: status,
         };
         (self.sink)(&e);
-        eprintln!(
+        errln!(
             "fault: {:.3} s {} {} {}{}",
             e.t_s,
             e.event,

@@ -101,7 +101,8 @@ pub struct OpStats {
     pub missed: Option<Histogram<u64>>,
     pub intended: Option<Histogram<u64>>,
     pub statuses: [u64; STATUS_SLOTS],
-    /// User data bytes moved (values written or returned, with field names).
+    /// User data bytes moved by successful calls (values written or returned, with field
+    /// names); a failed write moved nothing the store kept.
     pub bytes: u64,
 }
 
@@ -212,8 +213,8 @@ impl Stats {
             None => self.make(m),
         };
         op.statuses[status_slot(status)] += 1;
-        op.bytes += bytes;
         if status.is_ok() {
+            op.bytes += bytes;
             op.ok.saturating_record(service_ns);
         } else {
             // Made on a worker's first failure or miss only: `emptied` keeps the shape, so a

@@ -84,9 +84,9 @@ impl Exporter {
             .spawn(move || http::serve(listener, s))
             .map_err(|e| bad(format!("cannot start its thread: {e}")))?;
         if local.ip().is_loopback() {
-            eprintln!("metrics: serving http://{local}/metrics (loopback only)");
+            errln!("metrics: serving http://{local}/metrics (loopback only)");
         } else {
-            eprintln!(
+            errln!(
                 "metrics: serving http://{local}/metrics, reachable from the network (no authentication)"
             );
         }
@@ -224,7 +224,7 @@ impl Exporter {
         if read() || linger.is_zero() {
             return read();
         }
-        eprintln!(
+        errln!(
             "metrics: the run is over; serving its final values on http://{}/metrics until one scrape reads them (at most {}, Ctrl-C ends the wait)",
             self.addr,
             humantime::format_duration(linger)

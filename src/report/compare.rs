@@ -90,6 +90,10 @@ pub struct Comparison {
     pub not_measured: Vec<String>,
     /// Manifest fields that differ between the runs, as "field: values".
     pub mismatches: Vec<String>,
+    /// Runs that did not complete, as "DIR (status)": what they measured is compared, but a
+    /// gate (`--fail-on-regression`) does not pass on them.
+    #[serde(default)]
+    pub unfinished: Vec<String>,
     pub rows: Vec<Row>,
 }
 
@@ -308,6 +312,13 @@ pub fn compare(
         }
     }
     let (family_tested, runs_needed) = test_family(&mut rows, noise_band);
+    let unfinished = a
+        .iter()
+        .zip(&la)
+        .chain(b.iter().zip(&lb))
+        .filter(|(_, (s, _))| s.status != crate::report::RunStatus::Completed)
+        .map(|(d, (s, _))| format!("{} ({})", d.display(), s.status))
+        .collect();
     let not_measured = fam
         .iter()
         .filter(|(p, m)| !rows.iter().any(|r| &r.phase == p && &r.metric == m))
@@ -327,6 +338,7 @@ pub fn compare(
             &la.iter().map(|x| x.1.clone()).collect::<Vec<_>>(),
             &lb.iter().map(|x| x.1.clone()).collect::<Vec<_>>(),
         ),
+        unfinished,
         rows,
     })
 }
@@ -483,6 +495,31 @@ impl Comparison {
         self.rows.iter().any(|r| r.verdict == "worse")
     }
 
+    /// Why a gate (`--fail-on-regression`) does not pass: a tested metric worse, a metric it
+    /// decides on not measured on both sides, or a run that did not complete (killed runs
+    /// measure nothing, and a gate must not pass for lack of data). Empty: it passes.
+    pub fn gate_failures(&self) -> Vec<String> {
+        let mut why: Vec<String> = self
+            .rows
+            .iter()
+            .filter(|r| r.verdict == "worse")
+            .map(|r| format!("{}.{} is worse (B/A {:.3})", r.phase, r.metric, r.ratio))
+            .collect();
+        if !self.not_measured.is_empty() {
+            why.push(format!(
+                "not measured on both sides: {}",
+                self.not_measured.join(", ")
+            ));
+        }
+        if !self.unfinished.is_empty() {
+            why.push(format!(
+                "runs that did not complete: {}",
+                self.unfinished.join(", ")
+            ));
+        }
+        why
+    }
+
     /// The terminal table.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -509,6 +546,13 @@ impl Comparison {
                 out,
                 "Not measured on both sides (no row, not tested): {}.",
                 self.not_measured.join(", ")
+            );
+        }
+        if !self.unfinished.is_empty() {
+            let _ = writeln!(
+                out,
+                "Runs that did not complete (what they measured is compared): {}.",
+                self.unfinished.join(", ")
             );
         }
         if let Some(line) = self.estimate_note() {

@@ -108,7 +108,7 @@ impl Table {
     /// an empty table.
     pub fn parse(text: &str) -> Self {
         Self::parse_named(text, "CSV").unwrap_or_else(|e| {
-            eprintln!("warning: {e}");
+            errln!("warning: {e}");
             Table::default()
         })
     }

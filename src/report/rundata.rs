@@ -88,7 +88,7 @@ impl RunData {
             .ok()
             .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "));
         let partial = match (&summary, status) {
-            (_, "running") | (None, _) if crash.is_some() => crash,
+            (_, "running" | "failed") | (None, _) if crash.is_some() => crash,
             (None, _) => Some("no summary.json: the run ended before its first phase did (killed?); the figures show the intervals written".to_string()),
             (Some(_), "running") => Some("the manifest still says 'running': kvmeter was killed; completed phases and intervals are shown".to_string()),
             _ => None,

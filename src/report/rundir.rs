@@ -141,7 +141,7 @@ fn warn_if_shared(parent: &Path) {
     let sticky = m.mode() & 0o1000 != 0;
     let others_write = m.mode() & 0o022 != 0 || (m.uid() != me && m.uid() != 0);
     if others_write && !sticky {
-        eprintln!(
+        errln!(
             "warning: {} is writable by other users (mode {:o}, uid {}): they could replace the results directory inside it; prefer a directory only you can write",
             parent.display(),
             m.mode() & 0o7777,
@@ -526,7 +526,7 @@ mod tests {
             let e = claim(&theirs).unwrap_err().0;
             assert!(e.contains("owned by uid 12345"), "{e}");
         } else {
-            eprintln!("note: not root; the test of another user's directory is skipped");
+            errln!("note: not root; the test of another user's directory is skipped");
         }
     }
 

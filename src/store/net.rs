@@ -566,10 +566,11 @@ impl Conn {
     }
 }
 
-/// A server's text for an error message: at most 200 bytes, lossy UTF-8.
+/// A server's text for an error message: at most 200 bytes, lossy UTF-8, control characters
+/// as escapes (console::printable).
 pub fn excerpt(b: &[u8]) -> String {
     let cut = b.len().min(200);
-    let mut s = String::from_utf8_lossy(&b[..cut]).into_owned();
+    let mut s = crate::console::printable(&String::from_utf8_lossy(&b[..cut])).into_owned();
     if cut < b.len() {
         s.push('…');
     }

@@ -1,5 +1,5 @@
-//! How a run ends other than on time: SIGKILL, SIGINT, a fatal store error, a full disk;
-//! every completed interval stays written.
+//! How a run ends other than on time: SIGKILL, SIGINT, a fatal store error, a full disk, a
+//! terminal that went away; every completed interval stays written.
 
 use super::*;
 
@@ -46,10 +46,65 @@ fn sigkill_keeps_every_completed_interval() {
     child.wait().unwrap();
     let rows = complete_rows(&out);
     assert!(rows >= 4, "only {rows} interval rows after 1.5 s at 200 ms");
-    let m = json(&out.join("manifest.json"));
-    assert_eq!(m["status"], "running");
+    // No code runs in a SIGKILLed process: its guard process marks the directory.
+    let m = sealed(&out.join("manifest.json"));
+    assert_eq!(m["status"], "failed");
+    assert!(m["finished_at"].is_string());
     validate("manifest.schema.json", &m);
     assert!(hlog_total(&out.join("latency/run.READ.hlog")) > 0);
+}
+
+/// A status file once the guard of a killed kvmeter has had its moment (it reads end of file
+/// when kvmeter dies and rewrites at once; a few seconds is far beyond that).
+pub fn sealed(path: &Path) -> serde_json::Value {
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = json(path);
+        if v["status"] != "running" || std::time::Instant::now() > until {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `kvmeter run … 2>&1 | head -1`: the reader of its output goes away after one line. Printing
+/// to a closed pipe used to panic (and the panic hook's own print aborted the process), which
+/// left the run `running`; the run now ends as it would have, its lines dropped.
+#[test]
+fn a_closed_terminal_pipe_does_not_end_the_run() {
+    use std::io::Read;
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("piped");
+    let mut child = std::process::Command::new(bin())
+        .args([
+            "run",
+            "-P",
+            "workloadc",
+            "--store",
+            "null",
+            "--records",
+            "1000",
+            "--duration",
+        ])
+        .args(["1500ms", "--status-interval", "100ms", "--out"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // One line from stderr, then both pipes closed, as `head -1` does.
+    let mut err = child.stderr.take().unwrap();
+    let mut byte = [0u8; 1];
+    while err.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {}
+    drop(err);
+    drop(child.stdout.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let s = json(&out.join("summary.json"));
+    assert_eq!(s["status"], "completed");
+    assert_eq!(phase(&s, "run")["outcome"], "completed");
+    assert!(count(phase(&s, "run"), "READ") > 0);
+    assert_eq!(json(&out.join("manifest.json"))["status"], "completed");
 }
 
 #[test]

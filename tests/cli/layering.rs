@@ -18,6 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["store", "workload", "telemetry", "antagonist", "trace"],
     &["record", "values", "machine", "panics"],
     &["error"],
+    &["console"],
 ];
 
 /// (file under src/, module it may import against the order, why). TEMPORARY: each goes when

@@ -334,27 +334,31 @@ fn a_hostile_http_server_costs_protocol_errors_not_a_hang() {
         ),
     ] {
         let port = hostile(how);
-        let out = t.path().join(name);
-        let o = kvmeter()
-            .args(["run", "-P", "workloadc", "--store", "etcd", "--store-opt"])
-            .arg(format!("addr=http://127.0.0.1:{port}"))
-            .args([
-                "--store-opt",
-                "max_reply=65536",
-                "--store-opt",
-                "timeout_ms=5000",
-            ])
-            .args(["--connections", "4", "--depth", "2", "--threads", "1"])
-            .args(["--records", "20", "--ops", "40"])
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!err.contains("panicked"), "{name}: {err}");
-        let s = json(&out.join("summary.json"));
+        // Each phase on its own: a phase in which no call is answered fails and ends the run,
+        // so a load that failed would leave no run phase to look at.
         for p in ["load", "run"] {
+            let out = t.path().join(format!("{name}-{p}"));
+            let o = kvmeter()
+                .args(["run", "-P", "workloadc", "--store", "etcd", "--store-opt"])
+                .arg(format!("addr=http://127.0.0.1:{port}"))
+                .args([
+                    "--store-opt",
+                    "max_reply=65536",
+                    "--store-opt",
+                    "timeout_ms=5000",
+                ])
+                .args(["--connections", "4", "--depth", "2", "--threads", "1"])
+                .args(["--records", "20", "--ops", "40", "--phase", p])
+                .arg("--out")
+                .arg(&out)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!err.contains("panicked"), "{name}: {err}");
+            assert_eq!(o.status.code(), Some(1), "{name} {p}: {err}");
+            let s = json(&out.join("summary.json"));
             let p = phase(&s, p);
+            assert_eq!(p["outcome"], "failed", "{name}: {p}");
             let kinds = p["error_samples"].to_string();
             assert!(errors(p) > 0, "{name}: {p}");
             assert!(kinds.contains("\"kind\":\"protocol\""), "{name}: {kinds}");

@@ -151,6 +151,25 @@ fn memcached_garbage_is_protocol_and_its_own_errors_are_not() {
     reads_failed(&run("memcached", port, &[]), "busy");
 }
 
+/// A server's bytes reach the terminal only as text: a version line carrying escape sequences
+/// (set the window title, clear the screen, turn text red) is refused with them written as
+/// escapes, never as the control characters themselves.
+#[test]
+fn memcached_escape_sequences_in_a_version_are_not_sent_to_the_terminal() {
+    fn answer(_: &[u8]) -> Act {
+        say(b"\x1b]0;PWNED\x07\x1b[2J\x1b[31mVERSION evil\r\n")
+    }
+    let port = tcp_server(answer);
+    let o = run("memcached", port, &[]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("\\u{1b}]0;PWNED\\u{7}"), "{}", o.stderr);
+    assert!(
+        !o.stderr.bytes().any(|b| b == 0x1b || b == 0x07),
+        "control characters on stderr: {:?}",
+        o.stderr
+    );
+}
+
 /// Security review F8: a server that starts a large reply on every connection and never
 /// finishes it made each of the engine's connections hold its whole partial reply (up to
 /// 4 MiB; 827 MB at 200 connections; here about 145 MB). Now the loop's buffers above their

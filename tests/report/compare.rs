@@ -172,6 +172,35 @@ mod quiet {
         );
         assert!(lo < 1.0 && 1.0 < hi, "{r}");
 
+        // The same copies, but their runs did not complete (as a SIGKILLed run's guard leaves
+        // them): the figures are compared, the gate does not pass, and it says why.
+        for i in 0..small.len() {
+            let r = d.join(format!("copy/r{i}"));
+            for f in ["summary.json", "manifest.json"] {
+                let mut v = json(&r.join(f));
+                v["status"] = "failed".into();
+                std::fs::write(r.join(f), serde_json::to_string_pretty(&v).unwrap()).unwrap();
+            }
+        }
+        let o = compare(d, &small, &[&d.join("copy")], &["--fail-on-regression"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("--fail-on-regression: runs that did not complete:")
+                && err.contains("(failed)"),
+            "{err}"
+        );
+        let c = json(&results(d, &o).join("compare.json"));
+        assert_eq!(
+            c["unfinished"].as_array().unwrap().len(),
+            small.len(),
+            "{c}"
+        );
+        assert!(String::from_utf8_lossy(&o.stdout).contains("Runs that did not complete"));
+        // Without the gate it is a warning in the table, and exit 0.
+        let o = compare(d, &small, &[&d.join("copy")], &[]);
+        assert_eq!(o.status.code(), Some(0));
+
         // 3 + 3 cannot reach 0.05 (2/20 = 0.1 at best): the table says what a verdict needs.
         let o = compare(d, &small[..3], &large[..3], &[]);
         assert_eq!(o.status.code(), Some(0));

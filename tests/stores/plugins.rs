@@ -308,8 +308,27 @@ fn a_crashing_plugin_leaves_its_completed_intervals_and_says_what_happened() {
     assert!(reads.len() >= 4, "{intervals}");
     let total: u64 = reads.iter().sum();
     assert!((1500..=3200).contains(&total), "{total} reads in {reads:?}");
+    // The guard process marks what the crashed process could not, with the signal.
     let m = json(&out.join("manifest.json"));
-    assert_eq!(m["status"], "running");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let m = if m["status"] == "running" {
+        loop {
+            let m = json(&out.join("manifest.json"));
+            if m["status"] != "running" || std::time::Instant::now() > until {
+                break m;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    } else {
+        m
+    };
+    assert_eq!(m["status"], "failed");
+    let s = json(&out.join("summary.json"));
+    assert!(
+        s["error"].as_str().unwrap_or_default().contains("SIGSEGV"),
+        "{}",
+        s["error"]
+    );
     // The report is made from what is there and names the signal.
     let o = kvmeter().arg("report").arg(&out).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -103,7 +103,7 @@ pub(super) fn poster(
                                 }
                                 Err(e) => {
                                     // This report and the rest go through etcd instead.
-                                    eprintln!(
+                                    errln!(
                                         "warning: the channel to the coordinator failed ({e}); this agent's reports go through etcd from {k} on"
                                     );
                                     *flags.fell_back.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -189,7 +189,7 @@ pub(super) fn open_relay(
     match tried {
         Ok(s) => (Some(s), "direct".into()),
         Err(e) => {
-            eprintln!(
+            errln!(
                 "warning: agent {i}: the coordinator's report address {addr} cannot be reached ({e}); this agent's reports go through etcd"
             );
             (None, format!("etcd: {addr} cannot be reached: {e}"))

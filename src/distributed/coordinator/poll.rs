@@ -187,7 +187,7 @@ impl Session {
         let listed = self
             .coord
             .list("agent/")
-            .map_err(|e| eprintln!("warning: dist: etcd: {e}"))
+            .map_err(|e| errln!("warning: dist: etcd: {e}"))
             .ok()?;
         let _ = self.coord.take_rejected();
         Some(
@@ -219,7 +219,7 @@ impl Session {
             }
             live.remove(&a);
             let at_s = (crate::distributed::unix_ns().saturating_sub(ph.t0)) as f64 / 1e9;
-            eprintln!(
+            errln!(
                 "dist: agent {a} lost {at_s:.1} s into phase {} (its lease expired); {} agents go on",
                 ph.name,
                 live.len()
@@ -256,7 +256,7 @@ impl Session {
                     ph.name,
                     MAX_HELD_BYTES >> 20
                 );
-                eprintln!("warning: dist: {w}");
+                errln!("warning: dist: {w}");
                 merger.info.warnings.push(w);
                 merger.info.degraded = true;
             }
@@ -289,9 +289,9 @@ impl Session {
             let line = format!("warning: dist: dropped a report connection from {who}: {why}");
             if self.relay_warnings < 20 && self.warned.insert(line.clone()) {
                 self.relay_warnings += 1;
-                eprintln!("{}", clip(&line));
+                errln!("{}", clip(&line));
                 if self.relay_warnings == 20 {
-                    eprintln!("warning: dist: further dropped report connections are not shown");
+                    errln!("warning: dist: further dropped report connections are not shown");
                 }
             }
         }

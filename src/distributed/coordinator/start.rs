@@ -51,18 +51,18 @@ pub(super) fn announce(
             crate::distributed::seal::KEY_ENV
         ),
     };
-    eprintln!(
+    errln!(
         "dist: plan {hash} published under {prefix} for {n} agents: start them with 'kvmeter agent --coord {} --job {}{key}'{key_env} (index 0..{} from --index or the placing engine)",
         s.coord,
         s.job,
         n - 1
     );
     match reports_to {
-        Some(a) => eprintln!(
+        Some(a) => errln!(
             "dist: agents push their reports to {a}{} (etcd keeps membership and start times)",
             if published.reports_tls_sha256.is_some() { " in TLS" } else { "" }
         ),
-        None => eprintln!(
+        None => errln!(
             "dist: --reports etcd: every report (2-4 KB) stays in etcd's history until etcd is compacted: {n} agents add about {} MB an hour at 1 s intervals",
             n * 11
         ),

@@ -277,7 +277,7 @@ pub fn run(base: &Request, out: Option<&Path>, s: Settings) -> anyhow::Result<i3
     check(base, &s)?;
     let root = super::experiment_dir(out, "capacity", &base.store)?;
     let mut search = Search::new(base, &s, root);
-    eprintln!(
+    errln!(
         "capacity: {} on {}{}; each point {} (+ load); results in {}",
         search.slo_text,
         base.store,
@@ -387,7 +387,7 @@ impl<'a> Search<'a> {
         }
         let v = judge(rate, &runs, s);
         let empty = runs.iter().all(|p| !p.mean_us.is_finite());
-        eprintln!(
+        errln!(
             "capacity: {:>10} ops/s offered, {:>10.0} achieved: {} → {}{}",
             rate,
             v.achieved_ratio * rate,
@@ -408,7 +408,7 @@ impl<'a> Search<'a> {
             }
         );
         if let Some(ok) = v.sustainable {
-            eprintln!(
+            errln!(
                 "capacity: {:>10} ops/s {}: {}",
                 rate,
                 if ok { "sustainable" } else { "NOT sustainable" },
@@ -511,10 +511,10 @@ impl<'a> Search<'a> {
             crate::report::html::capacity_curve(&serde_json::to_value(&result)?).as_bytes(),
         )?;
         if let Err(e) = crate::report::html::write(&self.root) {
-            eprintln!("warning: report.html was not written: {e:#}");
+            errln!("warning: report.html was not written: {e:#}");
         }
-        print!("{}", render(&self.points, &note, &status));
-        eprintln!("results: {}", self.root.display());
+        out!("{}", render(&self.points, &note, &status));
+        errln!("results: {}", self.root.display());
         Ok(match self.stopped {
             None | Some(Stopped::MaxPoints) => EXIT_OK,
             Some(Stopped::Interrupted) => EXIT_INTERRUPTED,

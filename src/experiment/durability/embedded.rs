@@ -80,7 +80,7 @@ pub(super) fn run(
             &writes,
             seed.wrapping_add(round as u64),
         );
-        eprintln!(
+        errln!(
             "durability: kill {}/{kills} after {} ms: {acked} acknowledged this round, {} lost so far",
             round + 1,
             kill_after.as_millis(),
@@ -234,7 +234,7 @@ pub fn writer_main(store: &str, dir: &std::path::Path, start: u64, opts: &[Strin
     match run() {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: durability writer: {e:#}");
+            errln!("error: durability writer: {e:#}");
             1
         }
     }

@@ -116,7 +116,7 @@ impl Started {
             m["error"] = serde_json::Value::String(e);
         }
         if let Err(e) = write_json(&self.dir.join("manifest.json"), &m) {
-            eprintln!("warning: manifest.json was not updated: {e:#}");
+            errln!("warning: manifest.json was not updated: {e:#}");
         }
     }
 
@@ -129,7 +129,7 @@ impl Started {
 
 fn write_html(dir: &Path) {
     if let Err(e) = crate::report::html::write(dir) {
-        eprintln!("warning: report.html was not written: {e:#}");
+        errln!("warning: report.html was not written: {e:#}");
     }
 }
 
@@ -190,7 +190,7 @@ pub fn finish(slot: &Slot, r: &Report, fail_on_loss: bool) -> anyhow::Result<i32
         None,
     );
     write_html(dir);
-    println!(
+    outln!(
         "durability  {} ({})\n  {}\n  writes {}: acknowledged {}, failed {}, indeterminate {}\n  lost {}{}\n  indeterminate found {}, missing {}; unexpected {}; not read back {}\n  {}\nresults: {}",
         r.store,
         r.mode,
@@ -213,7 +213,7 @@ pub fn finish(slot: &Slot, r: &Report, fail_on_loss: bool) -> anyhow::Result<i32
         dir.display()
     );
     if code != EXIT_OK {
-        eprintln!(
+        errln!(
             "durability: exit {code}: {}",
             if v.unavailable.is_some() {
                 "the check could not read the writes back"

@@ -42,7 +42,7 @@ pub(super) fn run(
             crate::report::fault_files::events_csv(&dir, "durability"),
         )
     });
-    eprintln!(
+    errln!(
         "durability: {} writer(s) for {:.1} s",
         s.writers,
         d.as_secs_f64()
@@ -123,7 +123,7 @@ fn start_cluster(
         timeout: Duration::from_secs(30),
     };
     let c = (spec.topology)(opts).start(&ctx)?;
-    eprintln!(
+    errln!(
         "durability: {} member(s) started; {}",
         c.members.len(),
         c.status()
@@ -140,7 +140,7 @@ fn serving(cluster: &SharedCluster, opts: &mut StoreOptions) -> Result<String, S
     match topology.serving(&mut c, Duration::from_secs(30)) {
         Ok((addr, how)) => {
             opts.set("addr", &addr);
-            eprintln!("durability: reading back from {addr}; {}", c.status());
+            errln!("durability: reading back from {addr}; {}", c.status());
             Ok(how)
         }
         Err(e) => Err(format!("after the faults the cluster does not serve: {e}")),

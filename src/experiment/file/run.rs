@@ -147,7 +147,7 @@ fn set_aside(root: &Path, name: &str) -> anyhow::Result<()> {
         k += 1;
     }
     std::fs::rename(&dir, aside.join(format!("{name}-{k}")))?;
-    eprintln!(
+    errln!(
         "experiment: step '{name}' was cut short before; its directory is kept in interrupted/{name}-{k}"
     );
     Ok(())
@@ -181,9 +181,9 @@ pub fn main(a: ExperimentArgs) -> anyhow::Result<i32> {
     if let Some((e, m)) = &metrics {
         e.finish(m.linger, &crate::driver::install_signals());
     }
-    eprintln!("results: {}", root.display());
+    errln!("results: {}", root.display());
     if code == EXIT_INTERRUPTED {
-        eprintln!(
+        errln!(
             "experiment: interrupted; finish it with: kvmeter experiment {} --resume {}",
             a.file.display(),
             root.display()
@@ -233,7 +233,7 @@ fn check_devices(devices: &[PathBuf]) -> Result<(), UsageError> {
 fn dry_run(exp: &Experiment) {
     let st = state_of(exp);
     let total: f64 = st.steps.iter().map(|s| s.estimate_s).sum();
-    println!(
+    outln!(
         "{}: {} steps at scale {}, roughly {} (estimate):",
         exp.path.display(),
         st.steps.len(),
@@ -241,14 +241,14 @@ fn dry_run(exp: &Experiment) {
         hms(total)
     );
     for s in &st.steps {
-        println!(
+        outln!(
             "  {:<18} ~{:>7}  {}",
             s.name,
             hms(s.estimate_s),
             s.command_line
         );
     }
-    println!(
+    outln!(
         "{} figures, {} findings",
         exp.figures.len(),
         exp.findings.len()
@@ -330,7 +330,7 @@ fn run_steps(exp: &Experiment, root: &Path, st: &mut State) -> anyhow::Result<i3
             .map(|s| s.estimate_s)
             .sum::<f64>()
             * factor;
-        eprintln!(
+        errln!(
             "experiment {} [{}]: step {}/{n} '{}' ({}), ~{}; elapsed {}, ETA ~{}",
             exp.name,
             exp.scale,
@@ -402,7 +402,7 @@ fn run_step(root: &Path, step: &super::Step) -> i32 {
     match result {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("experiment: step '{}' failed: {e:#}", step.name);
+            errln!("experiment: step '{}' failed: {e:#}", step.name);
             crate::error::exit_code(&e)
         }
     }
@@ -460,7 +460,7 @@ fn judge(root: &Path, st: &State) -> anyhow::Result<(Results, Vec<Checked>)> {
 /// The verdicts on stdout, one line each, then their counts and the identical steps.
 fn print_findings(res: &Results, checked: &[Checked]) {
     for c in checked {
-        println!(
+        outln!(
             "{:<24} {:<22} paper {:<16} this run {:<22} {}",
             c.id,
             c.verdict.text(),
@@ -473,9 +473,9 @@ fn print_findings(res: &Results, checked: &[Checked]) {
             }
         );
     }
-    println!("{}", counts(checked));
+    outln!("{}", counts(checked));
     for d in &res.identical {
-        println!("{}", disagreement_text(d));
+        outln!("{}", disagreement_text(d));
     }
 }
 
@@ -483,8 +483,8 @@ fn print_findings(res: &Results, checked: &[Checked]) {
 pub fn finish(root: &Path, st: &State) -> anyhow::Result<()> {
     let (res, checked) = judge(root, st)?;
     match crate::report::html::write(root) {
-        Ok(w) => eprintln!("report: {} ({} figures)", w.path.display(), w.figures),
-        Err(e) => eprintln!("warning: report.html was not written: {e:#}"),
+        Ok(w) => errln!("report: {} ({} figures)", w.path.display(), w.figures),
+        Err(e) => errln!("warning: report.html was not written: {e:#}"),
     }
     print_findings(&res, &checked);
     Ok(())
@@ -528,7 +528,7 @@ fn upgrade(root: &Path, st: State) -> anyhow::Result<State> {
     let mut st = st.with_model_of(&exp);
     st.cpus = cpus;
     save(root, &st)?;
-    eprintln!(
+    errln!(
         "experiment: {} now records its figures and findings (schema {SCHEMA})",
         root.join("experiment.json").display()
     );

@@ -241,7 +241,7 @@ fn events(dir: &Path) -> Vec<Event> {
     let t = match crate::report::csv::Table::read(&dir.join("events.csv")) {
         Ok(t) => t.unwrap_or_default(),
         Err(e) => {
-            eprintln!("warning: {e}");
+            errln!("warning: {e}");
             return vec![];
         }
     };

@@ -280,7 +280,7 @@ pub fn write_with_cost(dir: &Path, cost: Option<&Path>) -> anyhow::Result<Writte
         run::page(dir)?
     };
     if let Some((f, r)) = &cost {
-        print!("{}", super::cost::render(f, r));
+        out!("{}", super::cost::render(f, r));
         super::rundir::write_atomic(
             &dir.join("cost.json"),
             (serde_json::to_string_pretty(r)? + "\n").as_bytes(),

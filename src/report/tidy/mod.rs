@@ -108,7 +108,7 @@ pub fn main(o: &Options) -> anyhow::Result<i32> {
         }
     }
     let runs = found.runs.len();
-    eprintln!(
+    errln!(
         "table: {} rows × {} columns from {} run director{}{}",
         shape.rows,
         shape.columns.len(),
@@ -120,7 +120,7 @@ pub fn main(o: &Options) -> anyhow::Result<i32> {
             .unwrap_or_default()
     );
     if let Some(first) = found.without_summary.first() {
-        eprintln!(
+        errln!(
             "note: {} director{} with manifest.json but no summary.json passed over (a run that ended before its first phase did), e.g. {}",
             found.without_summary.len(),
             if found.without_summary.len() == 1 { "y" } else { "ies" },

@@ -129,7 +129,8 @@ pub(super) fn command(c: &mut Conn, cmd: &[u8]) -> Result<String, String> {
     c.wbuf.extend_from_slice(cmd);
     c.send().map_err(|e| e.message)?;
     let r = c.line().map_err(|e| e.message)?;
-    Ok(String::from_utf8_lossy(c.bytes(r)).into_owned())
+    // A version or stats line: shown and recorded, so no control characters.
+    Ok(crate::console::printable(&String::from_utf8_lossy(c.bytes(r))).into_owned())
 }
 
 pub(super) fn ping(o: &StoreOptions, _addr: &str) -> Result<String, String> {

@@ -331,7 +331,7 @@ pub(super) fn warn_foreign(s: &Settings, what: &'static str, to: SocketAddr) {
     } else {
         " and sends AUTH there"
     };
-    eprintln!(
+    errln!(
         "warning: Redis: {what} sends kvmeter to {to}, a host the options did not name ({}): kvmeter connects{auth}, as Cluster and Sentinel clients do (docs/stores.md, \"Where Redis sends kvmeter\"); further ones are not repeated",
         names.join(", ")
     );

@@ -185,9 +185,7 @@ impl Profiler {
             Ok(p) => self.active = Some(p),
             Err(why) => {
                 let why = format!("{why}{}", hint());
-                eprintln!(
-                    "kvmeter: --profile: unavailable: {why}; the run goes on without profiles"
-                );
+                errln!("kvmeter: --profile: unavailable: {why}; the run goes on without profiles");
                 self.failed = Some(why);
             }
         }
