@@ -9,6 +9,10 @@
 //! entry, when present, must be a real file and directory of ours, never symbolic links
 //! (another user could otherwise point the store's writes into a directory only we may write).
 //! A temporary data directory is mode 0700: benchmark data is nobody else's to read.
+//!
+//! What a completed load put there (the store, and what names its keys) is kept beside the
+//! marker, so that a run phase on a reused directory with another store or another key space
+//! is warned: its reads would otherwise miss without a word.
 
 use crate::error::UsageError;
 use std::fs;
@@ -16,6 +20,16 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub const MARKER: &str = ".kvmeter-data";
+/// The last completed load's description (`load_description`), beside the marker.
+const LOADED: &str = ".kvmeter-loaded";
+
+/// The store and the workload settings that name a load's keys, as one line.
+pub fn load_description(store: &str, w: &crate::workload::WorkloadConfig) -> String {
+    format!(
+        "store={store} recordcount={} insertstart={} insertorder={} zeropadding={} table={}",
+        w.recordcount, w.insertstart, w.insertorder, w.zeropadding, w.table
+    )
+}
 
 pub struct DataDir {
     root: PathBuf,
@@ -117,8 +131,18 @@ impl DataDir {
                 }
             }
             Err(_) => {
+                // The directories this call makes, so that a refusal leaves none behind.
+                let made: Vec<&Path> = path
+                    .ancestors()
+                    .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+                    .collect();
                 fs::create_dir_all(path).map_err(|e| bad(format!("cannot create it: {e}")))?;
-                write_marker(path)?;
+                if let Err(e) = write_marker(path) {
+                    for d in made {
+                        let _ = fs::remove_dir(d);
+                    }
+                    return Err(e);
+                }
             }
         }
         Ok(DataDir {
@@ -142,6 +166,32 @@ impl DataDir {
         let d = self.root.join("store");
         fs::create_dir_all(&d)?;
         Ok(d)
+    }
+
+    /// After a load phase: what it loaded when it completed (`Some`), else nothing (a partial
+    /// or failed load, or a clear, leaves no claim about the data).
+    pub fn note_load(&self, description: Option<&str>) {
+        let path = self.root.join(LOADED);
+        match description {
+            Some(d) => {
+                let _ = crate::report::rundir::write_atomic(&path, format!("{d}\n").as_bytes());
+            }
+            None => {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+
+    /// The last completed load's description, if this directory holds one (read bounded).
+    pub fn last_load(&self) -> Option<String> {
+        use std::io::Read;
+        let mut text = String::new();
+        fs::File::open(self.root.join(LOADED))
+            .ok()?
+            .take(4096)
+            .read_to_string(&mut text)
+            .ok()?;
+        Some(text.trim().to_string()).filter(|t| !t.is_empty())
     }
 
     /// Whether the store directory holds anything (data from an earlier load).
@@ -231,13 +281,19 @@ fn write_marker(dir: &Path) -> Result<(), UsageError> {
         env!("CARGO_PKG_VERSION"),
         humantime::format_rfc3339_seconds(std::time::SystemTime::now())
     );
-    // A new file, never through a link planted under the marker's name.
+    // A new file, never through a link planted under the marker's name; one that could not
+    // be written whole (a full disk) is removed, so a refusal leaves nothing behind.
+    let path = dir.join(MARKER);
     fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(dir.join(MARKER))
-        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
+        .open(&path)
+        .and_then(|mut f| {
+            std::io::Write::write_all(&mut f, text.as_bytes()).inspect_err(|_| {
+                let _ = fs::remove_file(&path);
+            })
+        })
         .map_err(|e| {
             UsageError::new(format!(
                 "--data-dir {}: cannot write in it: {e}",

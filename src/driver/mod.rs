@@ -263,8 +263,19 @@ impl Run<'_> {
                 self.explain_server(&mut ps);
             }
             let outcome = ps.outcome;
+            match phase.kind {
+                PhaseKind::Load => {
+                    let done = (outcome == Outcome::Completed).then_some(phase.workload.as_ref());
+                    let what = done
+                        .flatten()
+                        .map(|w| datadir::load_description(self.adapter.name, w));
+                    self.data.note_load(what.as_deref());
+                }
+                PhaseKind::Clear => self.data.note_load(None),
+                PhaseKind::Run => {}
+            }
             if let Some(t) = &ps.truncated {
-                let line = format!("load {}: {t}", ps.name);
+                let line = format!("{}: {t}", ps.name);
                 self.warn(format!("phase {}: truncated: {t}", ps.name));
                 partly_loaded = Some(line);
             }

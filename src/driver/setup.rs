@@ -86,6 +86,10 @@ impl<'p> Run<'p> {
             plan,
         };
         rundir.write_json("manifest.json", &manifest)?;
+        // Both status files from the start, so that every ending (a second Ctrl-C in the first
+        // phase, SIGKILL) has a summary.json to mark, not only a manifest.
+        let summary = Summary::running(plan);
+        rundir.write_json("summary.json", &summary)?;
         let config = plan
             .telemetry_config(managed_pid, calibration.as_ref(), adapter.profile_symbols)
             .map(|c| profile_user_server(c, adapter, &opts));
@@ -109,7 +113,7 @@ impl<'p> Run<'p> {
             clock,
             interrupted,
             progress: super::Progress::new(plan.status_interval),
-            summary: Summary::running(plan),
+            summary,
             ycsb_texts: Vec::new(),
             panics0,
             finished: false,
@@ -332,6 +336,20 @@ fn warn_if_nothing_loaded(plan: &Plan, adapter: &StoreKind, data: &DataDir) {
         errln!(
             "warning: the data directory holds no data and the plan has no load phase: reads will return NOT_FOUND (run --phase load first, with the same --data-dir)"
         );
+    }
+    // Data loaded by another store, or under other key names: the reads would miss silently.
+    let run_keys = plan
+        .phases
+        .first()
+        .filter(|_| starts_with_run && data.reused);
+    if let Some(w) = run_keys.and_then(|p| p.workload.as_ref()) {
+        let now = super::datadir::load_description(adapter.name, w);
+        if let Some(then) = data.last_load().filter(|t| *t != now) {
+            errln!(
+                "warning: --data-dir {} was loaded with {then}; this run has {now}: reads of keys it did not load answer NOT_FOUND",
+                data.root().display()
+            );
+        }
     }
 }
 

@@ -22,6 +22,19 @@ static GUARD: Mutex<Option<Child>> = Mutex::new(None);
 /// binary calling the library is not kvmeter).
 static GUARDED: AtomicBool = AtomicBool::new(false);
 
+/// Room kept in every run directory for its last words: a file of `RESERVE_BYTES` made with the
+/// directory and removed when a status file cannot be written for want of space (then the write
+/// is tried again), when the run directory is closed, and by the guard. A disk that fills
+/// during a run (the store's data, the intervals) thus still takes the final `summary.json` and
+/// `manifest.json` (each about 5–25 KB, written beside the old one, then renamed).
+pub const RESERVE: &str = ".kvmeter-reserve";
+pub const RESERVE_BYTES: usize = 64 << 10;
+
+/// Frees the reserve of `root`; true when there was one.
+pub fn release_reserve(root: &Path) -> bool {
+    std::fs::remove_file(root.join(RESERVE)).is_ok()
+}
+
 /// The guard's subcommand (args.rs).
 pub const SEAL_COMMAND: &str = "__seal-run-dir";
 
@@ -76,6 +89,7 @@ fn spawn_guard(root: &Path) -> Option<Child> {
 /// `failed` if it still says `running`, with the signal a store's crash left in crash.txt.
 pub fn seal_when_abandoned(root: &Path) {
     let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+    release_reserve(root);
     let crash = std::fs::read_to_string(root.join(crate::store::plugin::crash::FILE))
         .ok()
         .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "));
@@ -101,6 +115,7 @@ pub fn mark_interrupted() -> MutexGuard<'static, Option<PathBuf>> {
 /// `status` (a finished run's files are left as they are); the manifest gets its end time, the
 /// summary `why` as its error unless it has one.
 fn rewrite_running(root: &Path, status: &str, why: &str) {
+    release_reserve(root);
     let finished = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
     for name in ["summary.json", "manifest.json"] {
         let path = root.join(name);

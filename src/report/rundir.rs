@@ -106,6 +106,37 @@ pub fn claim(root: &Path) -> Result<PathBuf, crate::error::UsageError> {
 }
 
 /// `mkdir`, which fails when anything (a directory, a file, a link) has the name.
+/// Makes the reserve (report::current::RESERVE): blocks allocated, not a sparse file, so
+/// that freeing it frees space.
+fn reserve(root: &Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let path = root.join(super::current::RESERVE);
+    let mut f = create_new(&path)?;
+    let len = super::current::RESERVE_BYTES;
+    // SAFETY: a valid open descriptor; posix_fallocate only allocates its blocks.
+    let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len as libc::off_t) };
+    let done = match rc {
+        0 => Ok(()),
+        // A filesystem without fallocate: written out instead.
+        libc::EOPNOTSUPP | libc::EINVAL => {
+            f.write_all(&vec![0u8; len]).and_then(|()| f.sync_data())
+        }
+        e => Err(std::io::Error::from_raw_os_error(e)),
+    };
+    done.inspect_err(|_| {
+        let _ = fs::remove_file(&path);
+    })
+}
+
+/// Whether an error is a full disk or an exhausted quota.
+fn is_full(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .and_then(|io| io.raw_os_error())
+            .is_some_and(|n| n == libc::ENOSPC || n == libc::EDQUOT)
+    })
+}
+
 fn mkdir(p: &Path) -> std::io::Result<()> {
     fs::DirBuilder::new().mode(0o755).create(p)
 }
@@ -165,6 +196,13 @@ pub fn append(path: &Path) -> std::io::Result<(File, bool)> {
     }
 }
 
+/// The run directory is closed: its final files are written, so its reserve goes.
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        super::current::release_reserve(&self.root);
+    }
+}
+
 impl RunDir {
     /// Creates the run directory; refuses one that exists with anything in it.
     pub fn create(root: &Path) -> Result<Self, crate::error::UsageError> {
@@ -184,16 +222,36 @@ impl RunDir {
     fn create_with(root: &Path, merged: bool) -> Result<Self, crate::error::UsageError> {
         let bad =
             |why: String| crate::error::UsageError::new(format!("--out {}: {why}", root.display()));
-        let root = &claim(root)?;
+        let existed = fs::symlink_metadata(root).is_ok();
+        let claimed = claim(root)?;
+        // A refusal from here on leaves nothing kvmeter made: its files, and the directory
+        // when it made it (a default name gets a new one; a given one that did not exist).
+        let made = !existed || claimed != root;
+        let unmake = |why: String| {
+            let _ = fs::remove_file(claimed.join(super::current::RESERVE));
+            let _ = fs::remove_file(claimed.join("intervals.csv"));
+            let _ = fs::remove_dir(claimed.join("latency"));
+            if made {
+                let _ = fs::remove_dir(&claimed);
+            }
+            bad(why)
+        };
+        let root = &claimed;
         mkdir(&root.join("latency"))
-            .map_err(|e| bad(format!("cannot create latency/ in it: {e}")))?;
+            .map_err(|e| unmake(format!("cannot create latency/ in it: {e}")))?;
         let f = create_new(&root.join("intervals.csv"))
-            .map_err(|e| bad(format!("cannot write intervals.csv: {e}")))?;
+            .map_err(|e| unmake(format!("cannot write intervals.csv: {e}")))?;
         let mut intervals = BufWriter::new(f);
         let extra = if merged { ",agents" } else { "" };
         writeln!(intervals, "{INTERVALS_HEADER}{extra}")
             .and_then(|_| intervals.flush())
-            .map_err(|e| bad(format!("cannot write intervals.csv: {e}")))?;
+            .map_err(|e| unmake(format!("cannot write intervals.csv: {e}")))?;
+        reserve(root).map_err(|e| {
+            unmake(format!(
+                "no room for the run's results: {e} (kvmeter keeps {} KiB for its final files)",
+                super::current::RESERVE_BYTES >> 10
+            ))
+        })?;
         super::current::set(root);
         Ok(RunDir {
             root: root.to_path_buf(),
@@ -230,7 +288,13 @@ impl RunDir {
                 r => r?,
             }
         }
-        write_atomic(&path, bytes)
+        match write_atomic(&path, bytes) {
+            // The disk filled: the reserve makes room for this write, once.
+            Err(e) if is_full(&e) && super::current::release_reserve(&self.root) => {
+                write_atomic(&path, bytes)
+            }
+            r => r,
+        }
     }
 
     /// Appends one row per metric for a closed interval and flushes.

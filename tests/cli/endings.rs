@@ -195,16 +195,12 @@ fn fatal_store_error_ends_the_phase_with_results() {
     complete_rows(&out);
 }
 
-/// A disk that fills mid-run ends the run with exit 1 and what was written so far; it used to
-/// leave the workers running with no interval loop to stop them (a hang that ignored SIGTERM).
-/// Needs root to mount a 64 KiB tmpfs; CI runs as root.
-#[test]
-fn a_full_disk_ends_the_run_and_keeps_what_was_written() {
-    let dir = tempfile::tempdir().unwrap();
-    let mnt = dir.path().join("small");
+/// A tmpfs of `size` mounted at DIR/small, or None where mounting needs root we do not have.
+fn small_disk(dir: &Path, size: &str) -> Option<std::path::PathBuf> {
+    let mnt = dir.join("small");
     std::fs::create_dir(&mnt).unwrap();
     let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
         .arg(&mnt)
         .stderr(Stdio::null())
         .status()
@@ -212,8 +208,71 @@ fn a_full_disk_ends_the_run_and_keeps_what_was_written() {
         .unwrap_or(false);
     if !mounted {
         eprintln!("skipped: cannot mount a tmpfs here (needs root)");
-        return;
+        return None;
     }
+    Some(mnt)
+}
+
+/// A disk with too little room from the start: `--out` and `--data-dir` there are refused
+/// with one line and exit 2, and nothing is left behind (the run directory's reserve for its
+/// final files does not fit; the data directory's marker cannot be written). Needs root.
+#[test]
+fn a_full_disk_at_the_start_is_refused_and_nothing_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mnt) = small_disk(dir.path(), "64k") else {
+        return;
+    };
+    // Leave about 24 KiB: room for the first files, not for the 64 KiB reserve.
+    let fill = std::fs::write(mnt.join("filler"), vec![0u8; 40 << 10]);
+    let run = |args: &[&str]| {
+        kvmeter()
+            .args(["run", "--store", "null", "--records", "100", "--ops", "100"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--out", mnt.join("o").to_str().unwrap()]);
+    let filled = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "cat /dev/zero > {}/more 2>/dev/null",
+            mnt.display()
+        ))
+        .status();
+    let data = run(&[
+        "--data-dir",
+        mnt.join("a/b").to_str().unwrap(),
+        "--out",
+        dir.path().join("o2").to_str().unwrap(),
+    ]);
+    let left: Vec<String> = std::fs::read_dir(&mnt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let _ = std::process::Command::new("umount").arg(&mnt).status();
+    fill.unwrap();
+    filled.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no room for the run's results"), "{err}");
+    let err = String::from_utf8_lossy(&data.stderr);
+    assert_eq!(data.status.code(), Some(2), "{err}");
+    assert!(err.contains("--data-dir"), "{err}");
+    let mut left = left;
+    left.sort();
+    assert_eq!(left, ["filler", "more"], "left behind on the full disk");
+}
+
+/// A disk that fills mid-run ends the run with exit 1 and what was written so far; it used to
+/// leave the workers running with no interval loop to stop them (a hang that ignored SIGTERM).
+/// The final summary and manifest, `failed`, are written into the room the run directory kept
+/// for them. Needs root to mount a small tmpfs; CI runs as root.
+#[test]
+fn a_full_disk_ends_the_run_and_keeps_what_was_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mnt) = small_disk(dir.path(), "160k") else {
+        return;
+    };
     let out = mnt.join("run");
     let mut child = std::process::Command::new(bin())
         .args([
@@ -255,13 +314,18 @@ fn a_full_disk_ends_the_run_and_keeps_what_was_written() {
         })
         .unwrap_or_default();
     let summary = std::fs::read_to_string(out.join("summary.json"));
+    let manifest = sealed(&out.join("manifest.json"));
+    let reserve = out.join(".kvmeter-reserve").exists();
     let _ = std::process::Command::new("umount").arg(&mnt).status();
     let status = status.expect("kvmeter did not end within 15 s after the disk filled");
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("No space left on device"), "{err}");
     assert!(leftovers.is_empty(), "{leftovers:?}");
-    // The load phase completed before the disk filled, and its summary is readable.
+    assert!(!reserve, "the reserve was left in the run directory");
+    // Both status files say how it ended; the load phase completed before the disk filled.
+    assert_eq!(manifest["status"], "failed", "{manifest}");
     let s: serde_json::Value = serde_json::from_str(&summary.unwrap()).unwrap();
+    assert_eq!(s["status"], "failed", "{s}");
     assert_eq!(s["phases"][0]["name"], "load");
     assert_eq!(s["phases"][0]["outcome"], "completed");
     assert_eq!(s["phases"][0]["operations"], 1000);

@@ -122,3 +122,49 @@ fn a_bounded_load_is_truncated_and_says_so() {
     assert!(inserted(load) < 2000, "{load}");
     assert!(err.contains("WARNING: phase load: truncated:"), "{err}");
 }
+
+/// A run phase on a data directory another load filled: with other key names (more records
+/// than were loaded) or another store, its reads would miss without a word; it is warned, with
+/// what was loaded and what it reads. The same settings are not.
+#[test]
+fn a_run_on_data_loaded_otherwise_is_warned() {
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("data");
+    let data = data.to_str().unwrap();
+    let base = [
+        "run",
+        "-P",
+        "workloadc",
+        "--store",
+        "rocksdb",
+        "--data-dir",
+        data,
+    ];
+    let load = run_ok(&[&base[..], &["--phase", "load", "--records", "200"]].concat());
+    assert!(!load.stderr.contains("was loaded with"), "{}", load.stderr);
+    let same = run_ok(
+        &[
+            &base[..],
+            &["--phase", "run", "--records", "200", "--ops", "200"],
+        ]
+        .concat(),
+    );
+    assert!(!same.stderr.contains("was loaded with"), "{}", same.stderr);
+    assert_eq!(phase(&same.summary, "run")["ops"]["READ"]["misses"], 0);
+    let more = run_ok(
+        &[
+            &base[..],
+            &["--phase", "run", "--records", "500", "--ops", "200"],
+        ]
+        .concat(),
+    );
+    assert!(
+        more.stderr
+            .contains("was loaded with store=rocksdb recordcount=200")
+            && more
+                .stderr
+                .contains("this run has store=rocksdb recordcount=500"),
+        "{}",
+        more.stderr
+    );
+}
