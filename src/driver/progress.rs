@@ -65,7 +65,8 @@ impl Progress {
                 )
             })
             .unwrap_or_else(|| format!("{:>12}", "-"));
-        // Failures other than misses, which would otherwise hide behind the rate.
+        // Failures other than misses (status slot 1, not_found), which would otherwise hide
+        // behind the rate.
         let failed: u64 = stats
             .metrics()
             .filter(|(m, _)| crate::report::is_store_call(*m))

@@ -35,6 +35,12 @@ pub fn release_reserve(root: &Path) -> bool {
     std::fs::remove_file(root.join(RESERVE)).is_ok()
 }
 
+/// How summary.json's `error` begins when kvmeter could not finish the directory itself: its
+/// guard's rewrite, and an exit at once on a second interruption (a report calls such a run
+/// partial).
+pub const ABANDONED: &str = "kvmeter ended without closing its run directory";
+pub const INTERRUPTED_AGAIN: &str = "interrupted again: kvmeter exited at once";
+
 /// The guard's subcommand (args.rs).
 pub const SEAL_COMMAND: &str = "__seal-run-dir";
 
@@ -94,8 +100,8 @@ pub fn seal_when_abandoned(root: &Path) {
         .ok()
         .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "));
     let why = match crash {
-        Some(c) => format!("kvmeter ended without closing its run directory: {c}; the phase in progress has its intervals in intervals.csv"),
-        None => "kvmeter ended without closing its run directory (killed by SIGKILL, or it crashed); the phase in progress has its intervals in intervals.csv".to_string(),
+        Some(c) => format!("{ABANDONED}: {c}; the phase in progress has its intervals in intervals.csv"),
+        None => format!("{ABANDONED} (killed by SIGKILL, or it crashed); the phase in progress has its intervals in intervals.csv"),
     };
     rewrite_running(root, "failed", &why);
 }
@@ -106,7 +112,7 @@ pub fn seal_when_abandoned(root: &Path) {
 pub fn mark_interrupted() -> MutexGuard<'static, Option<PathBuf>> {
     let guard = lock();
     if let Some(root) = guard.as_deref() {
-        rewrite_running(root, "interrupted", "interrupted again: kvmeter exited at once; the phase in progress has its intervals in intervals.csv but no summary");
+        rewrite_running(root, "interrupted", &format!("{INTERRUPTED_AGAIN}; the phase in progress has its intervals in intervals.csv but no summary"));
     }
     guard
 }

@@ -91,6 +91,10 @@ impl RunData {
             (_, "running" | "failed") | (None, _) if crash.is_some() => crash,
             (None, _) => Some("no summary.json: the run ended before its first phase did (killed?); the figures show the intervals written".to_string()),
             (Some(_), "running") => Some("the manifest still says 'running': kvmeter was killed; completed phases and intervals are shown".to_string()),
+            // Ended where kvmeter could not finish the directory itself (its guard's words).
+            (Some(s), _) if s.error.as_deref().is_some_and(|e| {
+                e.starts_with(super::current::ABANDONED) || e.starts_with(super::current::INTERRUPTED_AGAIN)
+            }) => s.error.as_ref().map(|e| format!("{e}; completed phases and intervals are shown")),
             _ => None,
         };
         let intervals = intervals.map(|t| intervals_of(&t)).unwrap_or_default();
@@ -130,12 +134,14 @@ impl RunData {
         })
     }
 
-    /// The phases, from the summary, else the names in intervals.csv.
+    /// The phases the summary has, then any other names in intervals.csv: the phase in
+    /// progress when a run ended without summarising it (killed, interrupted twice).
     pub fn phase_names(&self) -> Vec<String> {
-        if let Some(s) = &self.summary {
-            return s.phases.iter().map(|p| p.name.clone()).collect();
-        }
-        let mut names: Vec<String> = vec![];
+        let mut names: Vec<String> = self
+            .summary
+            .iter()
+            .flat_map(|s| s.phases.iter().map(|p| p.name.clone()))
+            .collect();
         for r in &self.intervals {
             if !names.contains(&r.phase) {
                 names.push(r.phase.clone());

@@ -105,7 +105,6 @@ pub fn claim(root: &Path) -> Result<PathBuf, crate::error::UsageError> {
     Ok(root.to_path_buf())
 }
 
-/// `mkdir`, which fails when anything (a directory, a file, a link) has the name.
 /// Makes the reserve (report::current::RESERVE): blocks allocated, not a sparse file, so
 /// that freeing it frees space.
 fn reserve(root: &Path) -> std::io::Result<()> {
@@ -137,6 +136,7 @@ fn is_full(e: &anyhow::Error) -> bool {
     })
 }
 
+/// `mkdir`, which fails when anything (a directory, a file, a link) has the name.
 fn mkdir(p: &Path) -> std::io::Result<()> {
     fs::DirBuilder::new().mode(0o755).create(p)
 }
