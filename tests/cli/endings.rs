@@ -54,19 +54,6 @@ fn sigkill_keeps_every_completed_interval() {
     assert!(hlog_total(&out.join("latency/run.READ.hlog")) > 0);
 }
 
-/// A status file once the guard of a killed kvmeter has had its moment (it reads end of file
-/// when kvmeter dies and rewrites at once; a few seconds is far beyond that).
-pub fn sealed(path: &Path) -> serde_json::Value {
-    let until = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let v = json(path);
-        if v["status"] != "running" || std::time::Instant::now() > until {
-            return v;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// `kvmeter run … 2>&1 | head -1`: the reader of its output goes away after one line. Printing
 /// to a closed pipe used to panic (and the panic hook's own print aborted the process), which
 /// left the run `running`; the run now ends as it would have, its lines dropped.

@@ -23,6 +23,19 @@ pub fn json(path: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// A status file (manifest.json, summary.json) once the guard of a killed kvmeter has had its
+/// moment: it reads end of file when kvmeter dies and rewrites at once; 10 s is far beyond that.
+pub fn sealed(path: &Path) -> Value {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let v = json(path);
+        if v["status"] != "running" || std::time::Instant::now() > until {
+            return v;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 pub fn validate(schema_file: &str, doc: &Value) {
     let schema: Value = serde_json::from_str(
         &std::fs::read_to_string(

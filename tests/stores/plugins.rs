@@ -5,7 +5,7 @@
 use crate::common;
 use crate::plugin_build;
 
-use common::{count, json, kvmeter, phase};
+use common::{count, json, kvmeter, phase, sealed};
 
 #[test]
 fn stores_lists_what_the_library_says_of_itself() {
@@ -309,19 +309,7 @@ fn a_crashing_plugin_leaves_its_completed_intervals_and_says_what_happened() {
     let total: u64 = reads.iter().sum();
     assert!((1500..=3200).contains(&total), "{total} reads in {reads:?}");
     // The guard process marks what the crashed process could not, with the signal.
-    let m = json(&out.join("manifest.json"));
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let m = if m["status"] == "running" {
-        loop {
-            let m = json(&out.join("manifest.json"));
-            if m["status"] != "running" || std::time::Instant::now() > until {
-                break m;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    } else {
-        m
-    };
+    let m = sealed(&out.join("manifest.json"));
     assert_eq!(m["status"], "failed");
     let s = json(&out.join("summary.json"));
     assert!(
