@@ -370,6 +370,10 @@ pub struct CommonArgs {
     /// How often to print a progress line when stderr is not a terminal.
     #[arg(long, value_name = "DURATION")]
     pub status_interval: Option<String>,
+    /// End a phase once the store has answered nothing for this long while its calls time out
+    /// (a hung or silent server; default 30s; 0 never gives up). Not with --fault.
+    #[arg(long, value_name = "DURATION")]
+    pub give_up_after: Option<String>,
     /// Latency clock: auto reads the TSC where the kernel's own clocksource is tsc (cheaper,
     /// same time base), else CLOCK_MONOTONIC; monotonic always uses CLOCK_MONOTONIC.
     #[arg(long, value_enum)]
@@ -467,6 +471,7 @@ impl CommonArgs {
             format: self.format,
             interval: self.interval,
             status_interval: self.status_interval,
+            give_up_after: self.give_up_after,
             clock: self.clock,
             telemetry_interval: self.telemetry_interval,
             store_stats: self.store_stats,

@@ -10,6 +10,7 @@
 use super::arrivals::Arrivals;
 use super::companion::Companion;
 use super::ctx::{empty_summary, PhaseCtx};
+use super::silence::Silence;
 use super::{open_loop, test_panic, worker};
 use crate::measure::cpu::CpuTime;
 use crate::measure::{Collector, Grid, Stats};
@@ -54,6 +55,9 @@ pub(super) struct Intervals<'a> {
     pub(super) panics0: u64,
     /// The process's CPU time when the measured window began (`kvmeter_cpu`).
     pub(super) cpu_start: CpuTime,
+    /// `--give-up-after`: how long the store has answered nothing, and why the phase gives up.
+    silence: Silence,
+    gave_up: Option<String>,
 }
 
 impl<'a> Intervals<'a> {
@@ -93,7 +97,15 @@ impl<'a> Intervals<'a> {
             test_panic_at: None,
             panics0: crate::panics::count(),
             cpu_start: CpuTime::now(),
+            silence: Silence::new(None),
+            gave_up: None,
         }
+    }
+
+    /// `--give-up-after`: end the phase once the store has answered nothing this long while
+    /// its calls time out (`super::silence`); `None` never.
+    pub(super) fn give_up_after(&mut self, limit: Option<Duration>) {
+        self.silence = Silence::new(limit);
     }
 
     /// Until every worker has finished: stops them at the deadline, on Ctrl-C or when any
@@ -150,6 +162,9 @@ impl<'a> Intervals<'a> {
             while let Some((k, stats)) = collector.next_row(self.passed) {
                 let end = grid.end(k);
                 self.write(ctx, companions, k, stats, end)?;
+            }
+            if let Some(why) = self.gave_up.take() {
+                shared.fail(why);
             }
             // Wake at the next boundary, the deadline, or soon: sooner while a passed row
             // waits for a worker's next completion (microseconds, unless it is stalled).
@@ -287,6 +302,9 @@ impl<'a> Intervals<'a> {
             }
         };
         let (a, b) = (from.as_secs_f64(), end.as_secs_f64());
+        if let Some(why) = self.silence.row(&stats, end) {
+            self.gave_up = Some(why);
+        }
         if let Some(behind) = sched.and_then(|f| f.behind_ms) {
             self.max_behind_ms = self.max_behind_ms.max(behind);
         }

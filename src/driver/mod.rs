@@ -27,6 +27,7 @@ mod replay;
 mod reply_wait;
 mod setup;
 mod signals;
+mod silence;
 mod storage_io;
 mod store_stats;
 mod test_panic;

@@ -80,6 +80,8 @@ pub(super) fn run(
     ps.started_at = humantime::format_rfc3339_millis(wall_start).to_string();
     let mut iv = Intervals::new(phase, &shared, collector, wall_start, arrivals.as_ref());
     iv.watch_panics(panics0, test);
+    // Stopping a server is a fault's experiment: the schedule and --duration bound it.
+    iv.give_up_after(Some(ctx.plan.give_up_after).filter(|_| ctx.plan.faults.is_empty()));
     // The interval loop, while the workers run.
     let ended = run_workers(
         ctx,

@@ -271,6 +271,14 @@ impl Stats {
         self.ops[m as usize].as_deref()
     }
 
+    /// Calls of every metric, and how many of them ended with an error of `kind`.
+    pub fn calls_with(&self, kind: ErrorKind) -> (u64, u64) {
+        let slot = status_slot(Status::Error { kind, fatal: false });
+        self.ops.iter().flatten().fold((0, 0), |(all, of), o| {
+            (all + o.count(), of + o.statuses[slot])
+        })
+    }
+
     /// No operation and no send lag recorded.
     pub fn is_empty(&self) -> bool {
         self.ops.iter().flatten().all(|o| o.count() == 0)

@@ -16,6 +16,8 @@ pub(super) struct Flags {
     pub interval: Duration,
     pub telemetry_interval: Duration,
     pub status_interval: Duration,
+    /// `--give-up-after`; zero never gives up.
+    pub give_up_after: Duration,
     /// `kvmeter pressure`: the length of each of the 26 steps.
     pub step: Duration,
 }
@@ -73,6 +75,10 @@ impl Flags {
             "--status-interval",
             req.status_interval.as_deref().unwrap_or("10s"),
         )?;
+        let give_up_after = parse_duration(
+            "--give-up-after",
+            req.give_up_after.as_deref().unwrap_or("30s"),
+        )?;
         let flags = Flags {
             props,
             duration,
@@ -80,6 +86,7 @@ impl Flags {
             interval,
             telemetry_interval,
             status_interval,
+            give_up_after,
             step,
         };
         if req.command == "pressure" {

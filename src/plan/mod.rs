@@ -90,6 +90,7 @@ pub fn build(req: &Request) -> Result<Plan, UsageError> {
         seed: req.seed.unwrap_or_else(fresh_seed),
         interval: flags.interval,
         status_interval: flags.status_interval,
+        give_up_after: flags.give_up_after,
         format: req.format.unwrap_or(Format::Table),
         clock: req.clock.unwrap_or_default(),
         telemetry_interval: flags.telemetry_interval,

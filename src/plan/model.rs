@@ -117,6 +117,10 @@ pub struct Plan {
     pub interval: Duration,
     #[serde(serialize_with = "ser_secs")]
     pub status_interval: Duration,
+    /// `--give-up-after`: a phase whose store answers nothing this long, its calls timing out,
+    /// ends (`driver::silence`); zero never. Not applied where faults are scheduled.
+    #[serde(serialize_with = "ser_secs")]
+    pub give_up_after: Duration,
     pub format: Format,
     pub clock: ClockChoice,
     /// `--store-stats`: sample the store's own statistics and events.

@@ -49,6 +49,9 @@ pub struct Request {
     pub format: Option<Format>,
     pub interval: Option<String>,
     pub status_interval: Option<String>,
+    /// `--give-up-after`, as given.
+    #[serde(default)]
+    pub give_up_after: Option<String>,
     pub clock: Option<ClockChoice>,
     pub telemetry_interval: Option<String>,
     pub store_stats: Option<super::StoreStatsChoice>,

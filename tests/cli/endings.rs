@@ -317,3 +317,67 @@ fn a_full_disk_ends_the_run_and_keeps_what_was_written() {
     assert_eq!(s["phases"][0]["outcome"], "completed");
     assert_eq!(s["phases"][0]["operations"], 1000);
 }
+
+/// A server that stops answering (memcached frozen with SIGSTOP): every call times out, and
+/// without a bound on the silence a phase of a million operations would wait out a million
+/// deadlines. With `--give-up-after 2s` the phase fails once the store has answered nothing
+/// for 2 s, on the worker threads and on the engine alike; what it measured before is kept.
+#[test]
+fn a_server_that_stops_answering_is_given_up_on() {
+    use common::servers::{wait_exit, wait_for_phase, Launch};
+    let t = tempfile::tempdir().unwrap();
+    let (mc, port) = Launch::memcached().start();
+    let addr = format!("addr=127.0.0.1:{port}");
+    for (name, engine) in [
+        ("workers", &[][..]),
+        ("engine", &["--connections", "4"][..]),
+    ] {
+        let out = t.path().join(name);
+        let mut child = std::process::Command::new(bin())
+            .args(["run", "-P", "workloadc", "--store", "memcached"])
+            .args(["--store-opt", &addr, "--store-opt", "timeout_ms=200"])
+            .args(["--phase", "run", "--records", "100", "--ops", "1000000000"])
+            .args(["--threads", "2", "--interval", "200ms"])
+            .args(["--give-up-after", "2s", "--out"])
+            .arg(&out)
+            .args(engine)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for_phase(&out, "run");
+        let pid = mc.0.id() as i32;
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        let code = wait_exit(&mut child, Duration::from_secs(120));
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        assert_eq!(code, 1, "{name}: a phase given up on fails");
+        let s = json(&out.join("summary.json"));
+        validate("summary.schema.json", &s);
+        assert_eq!(s["status"], "failed", "{name}");
+        let run = phase(&s, "run");
+        assert_eq!(run["outcome"], "failed", "{name}");
+        let why = run["error"].as_str().unwrap();
+        assert!(
+            why.starts_with("gave up: the store answered nothing for ")
+                && why.ends_with("--give-up-after 2s)"),
+            "{name}: {why}"
+        );
+        // The silence it names is at least the limit, and made of timeouts only: the answers
+        // (misses) came before it.
+        let silent: f64 = why["gave up: the store answered nothing for ".len()..]
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(silent >= 2.0, "{name}: {why}");
+        let read = &run["ops"]["READ"];
+        assert!(read["misses"].as_u64().unwrap() > 0, "{name}: {read}");
+        assert!(
+            read["errors"]["timeout"].as_u64().unwrap() > 0,
+            "{name}: {read}"
+        );
+        assert!(count(run, "READ") < 1_000_000_000, "{name}");
+    }
+    drop(mc);
+}
