@@ -104,6 +104,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> i32 {
         Ok(code) => code,
         Err(e) => {
             errln!("error: {e:#}");
+            crate::report::current::fail_outer(&format!("{e:#}"));
             crate::error::exit_code(&e)
         }
     }

@@ -394,6 +394,10 @@ pub fn run(
     let mut index = format!("point,repetition,{},status,run_dir\n", names.join(","));
     let mut results: Vec<PointResult> = Vec::new();
     let mut status = "completed".to_string();
+    // sweep.json says `running` until the sweep ends; a guard marks it failed if kvmeter does
+    // not get to say how it ended.
+    write_results(&root, base, &params, repeat, "running", &results)?;
+    let _outer = crate::report::current::open_outer(&root);
     'points: for (i, p) in pts.iter().enumerate() {
         let mut summaries = Vec::new();
         let mut pr = PointResult {
@@ -448,7 +452,7 @@ pub fn run(
         }
         pr.phases = aggregate(&summaries);
         results.push(pr);
-        write_results(&root, base, &params, repeat, &status, &results)?;
+        write_results(&root, base, &params, repeat, "running", &results)?;
     }
     write_results(&root, base, &params, repeat, &status, &results)?;
     if let Err(e) = crate::report::html::write(&root) {

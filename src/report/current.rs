@@ -9,6 +9,12 @@
 //! directory is made, reads a pipe from kvmeter until end of file, which comes however
 //! kvmeter ends, and then marks the directory `failed` if it still says `running`. A run that
 //! ended normally or was interrupted has already said so, and the guard leaves it as it is.
+//!
+//! A command that holds runs or outlives them — an experiment, a sweep, a capacity search, a
+//! durability check — has a directory of its own whose status file (experiment.json,
+//! sweep.json, capacity.json, a durability manifest.json) says `running` while it works. Its
+//! guard (`open_outer`) stays while the runs' own guards come and go inside it, and such
+//! directories nest (an experiment's step is a sweep).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,6 +24,8 @@ use std::sync::{Mutex, MutexGuard};
 static CURRENT: Mutex<Option<PathBuf>> = Mutex::new(None);
 /// The guard of the current directory (see the module's header).
 static GUARD: Mutex<Option<Child>> = Mutex::new(None);
+/// The enclosing directories in progress (`open_outer`), outermost first, with their guards.
+static OUTER: Mutex<Vec<(PathBuf, Option<Child>)>> = Mutex::new(Vec::new());
 /// Set by the binary's `main`: only the kvmeter executable can be its own guard (a test
 /// binary calling the library is not kvmeter).
 static GUARDED: AtomicBool = AtomicBool::new(false);
@@ -54,6 +62,16 @@ pub(super) fn is_status_file(name: &str) -> bool {
     name == "manifest.json" || name == "summary.json"
 }
 
+/// Every file whose top-level `status` a guard or an exit at once rewrites from `running`: a
+/// run's two, and the enclosing commands' (`open_outer`).
+const STATUS_FILES: [&str; 5] = [
+    "summary.json",
+    "manifest.json",
+    "experiment.json",
+    "sweep.json",
+    "capacity.json",
+];
+
 /// The lock (a poisoned one is still the lock: the value is a path).
 pub(super) fn lock() -> MutexGuard<'static, Option<PathBuf>> {
     CURRENT.lock().unwrap_or_else(|p| p.into_inner())
@@ -71,6 +89,65 @@ pub(super) fn set(root: &Path) {
             let _ = old.wait();
         }
         *g = spawn_guard(root);
+    }
+}
+
+/// `root` holds an experiment, a sweep, a capacity search or a durability check, whose
+/// status file says `running` until it ends: a guard of its own marks it `failed` if kvmeter
+/// ends without saying how it ended (SIGKILL, a crash, a default-action signal), and a second
+/// interruption marks it `interrupted`. The runs made inside it get their own guards (`set`).
+/// The directory is in progress as long as the returned value lives.
+pub fn open_outer(root: &Path) -> Outer {
+    let child = if GUARDED.load(Ordering::Relaxed) {
+        spawn_guard(root)
+    } else {
+        None
+    };
+    outers().push((root.to_path_buf(), child));
+    Outer(root.to_path_buf())
+}
+
+fn outers() -> MutexGuard<'static, Vec<(PathBuf, Option<Child>)>> {
+    OUTER.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An enclosing directory in progress (`open_outer`). Dropped once its command has written
+/// how it ended, it ends its guard; dropped while its status file still says `running` (an
+/// error on its way to `main`), it leaves the guard to the end of the process, so that
+/// `fail_outer` can still write the error and the guard finds it sealed.
+#[must_use = "the directory is in progress only while this lives"]
+pub struct Outer(PathBuf);
+
+impl Drop for Outer {
+    fn drop(&mut self) {
+        if says_running(&self.0) {
+            return;
+        }
+        let mut o = outers();
+        if let Some(i) = o.iter().rposition(|(r, _)| *r == self.0) {
+            if let (_, Some(mut guard)) = o.remove(i) {
+                drop(guard.stdin.take());
+                let _ = guard.wait();
+            }
+        }
+    }
+}
+
+/// Whether any status file in `root` says `running`.
+fn says_running(root: &Path) -> bool {
+    STATUS_FILES.iter().any(|name| {
+        std::fs::read_to_string(root.join(name))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|v| v["status"] == "running")
+    })
+}
+
+/// An error ended the command: each enclosing directory (`open_outer`) whose status file still
+/// says `running` says `failed` and why.
+pub fn fail_outer(why: &str) {
+    for (root, _) in outers().iter() {
+        rewrite_running(root, "failed", why);
     }
 }
 
@@ -99,9 +176,13 @@ pub fn seal_when_abandoned(root: &Path) {
     let crash = std::fs::read_to_string(root.join(crate::store::plugin::crash::FILE))
         .ok()
         .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "));
+    let kept = match root.join("intervals.csv").exists() {
+        true => "the phase in progress has its intervals in intervals.csv",
+        false => "what finished before is kept",
+    };
     let why = match crash {
-        Some(c) => format!("{ABANDONED}: {c}; the phase in progress has its intervals in intervals.csv"),
-        None => format!("{ABANDONED} (killed by SIGKILL, or it crashed); the phase in progress has its intervals in intervals.csv"),
+        Some(c) => format!("{ABANDONED}: {c}; {kept}"),
+        None => format!("{ABANDONED} (killed by a signal such as SIGKILL, or it crashed); {kept}"),
     };
     rewrite_running(root, "failed", &why);
 }
@@ -114,16 +195,22 @@ pub fn mark_interrupted() -> MutexGuard<'static, Option<PathBuf>> {
     if let Some(root) = guard.as_deref() {
         rewrite_running(root, "interrupted", &format!("{INTERRUPTED_AGAIN}; the phase in progress has its intervals in intervals.csv but no summary"));
     }
+    for (root, _) in outers().iter() {
+        rewrite_running(root, "interrupted", INTERRUPTED_AGAIN);
+    }
     guard
 }
 
-/// Rewrites the `status` of `root`'s manifest.json and summary.json from `running` to
-/// `status` (a finished run's files are left as they are); the manifest gets its end time, the
-/// summary `why` as its error unless it has one.
-fn rewrite_running(root: &Path, status: &str, why: &str) {
+/// Rewrites the `status` of `root`'s status files (`STATUS_FILES`) from `running` to `status`
+/// (finished ones are left as they are). A run's manifest gets its end time and its summary
+/// `why` as its error unless it has one; a file that is the only one (an experiment's, a
+/// sweep's, a durability check's manifest) gets both, and an experiment's step that was
+/// running gets `status` too.
+pub(crate) fn rewrite_running(root: &Path, status: &str, why: &str) {
     release_reserve(root);
     let finished = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
-    for name in ["summary.json", "manifest.json"] {
+    let run = root.join("summary.json").exists();
+    for name in STATUS_FILES {
         let path = root.join(name);
         let Ok(text) = std::fs::read_to_string(&path) else {
             continue;
@@ -135,10 +222,17 @@ fn rewrite_running(root: &Path, status: &str, why: &str) {
             continue;
         }
         v["status"] = status.into();
-        if name == "manifest.json" {
+        if name == "manifest.json" || !run {
             v["finished_at"] = finished.clone().into();
-        } else if v["error"].is_null() {
+        }
+        if (name != "manifest.json" || !run) && v["error"].is_null() {
             v["error"] = why.into();
+        }
+        if let Some(steps) = v.get_mut("steps").and_then(|s| s.as_array_mut()) {
+            for s in steps.iter_mut().filter(|s| s["status"] == "running") {
+                s["status"] = status.into();
+                s["finished_at"] = finished.clone().into();
+            }
         }
         if let Ok(text) = serde_json::to_string_pretty(&v) {
             let _ = super::atomic::write_atomic(&path, (text + "\n").as_bytes());

@@ -276,6 +276,25 @@ fn resume_after_sigkill_finishes_the_rest_only() {
     std::thread::sleep(Duration::from_millis(700));
     child.kill().unwrap();
     child.wait().unwrap();
+    // No code of kvmeter's ran after the SIGKILL: its guard says what became of it.
+    let st = sealed(&out.join("experiment.json"));
+    assert_eq!(st["status"], "failed", "{st}");
+    assert!(
+        st["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("kvmeter ended without closing"),
+        "{st}"
+    );
+    let steps: Vec<&Value> = st["steps"].as_array().unwrap().iter().collect();
+    assert_eq!(
+        steps
+            .iter()
+            .map(|s| s["status"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["completed", "failed", "pending"]
+    );
+    assert!(steps[1]["finished_at"].is_string());
     let first_summary = std::fs::read(out.join("steps/first/summary.json")).unwrap();
     let o = resume(&file, &out);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

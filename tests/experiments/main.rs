@@ -6,6 +6,7 @@
 mod common;
 
 mod builtin;
+mod endings;
 mod faults;
 mod file;
 mod models;

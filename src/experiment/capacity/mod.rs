@@ -277,6 +277,10 @@ pub fn run(base: &Request, out: Option<&Path>, s: Settings) -> anyhow::Result<i3
     check(base, &s)?;
     let root = super::experiment_dir(out, "capacity", &base.store)?;
     let mut search = Search::new(base, &s, root);
+    // capacity.json says `running` until the search ends; a guard marks it failed if kvmeter
+    // does not get to say how it ended.
+    search.save(RUNNING)?;
+    let _outer = crate::report::current::open_outer(&search.root);
     errln!(
         "capacity: {} on {}{}; each point {} (+ load); results in {}",
         search.slo_text,
@@ -300,6 +304,7 @@ pub fn run(base: &Request, out: Option<&Path>, s: Settings) -> anyhow::Result<i3
             search.hi = Some(search.hi.map_or(rate, |h: f64| h.min(rate)));
         }
         search.verdicts.push(v);
+        search.save(RUNNING)?;
         match next_rate(search.lo, search.hi, rate, &s) {
             Some(r) => rate = r,
             None => break,
@@ -307,6 +312,9 @@ pub fn run(base: &Request, out: Option<&Path>, s: Settings) -> anyhow::Result<i3
     }
     search.finish()
 }
+
+/// capacity.json's `status` while the search goes on.
+const RUNNING: &str = "running";
 
 /// Why a capacity search stopped before its end.
 #[derive(Clone, Debug, PartialEq)]
@@ -453,9 +461,34 @@ impl<'a> Search<'a> {
 
     /// Writes capacity.json and curve.svg, prints the curve; returns the exit code.
     fn finish(self) -> anyhow::Result<i32> {
-        let slo_text = &self.slo_text;
         let status = self.status();
+        let (note, result) = self.save(&status)?;
+        write_atomic(
+            &self.root.join("curve.svg"),
+            crate::report::html::capacity_curve(&result).as_bytes(),
+        )?;
+        if let Err(e) = crate::report::html::write(&self.root) {
+            errln!("warning: report.html was not written: {e:#}");
+        }
+        out!("{}", render(&self.points, &note, &status));
+        errln!("results: {}", self.root.display());
+        Ok(match self.stopped {
+            None | Some(Stopped::MaxPoints) => EXIT_OK,
+            Some(Stopped::Interrupted) => EXIT_INTERRUPTED,
+            Some(Stopped::Failed { .. }) => crate::error::EXIT_FAILED,
+        })
+    }
+
+    /// Writes capacity.json with `status` and what the search found so far; returns its note
+    /// and the JSON written.
+    fn save(&self, status: &str) -> anyhow::Result<(String, serde_json::Value)> {
+        let slo_text = &self.slo_text;
         let note = match (self.lo, self.hi) {
+            _ if status == RUNNING => format!(
+                "the search is in progress: {} run{} so far; the figures are those found so far",
+                self.runs_done,
+                if self.runs_done == 1 { "" } else { "s" }
+            ),
             (Some(l), Some(h)) => format!(
                 "capacity {} ops/s: the highest offered load that met {slo_text}; {} ops/s missed it, so the capacity lies between them (± {} ops/s)",
                 l, h, (h - l) / 2.0
@@ -485,7 +518,7 @@ impl<'a> Search<'a> {
         };
         let result = Result_ {
             schema: "kvmeter-capacity/1",
-            status: status.clone(),
+            status: status.to_string(),
             store: self.base.store.clone(),
             slo: self.s.slo.clone(),
             slo_text: slo_text.clone(),
@@ -499,27 +532,15 @@ impl<'a> Search<'a> {
             capacity_text: text,
             note: note.clone(),
             latency_only,
-            verdicts: self.verdicts,
+            verdicts: self.verdicts.clone(),
             points: self.points.clone(),
         };
+        let result = serde_json::to_value(&result)?;
         write_atomic(
             &self.root.join("capacity.json"),
             (serde_json::to_string_pretty(&result)? + "\n").as_bytes(),
         )?;
-        write_atomic(
-            &self.root.join("curve.svg"),
-            crate::report::html::capacity_curve(&serde_json::to_value(&result)?).as_bytes(),
-        )?;
-        if let Err(e) = crate::report::html::write(&self.root) {
-            errln!("warning: report.html was not written: {e:#}");
-        }
-        out!("{}", render(&self.points, &note, &status));
-        errln!("results: {}", self.root.display());
-        Ok(match self.stopped {
-            None | Some(Stopped::MaxPoints) => EXIT_OK,
-            Some(Stopped::Interrupted) => EXIT_INTERRUPTED,
-            Some(Stopped::Failed { .. }) => crate::error::EXIT_FAILED,
-        })
+        Ok((note, result))
     }
 
     /// capacity.json's `status`: "completed" (the search ran to its end), or why it stopped.

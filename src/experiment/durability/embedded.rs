@@ -51,7 +51,13 @@ pub(super) fn run(
     let mut verdict = Verdict::default();
     let mut next = 1u64;
     let t0 = std::time::Instant::now();
+    let interrupted = crate::driver::install_signals();
+    let stopped = || interrupted.load(std::sync::atomic::Ordering::Relaxed);
+    let mut done = 0;
     for round in 0..kills {
+        if stopped() {
+            break;
+        }
         let kill_after = Duration::from_millis(200 + rng.next_u64_below(1000));
         let (acks, killed_at) = kill_round(adapter, &store_dir, &opts, next, kill_after, t0)
             .map_err(|e| anyhow::anyhow!("round {}: {e:#}", round + 1))?;
@@ -96,20 +102,28 @@ pub(super) fn run(
         }));
         let stop = this.unavailable.is_some();
         verdict = this;
+        done = round + 1;
         if stop {
             break;
         }
     }
-    let report = Report::new(
+    let mode = match stopped() {
+        true => {
+            format!("process-crash: the writer SIGKILLed {done} of {kills} times (interrupted)")
+        }
+        false => format!("process-crash: the writer SIGKILLed {kills} times"),
+    };
+    let mut report = Report::new(
         s,
         adapter,
         &opts,
-        format!("process-crash: the writer SIGKILLed {kills} times"),
+        mode,
         "process-crash durability: a SIGKILL keeps the operating system's page cache, so this cannot show what a power loss does".into(),
         verdict,
         rounds,
         seed,
     );
+    report.interrupted = stopped();
     output::finish(slot, &report, s.fail_on_loss)
 }
 

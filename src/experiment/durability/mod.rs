@@ -21,6 +21,10 @@
 //! read back through the same session; if that fails, or reads fail during the check, the
 //! result is **unavailable** (with why), never "lost". `output.rs` writes manifest.json,
 //! durability.json and report.html and decides the exit code (`--fail-on-loss`).
+//!
+//! Ctrl-C (SIGINT, SIGTERM) ends the writes early, and what was written is still read back:
+//! the check is `interrupted` (exit 130) with the verdict on those writes. A second one exits
+//! at once with the manifest marked `interrupted`.
 
 mod embedded;
 mod output;
@@ -293,6 +297,9 @@ pub struct Report {
     /// The members kvmeter started (servers), all stopped when the command ends.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<crate::store::cluster::MemberManifest>,
+    /// Ctrl-C (or SIGTERM) cut the writes short: the verdict covers the writes made until
+    /// then, each read back.
+    pub interrupted: bool,
 }
 
 impl Report {
@@ -322,6 +329,7 @@ impl Report {
             rounds,
             seed,
             members: vec![],
+            interrupted: false,
         }
     }
 }

@@ -5,7 +5,7 @@
 //! (unavailable), 1 with `--fail-on-loss` when an acknowledged write was lost, else 0.
 
 use super::{Report, Settings, Verdict};
-use crate::error::{EXIT_FAILED, EXIT_OK};
+use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::report::manifest::{shown_options, StoreManifest};
 use crate::report::RunStatus;
 use crate::store::{StoreKind, StoreOptions};
@@ -46,6 +46,8 @@ struct Manifest<'a> {
 pub struct Started {
     pub dir: PathBuf,
     manifest: serde_json::Value,
+    /// Its guard, while the check goes on.
+    _outer: crate::report::current::Outer,
 }
 
 /// Where `start` leaves what it made, so that `run` can mark the manifest failed when an
@@ -94,9 +96,12 @@ pub fn start(
     };
     let manifest = serde_json::to_value(&m)?;
     write_json(&dir.join("manifest.json"), &manifest)?;
+    // A guard marks it failed if kvmeter ends without closing it (SIGKILL, a crash).
+    let outer = crate::report::current::open_outer(&dir);
     *slot.borrow_mut() = Some(Started {
         dir: dir.clone(),
         manifest,
+        _outer: outer,
     });
     Ok(dir)
 }
@@ -180,10 +185,13 @@ pub fn finish(slot: &Slot, r: &Report, fail_on_loss: bool) -> anyhow::Result<i32
     let dir = &st.dir;
     write_json(&dir.join("durability.json"), r)?;
     let v = &r.verdict;
-    let code = exit_code(v, fail_on_loss);
+    let mut code = exit_code(v, fail_on_loss);
     st.close(
         if v.unavailable.is_some() {
             RunStatus::Failed
+        } else if r.interrupted {
+            code = EXIT_INTERRUPTED;
+            RunStatus::Interrupted
         } else {
             RunStatus::Completed
         },
@@ -217,6 +225,8 @@ pub fn finish(slot: &Slot, r: &Report, fail_on_loss: bool) -> anyhow::Result<i32
             "durability: exit {code}: {}",
             if v.unavailable.is_some() {
                 "the check could not read the writes back"
+            } else if code == EXIT_INTERRUPTED {
+                "interrupted: the writes made until then were read back"
             } else {
                 "acknowledged writes were lost (--fail-on-loss)"
             }

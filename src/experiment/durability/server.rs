@@ -47,7 +47,8 @@ pub(super) fn run(
         s.writers,
         d.as_secs_f64()
     );
-    let writes = write_all(s, store.as_ref(), &dir, t0, d)?;
+    let interrupted = crate::driver::install_signals();
+    let writes = write_all(s, store.as_ref(), &dir, t0, d, &interrupted)?;
     let _ = store.close();
     let events = schedule.map(Schedule::finish).unwrap_or_default();
     // A cluster that does not serve, or a store that cannot be read, makes the check
@@ -68,10 +69,11 @@ pub(super) fn run(
     if !note.is_empty() {
         rounds.push(serde_json::json!({ "event": "promote", "note": note }));
     }
-    let kind = if faults.is_empty() {
-        "writes, no faults"
-    } else {
-        "faults on a managed cluster"
+    let kind = match (faults.is_empty(), interrupted.load(Ordering::Relaxed)) {
+        (true, false) => "writes, no faults",
+        (true, true) => "writes, no faults (interrupted)",
+        (false, false) => "faults on a managed cluster",
+        (false, true) => "faults on a managed cluster (interrupted)",
     };
     let method = if user_server {
         format!(
@@ -95,6 +97,7 @@ pub(super) fn run(
         rounds,
         seed,
     );
+    report.interrupted = interrupted.load(Ordering::Relaxed);
     if let Some(c) = cluster {
         let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
         report.members = c.manifest();
@@ -204,22 +207,23 @@ fn accept(
 /// How often a writer's log is flushed to writes-<w>.csv while it writes.
 const FLUSH_EVERY: Duration = Duration::from_millis(20);
 
-/// `--writers` threads insert unique keys until `d` has passed since `t0`, each logging every
-/// write to writes-<w>.csv as it completes; returns every logged write.
+/// `--writers` threads insert unique keys until `d` has passed since `t0` or `interrupted` is
+/// set, each logging every write to writes-<w>.csv as it completes; returns every logged write.
 fn write_all(
     s: &Settings,
     store: &dyn crate::store::Store,
     dir: &std::path::Path,
     t0: Instant,
     d: Duration,
+    interrupted: &AtomicBool,
 ) -> anyhow::Result<Vec<Write>> {
-    let stop = AtomicBool::new(false);
+    let stop = interrupted;
     let mut writes: Vec<Write> = vec![];
     std::thread::scope(|sc| -> anyhow::Result<()> {
         let mut handles = vec![];
         for w in 0..s.writers as u32 {
             let mut session = store.session()?;
-            let (stop, dir) = (&stop, &dir);
+            let dir = &dir;
             handles.push(sc.spawn(move || -> anyhow::Result<Vec<Write>> {
                 let mut log = crate::report::durability_files::WritesLog::create(dir, w)?;
                 let mut out = vec![];

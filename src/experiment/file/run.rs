@@ -176,6 +176,9 @@ pub fn main(a: ExperimentArgs) -> anyhow::Result<i32> {
             (exp, root, st)
         }
     };
+    // experiment.json says `running` (saved above, or by `run_steps` on a resume) until the
+    // experiment ends; a guard marks it failed if kvmeter does not get to say how it ended.
+    let _outer = crate::report::current::open_outer(&root);
     let code = run_steps(&exp, &root, &mut state)?;
     finish(&root, &state)?;
     if let Some((e, m)) = &metrics {
