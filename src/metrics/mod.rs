@@ -75,14 +75,25 @@ impl Exporter {
             .map_err(|e| bad(e.to_string()))?
             .next()
             .ok_or_else(|| bad("it names no address".into()))?;
-        let listener = TcpListener::bind(sock).map_err(|e| bad(format!("cannot listen: {e}")))?;
-        let local = listener.local_addr().map_err(|e| bad(e.to_string()))?;
+        // The address is well formed from here on: a port in use is not a syntax error.
+        let refused = |why: String| UsageError::new(format!("--metrics-addr {addr:?}: {why}"));
+        let listener = TcpListener::bind(sock).map_err(|e| {
+            refused(match e.kind() {
+                std::io::ErrorKind::AddrInUse => {
+                    format!(
+                        "cannot listen: {e} (another process serves there; choose another port)"
+                    )
+                }
+                _ => format!("cannot listen: {e}"),
+            })
+        })?;
+        let local = listener.local_addr().map_err(|e| refused(e.to_string()))?;
         let shared = Arc::new(http::Shared::default());
         let s = shared.clone();
         std::thread::Builder::new()
             .name("kvm-metrics".into())
             .spawn(move || http::serve(listener, s))
-            .map_err(|e| bad(format!("cannot start its thread: {e}")))?;
+            .map_err(|e| refused(format!("cannot start its thread: {e}")))?;
         if local.ip().is_loopback() {
             errln!("metrics: serving http://{local}/metrics (loopback only)");
         } else {

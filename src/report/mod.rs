@@ -575,6 +575,10 @@ pub struct Summary {
     pub seed: u64,
     pub warnings: Vec<String>,
     pub phases: Vec<PhaseSummary>,
+    /// The plan's phases that never started, in order: an earlier phase failed or was
+    /// interrupted (absent when every phase ran).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<String>,
 }
 
 impl Summary {
@@ -588,6 +592,7 @@ impl Summary {
             seed: plan.seed,
             warnings: plan.warnings.clone(),
             phases: vec![],
+            not_run: vec![],
         }
     }
 }

@@ -14,7 +14,21 @@ pub fn render(format: Format, summary: &Summary, ycsb: &YcsbTexts) -> anyhow::Re
     Ok(match format {
         Format::Table => {
             let bold = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            super::table::render(&summary.phases, bold)
+            let mut t = super::table::render(&summary.phases, bold);
+            if !summary.not_run.is_empty() {
+                t.push_str(&format!(
+                    "not run: {} (the run ended at {})\n",
+                    summary.not_run.join(", "),
+                    summary
+                        .phases
+                        .last()
+                        .map_or("its start".to_string(), |p| format!(
+                            "phase {}, {}",
+                            p.name, p.outcome
+                        ))
+                ));
+            }
+            t
         }
         Format::Ycsb => {
             let mut out = String::new();

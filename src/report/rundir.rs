@@ -248,7 +248,7 @@ impl RunDir {
             .map_err(|e| unmake(format!("cannot write intervals.csv: {e}")))?;
         reserve(root).map_err(|e| {
             unmake(format!(
-                "no room for the run's results: {e} (kvmeter keeps {} KiB for its final files)",
+                "no room for the run's results: {e} (kvmeter keeps {} KiB for its final files); free some space or choose another --out",
                 super::current::RESERVE_BYTES >> 10
             ))
         })?;

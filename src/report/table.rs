@@ -18,6 +18,19 @@ fn lat(x: Option<f64>) -> String {
     x.map_or_else(|| "—".to_string(), num)
 }
 
+/// A rate (ops/s, ops/J): whole and grouped from 100 up, else two significant digits, so a
+/// slow phase's 0.5 ops/s is not printed as 0.
+fn rate_text(x: f64) -> String {
+    if !x.is_finite() || x <= 0.0 {
+        return "0".into();
+    }
+    if x >= 99.5 {
+        return group(x.round() as u64);
+    }
+    let decimals = (1 - x.log10().floor() as i32).max(0) as usize;
+    format!("{x:.decimals$}")
+}
+
 fn group(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
@@ -116,7 +129,7 @@ fn phase_line(out: &mut String, p: &PhaseSummary, b: &str, r: &str) {
         } else {
             String::new()
         },
-        group(p.throughput_ops_per_s.round() as u64),
+        rate_text(p.throughput_ops_per_s),
         p.throughput_mb_per_s,
         p.outcome,
         p.error
@@ -133,8 +146,8 @@ fn open_loop_line(o: &super::OpenLoopSummary, b: &str, r: &str) -> String {
         "  open loop ({}, {} workers): offered {} ops/s, achieved {} ({:.1} %); sends late by p99 {} µs, max {} µs; {}\n",
         o.arrival,
         o.workers,
-        group(o.offered_ops_per_s.round() as u64),
-        group(o.achieved_ops_per_s.round() as u64),
+        rate_text(o.offered_ops_per_s),
+        rate_text(o.achieved_ops_per_s),
         o.achieved_ratio * 100.0,
         lat(o.send_lag_us.p99),
         lat(o.send_lag_us.max),
@@ -230,7 +243,7 @@ fn ops_table(out: &mut String, p: &PhaseSummary) {
         let rate = if name == "CLEANUP" {
             "-".to_string()
         } else {
-            group(o.ops_per_s.round() as u64)
+            rate_text(o.ops_per_s)
         };
         latency_row(out, name, &group(o.count), &rate, &o.latency_us, &last);
         if let Some(m) = &o.missed_latency_us {
@@ -280,14 +293,10 @@ fn energy_line(out: &mut String, p: &PhaseSummary, t: &crate::telemetry::PhaseTe
                 out,
                 "  power    {label}{:.1} W avg, {:.1} W peak, {:.1} J ({}, {}); {label}{} ops/J, {:.2} µJ/op",
                 e.avg_w, e.peak_w, e.energy_j, e.source, e.scope,
-                group(e.ops_per_joule.round() as u64), e.joules_per_op * 1e6
+                rate_text(e.ops_per_joule), e.joules_per_op * 1e6
             );
             if let (Some(w), Some(opj)) = (e.idle_w, e.ops_per_joule_above_idle) {
-                let _ = write!(
-                    out,
-                    "; above {w:.1} W idle: {} ops/J",
-                    group(opj.round() as u64)
-                );
+                let _ = write!(out, "; above {w:.1} W idle: {} ops/J", rate_text(opj));
             }
             out.push('\n');
         }
@@ -507,6 +516,20 @@ mod tests {
         assert_eq!(super::group(999), "999");
         assert_eq!(super::num(1234.4), "1234");
         assert_eq!(super::num(1.234), "1.23");
+    }
+
+    #[test]
+    fn rates_below_one_hundred_keep_two_digits() {
+        let r = super::rate_text;
+        assert_eq!(r(0.5), "0.50");
+        assert_eq!(r(0.0123), "0.012");
+        assert_eq!(r(3.75), "3.8");
+        assert_eq!(r(42.0), "42");
+        assert_eq!(r(99.4), "99");
+        assert_eq!(r(99.6), "100");
+        assert_eq!(r(1234.4), "1,234");
+        assert_eq!(r(0.0), "0");
+        assert_eq!(r(f64::NAN), "0");
     }
 
     #[test]

@@ -139,7 +139,7 @@ fn fatal_store_error_ends_the_phase_with_results() {
     .arg(&out)
     .args(["--data-dir"])
     .arg(t.path().join("data"))
-    .stdout(Stdio::null())
+    .stdout(Stdio::piped())
     .stderr(Stdio::piped());
     unsafe {
         cmd.pre_exec(|| {
@@ -172,12 +172,18 @@ fn fatal_store_error_ends_the_phase_with_results() {
     assert!((5_000..300_000).contains(&inserted), "{inserted}");
     assert!(load["ops"]["INSERT"]["errors"]["io"].as_u64().unwrap() >= 1);
     assert!(load["error_samples"][0]["message"].as_str().unwrap().len() > 3);
-    // The run phase never started.
+    // The run phase never started, and the summary and the table say so.
     assert!(s["phases"]
         .as_array()
         .unwrap()
         .iter()
         .all(|p| p["name"] != "run"));
+    assert_eq!(s["not_run"], serde_json::json!(["run"]));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains("not run: run (the run ended at phase load, failed)"),
+        "{table}"
+    );
     assert_eq!(json(&out.join("manifest.json"))["status"], "failed");
     complete_rows(&out);
 }
@@ -242,6 +248,10 @@ fn a_full_disk_at_the_start_is_refused_and_nothing_is_left() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("no room for the run's results"), "{err}");
+    assert!(
+        err.contains("free some space or choose another --out"),
+        "{err}"
+    );
     let err = String::from_utf8_lossy(&data.stderr);
     assert_eq!(data.status.code(), Some(2), "{err}");
     assert!(err.contains("--data-dir"), "{err}");

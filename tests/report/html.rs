@@ -259,8 +259,14 @@ fn report_refuses_what_is_not_a_run_in_one_line() {
     let broken = dir.path().join("broken");
     std::fs::create_dir(&broken).unwrap();
     std::fs::write(broken.join("manifest.json"), "{\"status\": ").unwrap();
+    let file = dir.path().join("summary.json");
+    std::fs::write(&file, "{}").unwrap();
     for (path, needle) in [
-        (dir.path().join("nope"), "no such directory"),
+        (dir.path().join("nope"), "nope: no such directory"),
+        (
+            file.clone(),
+            "summary.json: not a directory; give a run or experiment directory",
+        ),
         (empty.clone(), "not a kvmeter run directory"),
         (broken.clone(), "manifest.json: not valid JSON"),
     ] {

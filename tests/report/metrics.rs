@@ -408,7 +408,14 @@ fn bad_metrics_addresses_are_refused_before_anything_is_created() {
     let tmp = tempfile::tempdir().unwrap();
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = busy.local_addr().unwrap().port();
-    for addr in ["nonsense".to_string(), format!("127.0.0.1:{port}")] {
+    for (addr, says) in [
+        ("nonsense".to_string(), "expected HOST:PORT"),
+        // A well-formed address whose port is taken is not a syntax error.
+        (
+            format!("127.0.0.1:{port}"),
+            "another process serves there; choose another port",
+        ),
+    ] {
         let out = tmp.path().join("run");
         let o = kvmeter()
             .args(["run", "--store", "null", "--records", "10", "--ops", "10"])
@@ -421,7 +428,13 @@ fn bad_metrics_addresses_are_refused_before_anything_is_created() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{addr}: {err}");
         assert_eq!(err.lines().count(), 1, "{addr}: {err}");
-        assert!(err.contains("--metrics-addr"), "{addr}: {err}");
+        assert!(
+            err.contains("--metrics-addr") && err.contains(says),
+            "{addr}: {err}"
+        );
+        if addr != "nonsense" {
+            assert!(!err.contains("expected HOST:PORT"), "{addr}: {err}");
+        }
         assert!(!out.exists(), "{addr}: a run directory was created");
     }
     let o = kvmeter()

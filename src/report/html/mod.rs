@@ -252,8 +252,12 @@ pub fn write(dir: &Path) -> anyhow::Result<Written> {
 /// saved as cost.json and added to the page.
 pub fn write_with_cost(dir: &Path, cost: Option<&Path>) -> anyhow::Result<Written> {
     if !dir.is_dir() {
+        let what = match dir.exists() {
+            true => "not a directory",
+            false => "no such directory",
+        };
         return Err(UsageError::new(format!(
-            "{}: no such directory; give a run or experiment directory (kvmeter-runs/…)",
+            "{}: {what}; give a run or experiment directory (kvmeter-runs/…)",
             dir.display()
         ))
         .into());

@@ -33,6 +33,12 @@ pub(super) fn page(dir: &Path) -> anyhow::Result<(Page, Option<Value>)> {
         if let Some(e) = &s.error {
             p.note("partial", &format!("Error: {e}"));
         }
+        if !s.not_run.is_empty() {
+            p.note(
+                "partial",
+                &format!("Phases not run: {}.", s.not_run.join(", ")),
+            );
+        }
     }
     phase_table(&mut p, &d);
     for name in d.phase_names() {

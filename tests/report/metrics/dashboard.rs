@@ -16,7 +16,9 @@
 //!   is +100 %.
 //! - latency quantiles of a 4 s window: within the phase's [min, max] (a window's operations
 //!   are some of the phase's), one classic bucket (19 %) of interpolation either side; the
-//!   median within three buckets of the phase's p50 (paced loopback memcached).
+//!   median within four buckets (2×) of the phase's p50 (paced loopback memcached: a 4 s
+//!   window's median moved 1.79× from the phase's with four test binaries running at once;
+//!   a unit or aggregation error is 10× or more).
 //! - machine busy %, power, disk (gauges of telemetry's newest sample): equal to one of the
 //!   agent's own telemetry.csv rows of that phase, to the CSV's rounding; kvmeter's and the
 //!   server's cores (rates of CPU-second counters): within the [min, max] of that agent's
@@ -299,7 +301,7 @@ fn every_dashboard_panel_shows_the_run_directorys_figure_for_a_distributed_run()
                     let us = |k: &str| lat[k].as_f64().unwrap() * 1e-6;
                     if r == "A" {
                         let p50 = us("p50");
-                        let b = STEP.powi(3);
+                        let b = STEP.powi(4);
                         assert!(*v >= p50 / b && *v <= p50 * b, "{what}: {v} vs p50 {p50}");
                     }
                     let (lo, hi) = (us("min") / STEP, us("max") * STEP);
