@@ -206,7 +206,7 @@ pub fn mark_interrupted() -> MutexGuard<'static, Option<PathBuf>> {
 /// `why` as its error unless it has one; a file that is the only one (an experiment's, a
 /// sweep's, a durability check's manifest) gets both, and an experiment's step that was
 /// running gets `status` too.
-pub(crate) fn rewrite_running(root: &Path, status: &str, why: &str) {
+fn rewrite_running(root: &Path, status: &str, why: &str) {
     release_reserve(root);
     let finished = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
     let run = root.join("summary.json").exists();
