@@ -349,6 +349,7 @@ impl Merger {
             ));
         }
         self.summary.status = status;
+        self.summary.note_not_run(&self.plan);
         self.rundir.write_json("summary.json", &self.summary)?;
         self.info.merge = self.figures.as_ref().map(|f| f.summary());
         self.rundir.write_json("dist.json", &self.info)?;

@@ -391,18 +391,7 @@ impl Run<'_> {
             }
             self.summary.error.get_or_insert(p);
         }
-        let ran: Vec<&str> = self
-            .summary
-            .phases
-            .iter()
-            .map(|p| p.name.as_str())
-            .collect();
-        self.summary.not_run = plan
-            .phases
-            .iter()
-            .filter(|p| !ran.contains(&p.name.as_str()))
-            .map(|p| p.name.clone())
-            .collect();
+        self.summary.note_not_run(plan);
         self.summary.status = match exit {
             EXIT_OK => RunStatus::Completed,
             EXIT_INTERRUPTED => RunStatus::Interrupted,

@@ -595,6 +595,18 @@ impl Summary {
             not_run: vec![],
         }
     }
+
+    /// Fills `not_run` with the plan's phases that have no summary: what a run that ended
+    /// early never started.
+    pub fn note_not_run(&mut self, plan: &crate::plan::Plan) {
+        let ran: Vec<&str> = self.phases.iter().map(|p| p.name.as_str()).collect();
+        self.not_run = plan
+            .phases
+            .iter()
+            .filter(|p| !ran.contains(&p.name.as_str()))
+            .map(|p| p.name.clone())
+            .collect();
+    }
 }
 
 /// serde's `skip_serializing_if` for counts that are absent when nothing happened.

@@ -492,8 +492,9 @@ fn telemetry_lines(t: &crate::telemetry::PhaseTelemetry) -> String {
         (Some(dev), Some(d)) => {
             let _ = writeln!(
                 out,
-                "  disk     {dev}: read {:.1} MB/s {:.0} IOPS, write {:.1} MB/s {:.0} IOPS, {:.1} % util, queue {:.2}, await {:.2} ms",
-                d.read_mb_per_s, d.read_iops, d.write_mb_per_s, d.write_iops, d.util_pct, d.queue_depth, d.await_ms
+                "  disk     {dev}: read {:.1} MB/s {:.0} IOPS, write {:.1} MB/s {:.0} IOPS, {:.1} % util, queue {:.2}, await {}",
+                d.read_mb_per_s, d.read_iops, d.write_mb_per_s, d.write_iops, d.util_pct, d.queue_depth,
+                d.await_ms.map_or("- (no request completed)".to_string(), |a| format!("{a:.2} ms"))
             );
         }
         _ => {

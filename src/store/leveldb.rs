@@ -191,8 +191,8 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         )));
     }
     Ok(Settings {
-        cache: (o.u64("block_cache_mb")? as usize) << 20,
-        write_buffer: (o.positive("write_buffer_mb")? as usize) << 20,
+        cache: (o.mib("block_cache_mb")? as usize) << 20,
+        write_buffer: (o.positive_mib("write_buffer_mb")? as usize) << 20,
         bloom: bloom as c_int,
         snappy: o.choice("compression", &["snappy", "none"])? == "snappy",
         sync: o.bool("sync")?,

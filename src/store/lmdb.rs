@@ -113,7 +113,7 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
     if !o.bool("readahead")? {
         flags |= ffi::MDB_NORDAHEAD;
     }
-    let mb = o.positive("map_size_mb")?;
+    let mb = o.positive_mib("map_size_mb")?;
     let readers = o.positive("max_readers")?;
     if readers > 1 << 20 {
         return Err(UsageError::new(format!(

@@ -5,6 +5,9 @@ use crate::error::UsageError;
 use std::collections::BTreeMap;
 
 /// One option an adapter accepts, with its default and help (shown by `kvmeter stores`).
+/// The largest size a `_mb` option takes: 1 PiB.
+const MAX_MIB: u64 = 1 << 30;
+
 pub struct OptSpec {
     pub name: &'static str,
     pub default: &'static str,
@@ -88,6 +91,23 @@ impl StoreOptions {
         match self.u64(key)? {
             0 => Err(self.bad(key, "a whole number ≥ 1")),
             n => Ok(n),
+        }
+    }
+
+    /// A size in MiB, at most 1 PiB (2^30 MiB): a bound no store here can use, well below
+    /// where `<< 20` would wrap and hand the store a garbage size.
+    pub fn mib(&self, key: &str) -> Result<u64, UsageError> {
+        match self.u64(key) {
+            Ok(n) if n <= MAX_MIB => Ok(n),
+            _ => Err(self.bad(key, "a size in MiB from 0 to 1073741824 (1 PiB)")),
+        }
+    }
+
+    /// As `mib`, at least 1.
+    pub fn positive_mib(&self, key: &str) -> Result<u64, UsageError> {
+        match self.u64(key) {
+            Ok(n) if (1..=MAX_MIB).contains(&n) => Ok(n),
+            _ => Err(self.bad(key, "a size in MiB from 1 to 1073741824 (1 PiB)")),
         }
     }
 

@@ -137,7 +137,7 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         )));
     }
     Ok(Settings {
-        cache_mb: o.u64("block_cache_mb")?,
+        cache_mb: o.mib("block_cache_mb")?,
         hyper_clock: o.choice("block_cache", &["lru", "hyper_clock"])? == "hyper_clock",
         direct_reads: o.bool("direct_reads")?,
         direct_fc: o.bool("direct_io_flush_compaction")?,
@@ -149,7 +149,7 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
             "lz4" => DBCompressionType::Lz4,
             _ => DBCompressionType::Zstd,
         },
-        write_buffer_mb: o.positive("write_buffer_mb")?,
+        write_buffer_mb: o.positive_mib("write_buffer_mb")?,
         bloom_bits: o.u64("bloom_bits")?,
         jobs: o.positive("max_background_jobs")?,
         databases,

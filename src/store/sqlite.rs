@@ -80,8 +80,8 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
             &["wal", "delete", "truncate", "persist", "memory", "off"],
         )?,
         synchronous: o.choice("synchronous", &["off", "normal", "full", "extra"])?,
-        cache_kib: o.u64("cache_mb")?.saturating_mul(1024),
-        mmap_bytes: o.u64("mmap_mb")?.saturating_mul(1 << 20),
+        cache_kib: o.mib("cache_mb")?.saturating_mul(1024),
+        mmap_bytes: o.mib("mmap_mb")?.saturating_mul(1 << 20),
         busy_ms: o.u64("busy_timeout_ms")?,
     })
 }

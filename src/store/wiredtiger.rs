@@ -157,7 +157,7 @@ fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         "none" => "",
         _ => ",direct_io=[data,checkpoint]",
     };
-    let cache = o.positive("cache_mb")?;
+    let cache = o.positive_mib("cache_mb")?;
     // WiredTiger refuses an LSM tree whose chunks (10 MiB) do not fit its cache thrice.
     if lsm && cache < 32 {
         return Err(UsageError::new(format!(

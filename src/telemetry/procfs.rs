@@ -175,8 +175,10 @@ pub struct DiskRates {
     pub util_pct: f64,
     /// Average requests in flight (weighted io_ticks / time).
     pub queue_depth: f64,
-    /// Average time per completed request, queueing included (ms).
-    pub await_ms: f64,
+    /// Average time per completed request, queueing included (ms); absent when no request
+    /// completed (a latency with no samples has no value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub await_ms: Option<f64>,
 }
 
 impl DiskRates {
@@ -193,7 +195,7 @@ impl DiskRates {
             write_mb_per_s: d(a.write_sectors, b.write_sectors) * 512.0 / secs / 1e6,
             util_pct: (d(a.io_ms, b.io_ms) / (secs * 1000.0) * 100.0).min(100.0),
             queue_depth: d(a.weighted_ms, b.weighted_ms) / (secs * 1000.0),
-            await_ms: if ios > 0.0 { ms / ios } else { 0.0 },
+            await_ms: (ios > 0.0).then(|| ms / ios),
         }
     }
 }
@@ -524,7 +526,12 @@ mod tests {
         assert_eq!(r.write_mb_per_s, 16000.0 * 512.0 / 2.0 / 1e6);
         assert_eq!(r.util_pct, 75.0);
         assert_eq!(r.queue_depth, 1.5);
-        assert!((r.await_ms - (500.0 + 796.0) / 1500.0).abs() < 1e-12);
+        assert!((r.await_ms.unwrap() - (500.0 + 796.0) / 1500.0).abs() < 1e-12);
+        // No request completed: no await, where 0 ms would read as an instant disk.
+        let idle = DiskRates::between(&b, &b, 2.0);
+        assert_eq!((idle.read_iops, idle.await_ms), (0.0, None));
+        let json = serde_json::to_value(idle).unwrap();
+        assert!(json.get("await_ms").is_none(), "{json}");
         assert!(parse_diskstats(&line(1, 1, 1, 1, 1, 1, 1, 1), "sdb").is_none());
         assert_eq!(counter_delta(u64::MAX - 1, 3), 5);
     }

@@ -79,7 +79,9 @@ const COLUMNS: &[Column] = &[
     ("disk_write_mb_per_s", |r| disk(r, |d| d.write_mb_per_s)),
     ("disk_util_pct", |r| disk(r, |d| d.util_pct)),
     ("disk_queue_depth", |r| disk(r, |d| d.queue_depth)),
-    ("disk_await_ms", |r| disk(r, |d| d.await_ms)),
+    ("disk_await_ms", |r| {
+        fmt_opt(r.t.disk.as_ref().and_then(|d| d.await_ms))
+    }),
     ("proc_cpu_pct", |r| process(r, |p| Some(p.cpu_pct))),
     ("proc_rss_mb", |r| {
         fmt_opt(r.cur.process.as_ref().map(|p| p.rss_bytes as f64 / MB))

@@ -166,6 +166,46 @@ fn cpu_ranges_are_bounded_before_they_are_expanded() {
 /// The review's 56-character histogram whose header declares a 4 GiB payload.
 const BOMB: &str = "HISTE/////8AAAAAAAAAAwAAAAAAAAABAAAAAAAAAAI/8AAAAAAAAA==";
 
+/// A size in MiB is shifted into bytes: 2^44 MiB and more wrapped to a garbage cache size,
+/// and RocksDB and LevelDB opened with it. Every `_mb` option is bounded at 1 PiB.
+#[test]
+fn sizes_in_mib_that_would_wrap_are_one_line() {
+    let t = tempfile::tempdir().unwrap();
+    for (store, opt) in [
+        ("rocksdb", "block_cache_mb"),
+        ("rocksdb", "write_buffer_mb"),
+        ("leveldb", "block_cache_mb"),
+        ("lmdb", "map_size_mb"),
+        ("sqlite", "mmap_mb"),
+        ("wiredtiger", "cache_mb"),
+        ("memcached", "memory_mb"),
+        ("redis", "maxmemory_mb"),
+        ("etcd", "quota_backend_mb"),
+    ] {
+        let out = t.path().join(format!("{store}-{opt}"));
+        for v in ["17592186044416", "1073741825"] {
+            let given = format!("{opt}={v}");
+            refused(
+                &[
+                    "run",
+                    "--store",
+                    store,
+                    "--store-opt",
+                    &given,
+                    "-P",
+                    "workloadc",
+                    "--records",
+                    "10",
+                    "--out",
+                    out.to_str().unwrap(),
+                ],
+                &format!("--store-opt {given}: expected a size in MiB from "),
+            );
+            assert!(!out.exists(), "{given}: the run directory was created");
+        }
+    }
+}
+
 /// `kvmeter report` under RLIMIT_AS 1 GiB: exit status, or the signal that ended it.
 fn report_limited(dir: &Path) -> (Option<i32>, String) {
     let mut cmd = std::process::Command::new(bin());

@@ -512,7 +512,7 @@ fn on_agent_loss_abort_stops_the_run_and_an_etcd_leader_kill_does_not_disturb_it
     let tmp = tempfile::tempdir().unwrap();
     let (mut etcd_members, url) = etcd(tmp.path(), 3);
     let (_m, port) = memcached(tmp.path(), "mc", false);
-    let run = |secs: &str| {
+    let run = |records: &str, secs: &str| {
         s(&[
             "--store",
             "memcached",
@@ -521,7 +521,7 @@ fn on_agent_loss_abort_stops_the_run_and_an_etcd_leader_kill_does_not_disturb_it
             "-P",
             "workloadc",
             "--records",
-            "1000",
+            records,
             "--duration",
             secs,
             "--threads",
@@ -536,7 +536,13 @@ fn on_agent_loss_abort_stops_the_run_and_an_etcd_leader_kill_does_not_disturb_it
     };
     // The etcd leader dies mid-run: the agents' data path does not notice, the run completes
     // with every interval merged from both agents.
-    let mut d = Dist::start(&url, "leader", 2, &["--lease-ttl", "3s"], &run("5s"));
+    let mut d = Dist::start(
+        &url,
+        "leader",
+        2,
+        &["--lease-ttl", "3s"],
+        &run("1000", "5s"),
+    );
     wait_for_phase(&d.path("agent0"), "run");
     std::thread::sleep(Duration::from_millis(1000));
     let leader = (0..3)
@@ -563,14 +569,15 @@ fn on_agent_loss_abort_stops_the_run_and_an_etcd_leader_kill_does_not_disturb_it
         .all(|l| l.ends_with(",2")));
     drop(d);
     // --on-agent-loss abort: a killed agent stops the run (exit 1, the reason in the summary).
+    // It dies in the load (60,000 records at 2,000/s), so the run phase never starts.
     let mut d = Dist::start(
         &url,
         "abort",
         2,
         &["--lease-ttl", "2s", "--on-agent-loss", "abort"],
-        &run("30s"),
+        &run("60000", "30s"),
     );
-    wait_for_phase(&d.path("agent1"), "run");
+    wait_for_phase(&d.path("agent1"), "load");
     std::thread::sleep(Duration::from_millis(500));
     let _ = d.agents[1].kill();
     let killed = Instant::now();
@@ -585,6 +592,11 @@ fn on_agent_loss_abort_stops_the_run_and_an_etcd_leader_kill_does_not_disturb_it
         .as_str()
         .unwrap()
         .contains("agent 1 was lost"));
+    // The load that was cut says so; the phase that never started is named, as in a run on
+    // one machine.
+    let load = phase(&merged, "load");
+    assert_ne!(load["outcome"], "completed", "{load}");
+    assert_eq!(merged["not_run"], serde_json::json!(["run"]), "{merged}");
     assert_eq!(keys_left(&url), 0);
 }
 

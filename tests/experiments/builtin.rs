@@ -173,7 +173,7 @@ fn bad_store_option_values_are_refused_before_anything_exists() {
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
-            err.contains("--store-opt block_cache_mb=abc: expected a whole number"),
+            err.contains("--store-opt block_cache_mb=abc: expected a size in MiB from 0"),
             "{err}"
         );
         assert_eq!(err.trim().lines().count(), 1, "{err}");

@@ -104,7 +104,7 @@ struct Settings {
 }
 
 fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
-    o.positive("quota_backend_mb")?;
+    o.positive_mib("quota_backend_mb")?;
     o.positive("snapshot_count")?;
     cluster::check(o)?;
     Ok(Settings {

@@ -49,7 +49,7 @@ pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
         max_reply: net::max_reply(o)?,
         wait: crate::store::wait::wait(o)?,
     };
-    o.positive("memory_mb")?;
+    o.positive_mib("memory_mb")?;
     if o.str("max_clients") != "auto" {
         o.positive("max_clients")?;
     }

@@ -46,7 +46,7 @@ pub(super) fn password(o: &StoreOptions) -> String {
 
 pub(super) fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
     o.choice("persistence", &["none", "rdb", "aof", "aof-always"])?;
-    o.u64("maxmemory_mb")?;
+    o.mib("maxmemory_mb")?;
     if o.str("max_clients") != "auto" {
         o.positive("max_clients")?;
     }
