@@ -62,6 +62,7 @@ pub fn empty_summary(phase: &PhasePlan) -> PhaseSummary {
         started_at: now_rfc3339(),
         wall_seconds: 0.0,
         warmup_seconds: phase.warmup.as_secs_f64(),
+        warmup_operations: 0,
         measured_seconds: 0.0,
         window_note: None,
         truncated: None,

@@ -46,6 +46,9 @@ pub(super) struct Intervals<'a> {
     /// The schedule's figures at each passed boundary whose row is not written yet.
     sched: VecDeque<Option<report::rundir::ScheduleFigures>>,
     total_done: u64,
+    /// Store calls of the warm-up's rows: what the phase-long figures (the kernel's storage
+    /// bytes) are divided by besides the measured ones.
+    pub(super) warmup_done: u64,
     pub(super) max_behind_ms: f64,
     /// Whether Ctrl-C stopped the workers.
     pub(super) interrupted: bool,
@@ -92,6 +95,7 @@ impl<'a> Intervals<'a> {
             passed: 0,
             sched: VecDeque::new(),
             total_done: 0,
+            warmup_done: 0,
             max_behind_ms: 0.0,
             interrupted: false,
             test_panic_at: None,
@@ -243,6 +247,7 @@ impl<'a> Intervals<'a> {
         ps.intervals = self.index;
         ps.measured_seconds = now.saturating_sub(self.phase.warmup).as_secs_f64();
         ps.fill(&self.measured);
+        ps.warmup_operations = self.warmup_done;
         let why = format!(
             "{stuck} of {threads} workers did not stop within {:.0} s of being asked (a store call that does not return); the intervals so far are saved",
             stop_grace(self.interrupted).as_secs_f64()
@@ -333,7 +338,11 @@ impl<'a> Intervals<'a> {
             };
             l.interval(&row, ctx.telemetry);
         }
-        self.total_done += super::progress::store_calls(&stats);
+        let calls = super::progress::store_calls(&stats);
+        self.total_done += calls;
+        if in_warmup {
+            self.warmup_done += calls;
+        }
         ctx.progress.interval(
             ctx.index,
             ctx.phases,

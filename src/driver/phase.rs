@@ -270,9 +270,9 @@ fn record(
     ps.intervals = iv.index;
     ps.measured_seconds = w.measured.as_secs_f64();
     ps.fill(&iv.measured);
+    ps.warmup_operations = iv.warmup_done;
     super::storage_io::derive(ctx, ps);
-    ps.per_op =
-        crate::report::per_op::derive(ps.operations, ps.telemetry.as_ref(), ps.storage_io.as_ref());
+    ps.per_op = crate::report::per_op::derive(ps);
     ps.kvmeter_cpu = w.cpu_end.since(iv.cpu_start, ps.operations);
     ps.error_samples = samples;
     ps.sent_to = sent_by_member(ctx, &sent);

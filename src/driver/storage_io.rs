@@ -63,7 +63,11 @@ impl StorageIoCompanion {
     /// The phase's first reading; `None` for a store that keeps nothing on disk.
     pub(super) fn start(ctx: &super::ctx::PhaseCtx) -> Option<Self> {
         let caps = &ctx.adapter.capabilities;
-        if !caps.persistent || !caps.stores_data {
+        // A server that keeps nothing on disk by default may be told to (Redis's
+        // `persistence`: RDB snapshots or an append-only file under its data directory).
+        let told_to_persist =
+            ctx.adapter.server.is_some() && !matches!(ctx.opts.str("persistence"), "" | "none");
+        if !(caps.persistent || told_to_persist) || !caps.stores_data {
             return None;
         }
         let root = Root::system();

@@ -89,7 +89,8 @@ pub struct OpSummary {
     pub hits: u64,
     #[serde(default)]
     pub misses: u64,
-    /// hits / (hits + misses); null when there was neither.
+    /// hits / (hits + misses) of a lookup (READ, SCAN, READ-MODIFY-WRITE); null when there
+    /// was neither, and for writes, whose "hits" are only their successes.
     #[serde(default)]
     pub hit_ratio: Option<f64>,
     pub ops_per_s: f64,
@@ -164,6 +165,11 @@ pub struct PhaseSummary {
     pub warmup_seconds: f64,
     /// The window the figures below cover: from the end of warm-up to the last operation.
     pub measured_seconds: f64,
+    /// Store operations of the warm-up (not in `operations`): the store's counters and the
+    /// kernel's storage bytes cover the whole phase, so their figures per operation divide by
+    /// `operations + warmup_operations`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warmup_operations: u64,
     /// Why `measured_seconds` is not the plan's window (`--duration` less warm-up): stopped
     /// early, workers abandoned, or a call in flight at the deadline returned late.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -522,8 +528,11 @@ impl PhaseSummary {
         self.ops.clear();
         let (mut ops, mut errs, mut bytes) = (0u64, 0u64, 0u64);
         for (m, o) in stats.metrics() {
-            self.ops
-                .insert(m.name().to_string(), OpSummary::from_stats(o, secs));
+            let mut op = OpSummary::from_stats(o, secs);
+            if !matches!(m.name(), "READ" | "SCAN" | "READ-MODIFY-WRITE") {
+                op.hit_ratio = None;
+            }
+            self.ops.insert(m.name().to_string(), op);
             // Operations the store cannot do (N/A) stay listed with their count but are left
             // out of the phase's totals: they reached no store.
             if is_store_call(m) && !self.not_applicable.iter().any(|n| n == m.name()) {

@@ -28,7 +28,9 @@ pub struct PerOp {
     pub context_switches: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_context_switches: Option<f64>,
-    /// Bytes the store made the kernel write to and read from storage (`storage_io`).
+    /// Bytes the store made the kernel write to storage (less those deleted before writeback)
+    /// and read from it (`storage_io`), over every operation of the phase, warm-up included,
+    /// as the kernel's bytes are.
     pub storage_write_bytes: Option<f64>,
     pub storage_read_bytes: Option<f64>,
     /// Hardware cycles and instructions of kvmeter's process (`--counters`, where a PMU
@@ -39,10 +41,22 @@ pub struct PerOp {
     pub unavailable: BTreeMap<String, String>,
 }
 
-/// The phase's costs per operation (`PhaseSummary::per_op`) from its operations, telemetry and
-/// storage I/O; none for a phase without operations.
-pub fn derive(
+/// The phase's costs per operation (`PhaseSummary::per_op`); none for a phase without
+/// operations.
+pub fn derive(ps: &crate::report::PhaseSummary) -> Option<PerOp> {
+    derive_from(
+        ps.operations,
+        ps.warmup_operations,
+        ps.telemetry.as_ref(),
+        ps.storage_io.as_ref(),
+    )
+}
+
+/// As `derive`: telemetry covers the measured window (`ops`), the kernel's storage bytes the
+/// whole phase (`ops` and the warm-up's `warmup_ops`).
+fn derive_from(
     ops: u64,
+    warmup_ops: u64,
     telemetry: Option<&PhaseTelemetry>,
     storage_io: Option<&StorageIo>,
 ) -> Option<PerOp> {
@@ -94,8 +108,10 @@ pub fn derive(
     }
     match storage_io {
         Some(io) => {
-            c.storage_write_bytes = io.write_bytes.map(|b| per(b as f64));
-            c.storage_read_bytes = io.read_bytes.map(|b| per(b as f64));
+            let phase_ops = (ops + warmup_ops) as f64;
+            let net = io.device_write_bytes();
+            c.storage_write_bytes = net.map(|b| b as f64 / phase_ops);
+            c.storage_read_bytes = io.read_bytes.map(|b| b as f64 / phase_ops);
             if let Some(why) = &io.unavailable {
                 c.unavailable.insert("storage_bytes".into(), why.clone());
             }
@@ -201,7 +217,7 @@ mod tests {
 
     #[test]
     fn per_operation_figures_divide_the_window_totals() {
-        assert_eq!(derive(0, None, None), None);
+        assert_eq!(derive_from(0, 0, None, None), None);
         let t = PhaseTelemetry {
             seconds: 2.0,
             process: Some(ProcessFigures {
@@ -217,7 +233,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let c = derive(1000, Some(&t), None).unwrap();
+        let c = derive_from(1000, 0, Some(&t), None).unwrap();
         // 50 % of one CPU for 2 s is 1 CPU-second: 1,000 µs per each of 1,000 operations.
         assert_eq!(c.cpu_us, Some(1000.0));
         assert_eq!(c.cpu_us_by_thread_group["kvm-worker"], 600.0);
@@ -234,14 +250,14 @@ mod tests {
         // up to the process; a window too short for CPU shares has no CPU per operation.
         let mut t2 = t.clone();
         t2.process.as_mut().unwrap().cpu_pct = 55.0;
-        let c = derive(1000, Some(&t2), None).unwrap();
+        let c = derive_from(1000, 0, Some(&t2), None).unwrap();
         assert!((c.cpu_us_by_thread_group["unattributed"] - 100.0).abs() < 1e-9);
         let sum: f64 = c.cpu_us_by_thread_group.values().sum();
         assert!((sum - 1100.0).abs() < 1e-9);
         t2.unavailable
             .insert("cpu".into(), "unavailable: too few samples".into());
         t2.cpu = None;
-        let c = derive(1000, Some(&t2), None).unwrap();
+        let c = derive_from(1000, 0, Some(&t2), None).unwrap();
         assert_eq!(c.cpu_us, None);
         assert_eq!(c.unavailable["cpu_us"], "unavailable: too few samples");
     }

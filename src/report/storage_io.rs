@@ -44,9 +44,17 @@ pub struct StorageIo {
     pub kvmeter_write_bytes: Option<u64>,
     #[serde(default)]
     pub kvmeter_read_bytes: Option<u64>,
-    /// The kernel's storage bytes over the user bytes.
+    /// The bytes that reached the device (`write_bytes − cancelled_write_bytes`) and the
+    /// kernel's read bytes, over the user bytes: the store's own count where it keeps one,
+    /// else kvmeter's.
     pub write_amplification: Option<f64>,
     pub read_amplification: Option<f64>,
+    /// The same over kvmeter's own bytes whatever the store counts: the figures to compare
+    /// across stores (a store's user bytes hold a whole record where kvmeter sent one field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kvmeter_write_amplification: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kvmeter_read_amplification: Option<f64>,
     /// How each ratio was computed, or `unavailable: <why>`.
     pub write_amplification_source: String,
     pub read_amplification_source: String,
@@ -55,7 +63,10 @@ pub struct StorageIo {
     /// saw the same writes.
     pub store_write_bytes: Option<u64>,
     pub kernel_over_store: Option<f64>,
-    /// Bytes the data directory's files take on disk when the phase ends (allocated blocks).
+    /// Bytes the data directory's files hold on disk when the phase ends: each file's
+    /// allocated blocks, but no more than its length (space preallocated past a file's end,
+    /// as RocksDB's write-ahead log reserves a memtable's worth, is not data; holes are not
+    /// counted either).
     pub on_disk_bytes: Option<u64>,
     /// Space amplification: `on_disk_bytes` over the logical data the store holds, known
     /// where a load put it into an empty store (its values with their field names; keys not
@@ -70,6 +81,13 @@ pub struct StorageIo {
 }
 
 impl StorageIo {
+    /// The bytes the device saw written: the kernel's count less those a delete or truncate
+    /// cancelled before writeback.
+    pub fn device_write_bytes(&self) -> Option<u64> {
+        let w = self.write_bytes?;
+        Some(w.saturating_sub(self.cancelled_write_bytes.unwrap_or(0)))
+    }
+
     /// Adds the store's counters of the phase (`stats`) and derives the ratios. A store that
     /// counts no user bytes of its own (LMDB, SQLite, WiredTiger, LevelDB, a plug-in, a
     /// server) is measured against `asked`: the bytes kvmeter itself asked it to write and got
@@ -109,8 +127,9 @@ impl StorageIo {
         let (user_read, read_den) = own("user_read", "read", |a| a.1);
         self.user_write_bytes = user_write;
         self.user_read_bytes = user_read;
+        let device_writes = self.device_write_bytes();
         (self.write_amplification, self.write_amplification_source) = ratio(
-            self.write_bytes,
+            device_writes,
             user_write,
             "written",
             &write_den,
@@ -123,6 +142,13 @@ impl StorageIo {
             &read_den,
             why.as_deref(),
         );
+        let over = |n: Option<u64>, d: Option<u64>| match (n, d) {
+            (Some(n), Some(d)) if d > 0 => Some(n as f64 / d as f64),
+            _ => None,
+        };
+        self.kvmeter_write_amplification = over(device_writes, self.kvmeter_write_bytes);
+        self.kvmeter_read_amplification = over(self.read_bytes, self.kvmeter_read_bytes);
+        // Both count what was written, a log deleted before writeback included.
         self.kernel_over_store = match (self.write_bytes, self.store_write_bytes) {
             (Some(k), Some(s)) if s > 0 => Some(k as f64 / s as f64),
             _ => None,
@@ -246,21 +272,29 @@ impl StorageIo {
             }
             _ => {}
         }
-        let by = |source: &str| {
-            if source.contains("kvmeter's bytes") {
-                "kernel over kvmeter's bytes"
+        // Each ratio names its denominator; where the store's own user bytes are one, the
+        // ratio over kvmeter's bytes (the base every store shares) follows it.
+        let amp = |what: &str, r: Option<f64>, source: &str, kvm: Option<f64>| {
+            let r = r?;
+            Some(if source.contains("kvmeter's bytes") {
+                format!("{what} amplification {r:.2} (kernel over kvmeter's bytes)")
             } else {
-                "kernel"
-            }
+                let also = kvm.map_or(String::new(), |k| format!(", {k:.2} over kvmeter's bytes"));
+                format!("{what} amplification {r:.2} (kernel over the store's user bytes{also})")
+            })
         };
-        if let Some(w) = self.write_amplification {
-            let by = by(&self.write_amplification_source);
-            parts.push(format!("write amplification {w:.2} ({by})"));
-        }
-        if let Some(r) = self.read_amplification {
-            let by = by(&self.read_amplification_source);
-            parts.push(format!("read amplification {r:.2} ({by})"));
-        }
+        parts.extend(amp(
+            "write",
+            self.write_amplification,
+            &self.write_amplification_source,
+            self.kvmeter_write_amplification,
+        ));
+        parts.extend(amp(
+            "read",
+            self.read_amplification,
+            &self.read_amplification_source,
+            self.kvmeter_read_amplification,
+        ));
         if let Some(k) = self.kernel_over_store {
             parts.push(format!("kernel/store's counters {k:.2}"));
         }
@@ -286,7 +320,12 @@ fn ratio(
     match (num, den) {
         (Some(n), Some(d)) if d > 0 => (
             Some(n as f64 / d as f64),
-            format!("kernel's storage bytes {verb} / {den_is}"),
+            match verb {
+                "written" => format!(
+                    "kernel's storage bytes written, less those deleted before writeback / {den_is}"
+                ),
+                _ => format!("kernel's storage bytes {verb} / {den_is}"),
+            },
         ),
         (Some(_), Some(_)) => (None, format!("none: no user bytes {verb} in the phase")),
         (None, _) => (
@@ -329,8 +368,9 @@ fn mb(b: u64) -> String {
     format!("{:.1} MB", b as f64 / 1e6)
 }
 
-/// Bytes the files under `dir` take on disk (allocated blocks; each hard link once), and
-/// how many entries were left out because they could not be read.
+/// Bytes the files under `dir` hold on disk (each file's allocated blocks, at most its
+/// length; each hard link once), and how many entries were left out because they could not
+/// be read.
 pub fn on_disk(dir: &std::path::Path) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
     let (mut bytes, mut unread) = (0u64, 0u64);
@@ -359,7 +399,9 @@ pub fn on_disk(dir: &std::path::Path) -> (u64, u64) {
             if m.is_dir() {
                 stack.push(e.path());
             } else if m.is_file() && seen.insert((m.dev(), m.ino())) {
-                bytes += m.blocks() * 512;
+                // A file's blocks past its end are a reservation (fallocate), not data; a sparse
+                // file's length past its blocks is holes.
+                bytes += (m.blocks() * 512).min(m.len());
             }
         }
     }
@@ -408,7 +450,19 @@ mod tests {
         assert_eq!(io.read_amplification, Some(0.25));
         assert_eq!(io.store_write_bytes, Some(2_500));
         assert_eq!(io.kernel_over_store, Some(1.2));
-        assert!(io.line().contains("write amplification 3.00 (kernel)"));
+        assert_eq!(io.kvmeter_write_amplification, Some(3_000.0 / 7.0));
+        assert!(
+            io.line().contains(
+                "write amplification 3.00 (kernel over the store's user bytes, 428.57 over kvmeter's bytes)"
+            ),
+            "{}",
+            io.line()
+        );
+        // What a delete cancelled before writeback never reached the device: not amplified.
+        io.cancelled_write_bytes = Some(1_000);
+        io.derive(Some(&s), &Ok((7, 7)));
+        assert_eq!(io.write_amplification, Some(2.0));
+        assert_eq!(io.kernel_over_store, Some(1.2));
     }
 
     #[test]
@@ -454,7 +508,7 @@ mod tests {
         assert_eq!(io.kvmeter_write_bytes, Some(1_000));
         assert!(
             io.write_amplification_source
-                .starts_with("kernel's storage bytes written / kvmeter's bytes written ("),
+                .starts_with("kernel's storage bytes written, less those deleted before writeback / kvmeter's bytes written ("),
             "{}",
             io.write_amplification_source
         );
@@ -517,14 +571,36 @@ mod tests {
     }
 
     #[test]
-    fn on_disk_counts_allocated_blocks_once_per_file() {
+    fn on_disk_counts_data_blocks_once_per_file() {
         let t = tempfile::tempdir().unwrap();
         std::fs::create_dir(t.path().join("sub")).unwrap();
         std::fs::write(t.path().join("sub/a"), vec![1u8; 10_000]).unwrap();
         std::fs::hard_link(t.path().join("sub/a"), t.path().join("b")).unwrap();
         let (bytes, unread) = on_disk(t.path());
         assert_eq!(unread, 0);
-        // 10,000 bytes take whole blocks: at least that, less than 10,000 + 64 KiB.
-        assert!((10_000..10_000 + 65_536).contains(&bytes), "{bytes}");
+        assert_eq!(bytes, 10_000);
+        // 8 MiB reserved past a 4 KiB file's end (RocksDB's WAL) and a 1 GiB sparse file with
+        // 4 KiB written (LMDB's map): neither counts what holds no data.
+        let wal = std::fs::File::create(t.path().join("wal")).unwrap();
+        use std::io::Write;
+        (&wal).write_all(&[2u8; 4096]).unwrap();
+        let reserved = unsafe {
+            libc::fallocate(
+                std::os::fd::AsRawFd::as_raw_fd(&wal),
+                libc::FALLOC_FL_KEEP_SIZE,
+                0,
+                8 << 20,
+            )
+        } == 0;
+        let map = std::fs::File::create(t.path().join("map")).unwrap();
+        map.set_len(1 << 30).unwrap();
+        use std::os::unix::fs::FileExt;
+        map.write_all_at(&[3u8; 4096], 0).unwrap();
+        let (bytes, _) = on_disk(t.path());
+        assert_eq!(
+            bytes,
+            10_000 + 4096 + 4096,
+            "fallocate kept size: {reserved}"
+        );
     }
 }

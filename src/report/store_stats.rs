@@ -268,11 +268,24 @@ impl StoreStats {
                 backlog.push(format!("{name} {v}"));
             }
         }
+        // Work its counters could not give (RocksDB counts compactions only with timers, none
+        // with statistics off) is counted from the events it logged, and says so.
+        for (counter, event) in [
+            ("flushes", "flush_finished"),
+            ("compactions", "compaction_finished"),
+        ] {
+            let n = self.events.get(event).copied().unwrap_or(0);
+            if n > 0 && !self.stats.contains_key(counter) {
+                work.push(format!("{counter} {n} (its log)"));
+            }
+        }
         let mut first = vec![];
-        first.push(if work.is_empty() {
-            "none of its own work counted".to_string()
-        } else {
-            work.join(", ")
+        first.push(match (work.is_empty(), self.unavailable.len()) {
+            (false, _) => work.join(", "),
+            (true, 0) => "none of its own work counted".to_string(),
+            (true, n) => format!(
+                "none of its own work counted by the statistics it gave ({n} unavailable: summary.json says why)"
+            ),
         });
         if let Some(us) = stalled_us {
             first.push(format!("writes stalled {:.3} s", us as f64 / 1e6));
@@ -421,6 +434,30 @@ mod tests {
         // Nothing written: no ratio (not 0, not infinite).
         assert_eq!(s.write_amplification, None);
         assert_eq!(s.cache_hit_ratio, None);
+    }
+
+    /// Work the counters could not give is never "none": a compaction RocksDB's `basic`
+    /// statistics do not count, but its LOG has, is counted from the log and says so.
+    #[test]
+    fn work_the_counters_miss_comes_from_the_log_or_is_said_to_be_unknown() {
+        let none = [Some(0); 6];
+        let mut s = StoreStats::of(SPECS, &none, &none, &[None; 6]);
+        assert!(s.lines().contains("store    none of its own work counted"));
+        s.events.insert("compaction_finished".into(), 2);
+        s.events.insert("compaction_started".into(), 3);
+        assert!(
+            s.lines().contains("store    compactions 2 (its log)"),
+            "{}",
+            s.lines()
+        );
+        // Statistics off: nothing counted, nothing logged: unknown, not none.
+        let s = StoreStats::of(SPECS, &[None; 6], &[None; 6], &[None; 6]);
+        assert!(
+            s.lines()
+                .contains("none of its own work counted by the statistics it gave (6 unavailable"),
+            "{}",
+            s.lines()
+        );
     }
 
     #[test]

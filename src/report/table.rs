@@ -83,6 +83,15 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
         if let Some(s) = &p.storage_io {
             out.push_str(&s.line());
         }
+        if p.warmup_seconds > 0.0 && (p.store_stats.is_some() || p.storage_io.is_some()) {
+            // The store's counters and the kernel's bytes are read when the phase starts and
+            // ends: the lines above are the whole phase's, unlike the rest of the table.
+            let _ = writeln!(
+                out,
+                "           (store and storage: the whole phase, the warm-up's {} operations included)",
+                group(p.warmup_operations)
+            );
+        }
         if let Some(c) = &p.per_op {
             out.push_str(&c.line());
         }

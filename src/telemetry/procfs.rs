@@ -269,11 +269,42 @@ pub fn read_process(root: &Root, pid: u32, page_size: u64) -> Option<ProcSample>
     Some(ProcSample {
         cpu_ticks: ticks,
         rss_bytes: rss_pages * page_size,
+        // The first thread's only: `thread_switches` and `own_context_switches` count them all.
         voluntary_cs: field(&status, "voluntary_ctxt_switches:").unwrap_or(0),
         involuntary_cs: field(&status, "nonvoluntary_ctxt_switches:").unwrap_or(0),
         read_bytes: io.as_deref().and_then(|t| field(t, "read_bytes:")),
         write_bytes: io.as_deref().and_then(|t| field(t, "write_bytes:")),
     })
+}
+
+/// (voluntary, involuntary) context switches of every live thread of a process, summed:
+/// /proc/PID/status counts its first thread's only. Those of threads that ended are gone.
+pub fn thread_switches(root: &Root, pid: u32) -> Option<(u64, u64)> {
+    let field = |text: &str, key: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    tasks(root, pid)
+        .into_iter()
+        .filter_map(|(_, dir)| std::fs::read_to_string(dir.join("status")).ok())
+        .map(|t| {
+            (
+                field(&t, "voluntary_ctxt_switches:"),
+                field(&t, "nonvoluntary_ctxt_switches:"),
+            )
+        })
+        .reduce(|(v, i), (tv, ti)| (v + tv, i + ti))
+}
+
+/// (voluntary, involuntary) context switches of this process: every thread's, those that
+/// ended included (`getrusage`), without reading a file per thread.
+pub fn own_context_switches() -> Option<(u64, u64)> {
+    // SAFETY: getrusage writes only the struct it is given, which is plain data.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } == 0;
+    ok.then(|| (ru.ru_nvcsw.max(0) as u64, ru.ru_nivcsw.max(0) as u64))
 }
 
 /// A thread's group: its name without a trailing worker number ("kvm-worker-3" → "kvm-worker",

@@ -153,10 +153,25 @@ impl Sources {
                     .ok()
                     .and_then(|t| parse_diskstats(&t, d))
             }),
-            process: read_process(r, self.pid, self.page_size),
-            server: self
-                .server_pid
-                .and_then(|p| read_process(r, p, self.page_size)),
+            process: read_process(r, self.pid, self.page_size).map(|mut p| {
+                // kvmeter's own threads come and go with phases: getrusage keeps the switches
+                // of those that ended, where a sum over live threads would fall.
+                let own = (r.0 == Root::system().0 && self.pid == std::process::id())
+                    .then(own_context_switches)
+                    .flatten();
+                if let Some((v, i)) = own.or_else(|| thread_switches(r, self.pid)) {
+                    (p.voluntary_cs, p.involuntary_cs) = (v, i);
+                }
+                p
+            }),
+            server: self.server_pid.and_then(|pid| {
+                read_process(r, pid, self.page_size).map(|mut p| {
+                    if let Some((v, i)) = thread_switches(r, pid) {
+                        (p.voluntary_cs, p.involuntary_cs) = (v, i);
+                    }
+                    p
+                })
+            }),
             threads: read_threads(r, self.pid),
             psi: PSI.map(|p| {
                 r.read(&format!("proc/pressure/{p}"))

@@ -57,8 +57,9 @@ impl ProcessFigures {
             cpu_pct: counter_delta(x.cpu_ticks, y.cpu_ticks) as f64 / ticks_per_s / secs * 100.0,
             cpu_pct_by_thread,
             rss_peak_mb: rss_peak.max(y.rss_bytes) as f64 / 1048576.0,
-            voluntary_cs_per_s: per_s(x.voluntary_cs, y.voluntary_cs),
-            involuntary_cs_per_s: per_s(x.involuntary_cs, y.involuntary_cs),
+            // Summed over live threads, so a thread that ends lowers them: never a wrap.
+            voluntary_cs_per_s: y.voluntary_cs.saturating_sub(x.voluntary_cs) as f64 / secs,
+            involuntary_cs_per_s: y.involuntary_cs.saturating_sub(x.involuntary_cs) as f64 / secs,
             read_mb_per_s: x
                 .read_bytes
                 .zip(y.read_bytes)

@@ -17,4 +17,5 @@ mod reply_wait;
 mod runs;
 mod secure_etcd;
 mod server_stats;
+mod storage_io;
 mod store_stats;

@@ -500,7 +500,17 @@ fn memcached_misses_are_answers_counted_against_the_servers_stats() {
         assert!(html.contains(cell), "{cell}");
     }
     // 200 records loaded, reads over 400: some hit, some miss, as memcached counts them.
-    run("load", "load", "200", "0");
+    let (s, _, out) = run("load", "load", "200", "0");
+    // A write's "hits" are its successes: no hit ratio, in the summary or the report.
+    let insert = &phase(&s, "load")["ops"]["INSERT"];
+    assert_eq!(insert["hits"], 200);
+    assert!(insert["hit_ratio"].is_null(), "{insert}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("data-key=\"load.INSERT.hit_ratio\" data-value=\"NaN\">—<")
+            || html.contains("data-key=\"load.INSERT.hit_ratio\">—<"),
+        "the INSERT row's hit ratio"
+    );
     let before = servers::mc_stats(port);
     let (s, _, out) = run("half", "run", "400", "2000");
     let after = servers::mc_stats(port);
