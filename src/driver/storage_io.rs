@@ -63,10 +63,12 @@ impl StorageIoCompanion {
     /// The phase's first reading; `None` for a store that keeps nothing on disk.
     pub(super) fn start(ctx: &super::ctx::PhaseCtx) -> Option<Self> {
         let caps = &ctx.adapter.capabilities;
-        // A server that keeps nothing on disk by default may be told to (Redis's
-        // `persistence`: RDB snapshots or an append-only file under its data directory).
-        let told_to_persist =
-            ctx.adapter.server.is_some() && !matches!(ctx.opts.str("persistence"), "" | "none");
+        // A managed server that keeps nothing on disk by default may be told to: Redis with an
+        // append-only file its own process writes. Its RDB snapshots are written by a child it
+        // forks, which is not counted, so `rdb` alone would read as no writes at all.
+        let told_to_persist = ctx.adapter.server.is_some()
+            && ctx.cluster.is_some()
+            && matches!(ctx.opts.str("persistence"), "aof" | "aof-always");
         if !(caps.persistent || told_to_persist) || !caps.stores_data {
             return None;
         }

@@ -219,13 +219,9 @@ fn inside_the_store(p: &PhaseSummary, m: &mut Vec<(String, f64)>) {
     if let Some(io) = &p.storage_io {
         put("write_amplification".into(), io.write_amplification);
         put("read_amplification".into(), io.read_amplification);
-        let over_kvmeter = match (io.write_bytes, io.kvmeter_write_bytes) {
-            (Some(w), Some(k)) if k > 0 => Some(w as f64 / k as f64),
-            _ => None,
-        };
         put(
             "write_amplification_over_kvmeter_bytes".into(),
-            over_kvmeter,
+            io.kvmeter_write_amplification,
         );
         put(
             "on_disk_mb".into(),

@@ -82,6 +82,13 @@ fn status_slot(s: Status) -> usize {
     }
 }
 
+/// Whether an operation's hit ratio means anything: a lookup's (READ, SCAN,
+/// READ-MODIFY-WRITE) always; another's only when some of its calls found no key (an UPDATE
+/// or DELETE of a key not there), since otherwise its "hits" are merely its successes.
+pub fn has_hit_ratio(op: &str, misses: u64) -> bool {
+    matches!(op, "READ" | "SCAN" | "READ-MODIFY-WRITE") || misses > 0
+}
+
 pub fn status_slot_name(i: usize) -> &'static str {
     match i {
         0 => "ok",

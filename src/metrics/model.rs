@@ -165,7 +165,8 @@ fn op_families(phases: &BTreeMap<Key, PhaseSeries>) -> Vec<Family<'_>> {
             bytes.samples.push(scalar(l(), s.bytes as f64));
             hits.samples.push(scalar(l(), s.hits() as f64));
             misses.samples.push(scalar(l(), s.misses() as f64));
-            if let Some(r) = s.hit_ratio() {
+            let lookup = crate::measure::has_hit_ratio(op, s.misses());
+            if let Some(r) = s.hit_ratio().filter(|_| lookup) {
                 hit_ratio.samples.push(scalar(l(), r));
             }
             if let Some(h) = &s.missed {

@@ -89,8 +89,9 @@ pub struct OpSummary {
     pub hits: u64,
     #[serde(default)]
     pub misses: u64,
-    /// hits / (hits + misses) of a lookup (READ, SCAN, READ-MODIFY-WRITE); null when there
-    /// was neither, and for writes, whose "hits" are only their successes.
+    /// hits / (hits + misses): of a lookup (READ, SCAN, READ-MODIFY-WRITE), or of a write
+    /// some of whose calls found no key; null otherwise (a write's "hits" are merely its
+    /// successes), and when there was neither.
     #[serde(default)]
     pub hit_ratio: Option<f64>,
     pub ops_per_s: f64,
@@ -112,6 +113,16 @@ pub struct OpSummary {
 const MISS_SLOT: usize = 1;
 
 impl OpSummary {
+    /// The summary of operation `name`: its hit ratio only where one means something
+    /// (`measure::has_hit_ratio`).
+    pub fn of(name: &str, o: &OpStats, seconds: f64) -> Self {
+        let mut s = OpSummary::from_stats(o, seconds);
+        if !crate::measure::has_hit_ratio(name, s.misses) {
+            s.hit_ratio = None;
+        }
+        s
+    }
+
     pub fn from_stats(o: &OpStats, seconds: f64) -> Self {
         let errors = (1..STATUS_SLOTS)
             .filter(|&i| o.statuses[i] > 0)
@@ -528,11 +539,8 @@ impl PhaseSummary {
         self.ops.clear();
         let (mut ops, mut errs, mut bytes) = (0u64, 0u64, 0u64);
         for (m, o) in stats.metrics() {
-            let mut op = OpSummary::from_stats(o, secs);
-            if !matches!(m.name(), "READ" | "SCAN" | "READ-MODIFY-WRITE") {
-                op.hit_ratio = None;
-            }
-            self.ops.insert(m.name().to_string(), op);
+            self.ops
+                .insert(m.name().to_string(), OpSummary::of(m.name(), o, secs));
             // Operations the store cannot do (N/A) stay listed with their count but are left
             // out of the phase's totals: they reached no store.
             if is_store_call(m) && !self.not_applicable.iter().any(|n| n == m.name()) {

@@ -2,7 +2,8 @@
 //! operation in KV stores requires several thousands of CPU cycles in the common path"): CPU
 //! time split by thread group, context switches, storage bytes, and cycles and instructions
 //! where counters exist — each the phase's own figure over the same measured window divided by
-//! its operations. No flag and no new sampling: telemetry, `storage_io` and `--counters` already
+//! its operations, but the storage bytes: the kernel counts them over the whole phase, so they
+//! are divided by the warm-up's operations as well. No flag and no new sampling: telemetry, `storage_io` and `--counters` already
 //! measured the numerators.
 //!
 //! A figure that cannot be had is absent from its map or null, with `unavailable` saying why.
@@ -109,8 +110,7 @@ fn derive_from(
     match storage_io {
         Some(io) => {
             let phase_ops = (ops + warmup_ops) as f64;
-            let net = io.device_write_bytes();
-            c.storage_write_bytes = net.map(|b| b as f64 / phase_ops);
+            c.storage_write_bytes = io.device_write_bytes().map(|b| b as f64 / phase_ops);
             c.storage_read_bytes = io.read_bytes.map(|b| b as f64 / phase_ops);
             if let Some(why) = &io.unavailable {
                 c.unavailable.insert("storage_bytes".into(), why.clone());

@@ -270,13 +270,14 @@ impl StoreStats {
         }
         // Work its counters could not give (RocksDB counts compactions only with timers, none
         // with statistics off) is counted from the events it logged, and says so.
-        for (counter, event) in [
-            ("flushes", "flush_finished"),
-            ("compactions", "compaction_finished"),
+        // A flush job may write more than one memtable, so the log's are counted as jobs.
+        for (counter, event, shown) in [
+            ("flushes", "flush_finished", "flush jobs"),
+            ("compactions", "compaction_finished", "compactions"),
         ] {
             let n = self.events.get(event).copied().unwrap_or(0);
             if n > 0 && !self.stats.contains_key(counter) {
-                work.push(format!("{counter} {n} (its log)"));
+                work.push(format!("{shown} {n} (its log)"));
             }
         }
         let mut first = vec![];

@@ -86,10 +86,14 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
         if p.warmup_seconds > 0.0 && (p.store_stats.is_some() || p.storage_io.is_some()) {
             // The store's counters and the kernel's bytes are read when the phase starts and
             // ends: the lines above are the whole phase's, unlike the rest of the table.
+            // A merged distributed phase, or an older kvmeter's, has no count of them.
+            let count = match p.warmup_operations {
+                0 => String::new(),
+                n => format!("{} ", group(n)),
+            };
             let _ = writeln!(
                 out,
-                "           (store and storage: the whole phase, the warm-up's {} operations included)",
-                group(p.warmup_operations)
+                "           (store and storage: the whole phase, the warm-up's {count}operations included)"
             );
         }
         if let Some(c) = &p.per_op {

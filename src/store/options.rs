@@ -4,10 +4,10 @@
 use crate::error::UsageError;
 use std::collections::BTreeMap;
 
-/// One option an adapter accepts, with its default and help (shown by `kvmeter stores`).
 /// The largest size a `_mb` option takes: 1 PiB.
 const MAX_MIB: u64 = 1 << 30;
 
+/// One option an adapter accepts, with its default and help (shown by `kvmeter stores`).
 pub struct OptSpec {
     pub name: &'static str,
     pub default: &'static str,
@@ -164,5 +164,19 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--store-opt a=x"));
+    }
+
+    #[test]
+    fn sizes_in_mib_stop_at_one_pib() {
+        let at = |v: &str| StoreOptions::parse("s", SPECS, &[format!("a={v}")]).unwrap();
+        assert_eq!(at("1073741824").mib("a").unwrap(), 1 << 30);
+        assert_eq!(at("0").mib("a").unwrap(), 0);
+        let err = at("1073741825").mib("a").unwrap_err().to_string();
+        assert!(
+            err.contains("a=1073741825: expected a size in MiB from 0 to 1073741824"),
+            "{err}"
+        );
+        assert!(at("0").positive_mib("a").is_err());
+        assert_eq!(at("1073741824").positive_mib("a").unwrap(), 1 << 30);
     }
 }

@@ -74,13 +74,20 @@ struct Settings {
 }
 
 fn settings(o: &StoreOptions) -> Result<Settings, UsageError> {
+    // PRAGMA cache_size reads a 32-bit count of KiB: past 2 TiB it would not be what was asked.
+    let cache_mb = o.mib("cache_mb")?;
+    if cache_mb > (i32::MAX as u64) >> 10 {
+        return Err(UsageError::new(format!(
+            "--store-opt cache_mb={cache_mb}: expected at most 2097151 (SQLite's cache_size is a 32-bit count of KiB)"
+        )));
+    }
     Ok(Settings {
         journal: o.choice(
             "journal_mode",
             &["wal", "delete", "truncate", "persist", "memory", "off"],
         )?,
         synchronous: o.choice("synchronous", &["off", "normal", "full", "extra"])?,
-        cache_kib: o.mib("cache_mb")?.saturating_mul(1024),
+        cache_kib: cache_mb * 1024,
         mmap_bytes: o.mib("mmap_mb")?.saturating_mul(1 << 20),
         busy_ms: o.u64("busy_timeout_ms")?,
     })

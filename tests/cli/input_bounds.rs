@@ -204,6 +204,23 @@ fn sizes_in_mib_that_would_wrap_are_one_line() {
             assert!(!out.exists(), "{given}: the run directory was created");
         }
     }
+    // SQLite's page cache is a 32-bit count of KiB: 2 TiB is its limit, said as such.
+    refused(
+        &[
+            "run",
+            "--store",
+            "sqlite",
+            "--store-opt",
+            "cache_mb=2097152",
+            "-P",
+            "workloadc",
+            "--records",
+            "10",
+            "--out",
+            t.path().join("sqlite-cache").to_str().unwrap(),
+        ],
+        "--store-opt cache_mb=2097152: expected at most 2097151 (SQLite's cache_size",
+    );
 }
 
 /// `kvmeter report` under RLIMIT_AS 1 GiB: exit status, or the signal that ended it.

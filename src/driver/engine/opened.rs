@@ -303,7 +303,7 @@ impl Opened {
                 .map(|(m, o)| {
                     (
                         m.name().to_string(),
-                        crate::report::OpSummary::from_stats(o, seconds),
+                        crate::report::OpSummary::of(m.name(), o, seconds),
                     )
                 })
                 .collect(),
