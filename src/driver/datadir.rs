@@ -195,6 +195,30 @@ impl DataDir {
     }
 
     /// Whether the store directory holds anything (data from an earlier load).
+    /// Whether any file under the store's directory holds a byte: a managed server makes its
+    /// own empty directories, which hold no data (a bounded walk: a store's directory is not
+    /// a tree of millions).
+    pub fn holds_files(&self) -> bool {
+        let mut stack = vec![self.root.join("store")];
+        let mut left = 100_000u32;
+        while let Some(d) = stack.pop() {
+            let Ok(rd) = fs::read_dir(&d) else { continue };
+            for e in rd.flatten() {
+                left = left.saturating_sub(1);
+                let Ok(m) = e.path().symlink_metadata() else {
+                    continue;
+                };
+                if (m.is_file() && m.len() > 0) || left == 0 {
+                    return true;
+                }
+                if m.is_dir() {
+                    stack.push(e.path());
+                }
+            }
+        }
+        false
+    }
+
     pub fn has_store_data(&self) -> bool {
         fs::read_dir(self.root.join("store"))
             .map(|mut e| e.next().is_some())

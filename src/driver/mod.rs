@@ -332,6 +332,9 @@ impl Run<'_> {
                 .warnings
                 .push(format!("phase {}: {w}", ps.name));
         }
+        if let Some(w) = ps.failure_warning() {
+            self.warn(w);
+        }
         if let Some(e) = &ps.error {
             errln!("error: phase {}: {e}", ps.name);
             self.summary

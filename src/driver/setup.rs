@@ -43,11 +43,15 @@ impl<'p> Run<'p> {
         if store::plugin::is_plugin(adapter.name) {
             store::plugin::crash::arm(rundir.root(), adapter.name);
         }
+        let held_files = data.holds_files();
         let (server, server_manifest) = match user_server {
             Some(m) => (None, Some(m)),
             None => start_server(plan, adapter, &mut opts, &data, &rundir)?,
         };
         warn_if_nothing_loaded(plan, adapter, &data);
+        if server.is_some() && !held_files {
+            warn_if_server_starts_empty(plan, adapter, &opts);
+        }
         let managed_pid = server.as_ref().map(|c| c.main().pid);
         if let Some(why) = super::reply_wait::resolve(&mut opts, managed_pid) {
             note(plan, format_args!("{why}"));
@@ -88,7 +92,18 @@ impl<'p> Run<'p> {
         rundir.write_json("manifest.json", &manifest)?;
         // Both status files from the start, so that every ending (a second Ctrl-C in the first
         // phase, SIGKILL) has a summary.json to mark, not only a manifest.
-        let summary = Summary::running(plan);
+        let mut summary = Summary::running(plan);
+        if let Some(c) = server.as_ref().filter(|c| c.members.len() > 1) {
+            // Telemetry follows one process: say so where its server figures are read, so a
+            // cluster's CPU per operation is not taken for all of its members'.
+            let line = format!(
+                "telemetry's server figures (CPU, RSS, context switches) are one process's, pid {}, of the {} that kvmeter started; the store's own statistics and storage I/O cover them all",
+                c.main().pid,
+                c.members.len()
+            );
+            errln!("WARNING: {line}");
+            summary.warnings.push(line);
+        }
         rundir.write_json("summary.json", &summary)?;
         let config = plan
             .telemetry_config(managed_pid, calibration.as_ref(), adapter.profile_symbols)
@@ -351,6 +366,33 @@ fn warn_if_nothing_loaded(plan: &Plan, adapter: &StoreKind, data: &DataDir) {
             );
         }
     }
+}
+
+/// A server kvmeter starts in a data directory with nothing in it holds no records: a plan that
+/// begins with a run phase reads keys no one loaded (a split load and run against a server that
+/// kept nothing, as memcached never does and Redis does only with `persistence`).
+fn warn_if_server_starts_empty(
+    plan: &Plan,
+    adapter: &StoreKind,
+    opts: &crate::store::StoreOptions,
+) {
+    let starts_with_run = plan
+        .phases
+        .first()
+        .is_some_and(|p| p.kind == PhaseKind::Run && p.replay.is_none());
+    if !starts_with_run {
+        return;
+    }
+    let persists = adapter.options.iter().any(|o| o.name == "persistence");
+    let keep = if persists && opts.str("persistence") == "none" {
+        "; --store-opt persistence=rdb or aof keeps them for a later run with the same --data-dir"
+    } else {
+        ""
+    };
+    errln!(
+        "warning: the {} server kvmeter starts holds no records and the plan has no load phase: reads will return NOT_FOUND (load and run in one command{keep})",
+        adapter.name
+    );
 }
 
 /// Says which telemetry sources are missing and which power source is used, and finds the

@@ -63,12 +63,11 @@ impl StorageIoCompanion {
     /// The phase's first reading; `None` for a store that keeps nothing on disk.
     pub(super) fn start(ctx: &super::ctx::PhaseCtx) -> Option<Self> {
         let caps = &ctx.adapter.capabilities;
-        // A managed server that keeps nothing on disk by default may be told to: Redis with an
-        // append-only file its own process writes. Its RDB snapshots are written by a child it
-        // forks, which is not counted, so `rdb` alone would read as no writes at all.
+        // A managed server that keeps nothing on disk by default may be told to: Redis with
+        // RDB snapshots or an append-only file (a snapshot's child counts once it has ended).
         let told_to_persist = ctx.adapter.server.is_some()
             && ctx.cluster.is_some()
-            && matches!(ctx.opts.str("persistence"), "aof" | "aof-always");
+            && matches!(ctx.opts.str("persistence"), "rdb" | "aof" | "aof-always");
         if !(caps.persistent || told_to_persist) || !caps.stores_data {
             return None;
         }
@@ -94,7 +93,7 @@ impl StorageIoCompanion {
                 let list: Vec<String> = pids.iter().map(|p| format!("/proc/{p}/io")).collect();
                 (
                     Subject::Servers { pids },
-                    format!("kernel: {} (the server's process; a child it forks to save, as Redis's BGSAVE does, is not counted)", list.join(" + ")),
+                    format!("kernel: {} (the server's process; a child it forks to save, as Redis's BGSAVE and AOF rewrite do, counts once it has ended: the kernel adds a reaped child's I/O to its parent's)", list.join(" + ")),
                     None,
                 )
             }

@@ -7,10 +7,12 @@
 //! throughput), as benchstat and critcmp do: testing every row and correcting for all of them
 //! made a 65× difference invisible (the smallest exact p with 4 + 4 runs is 0.029; fourteen
 //! rows multiply it past 0.05 at any run count people use). Family rows that cannot be tested
-//! (a zero, a constant, too few runs for the level) are left out of it and say why; the others
-//! are tested at α / k (Bonferroni: unlike Holm it has matching simultaneous intervals), and
-//! their verdict comes from the same procedure as their interval (stats::shift on log values),
-//! so "better" or "worse" ⇔ the printed interval of B/A excludes 1. Every other row is shown
+//! (0 on both sides, a constant, too few runs for the level) are left out of it and say why;
+//! the others are tested at α / k (Bonferroni: unlike Holm it has matching simultaneous
+//! intervals), and their verdict comes from the same procedure as their interval (stats::shift
+//! on log values), so "better" or "worse" ⇔ the printed interval of B/A excludes 1 — or, for a
+//! row with a 0 among its values (an error rate that was 0), which has no ratio, ⇔ the interval
+//! of B − A excludes 0 (`by_difference`). Every other row is shown
 //! with a 95 % interval and no verdict. A verdict also needs the estimate beyond `--noise`:
 //! run-to-run drift on a shared machine is real, and a 1 % shift is rarely worth a verdict.
 
@@ -361,10 +363,13 @@ fn describe(phase: &str, name: &str, higher: bool, asked: bool, a: Vec<f64>, b: 
     let ratio_of_medians = if ma != 0.0 { mb / ma } else { f64::NAN };
     let positive = a.iter().chain(&b).all(|x| *x > 0.0);
     let constant = a.iter().chain(&b).all(|x| *x == a[0]);
+    // A count or rate that is 0 on one side (no errors before, some after) has no ratio, but
+    // its runs can still be compared by difference (`test_family`).
+    let non_negative = a.iter().chain(&b).all(|x| *x >= 0.0);
     let why = if a.iter().chain(&b).all(|x| *x == 0.0) {
         Some("0 on both sides".to_string())
-    } else if !positive {
-        Some("a value is 0 or negative: no ratio".to_string())
+    } else if !non_negative {
+        Some("a value is negative: no ratio".to_string())
     } else if constant {
         Some("every value is the same".to_string())
     } else {
@@ -410,13 +415,15 @@ fn test_family(rows: &mut [Row], band: f64) -> (usize, usize) {
         .collect();
     let mut family = candidates.clone();
     let mut k = family.len().max(1);
+    // The level each left-out row could not reach: its own message, not the final family's.
+    let mut left_out: Vec<(usize, f64)> = vec![];
     loop {
-        let reach: Vec<usize> = family
+        let level = ALPHA / k as f64;
+        let (reach, miss): (Vec<usize>, Vec<usize>) = family
             .iter()
-            .copied()
-            .filter(|i| stats::min_p(rows[*i].a.len(), rows[*i].b.len()) <= ALPHA / k as f64)
-            .collect();
-        if reach.len() == family.len() {
+            .partition(|i| stats::min_p(rows[**i].a.len(), rows[**i].b.len()) <= level);
+        left_out.extend(miss.iter().map(|i| (*i, level)));
+        if miss.is_empty() {
             break;
         }
         family = reach;
@@ -426,17 +433,27 @@ fn test_family(rows: &mut [Row], band: f64) -> (usize, usize) {
     let needed = stats::runs_needed(alpha);
     for i in candidates {
         let r = &mut rows[i];
-        if !family.contains(&i) {
+        if let Some(&(_, level)) = left_out.iter().find(|(j, _)| *j == i) {
+            let metrics = (ALPHA / level).round() as usize;
+            let family_note = match metrics {
+                1 => String::new(),
+                m => format!(", the level of a family of {m} metrics"),
+            };
             r.verdict = format!(
-                "not tested: needs >= {needed} runs a side ({} + {} cannot reach p = {})",
+                "not tested: needs >= {} runs a side ({} + {} cannot reach p = {}{family_note})",
+                stats::runs_needed(level),
                 r.a.len(),
                 r.b.len(),
-                pct(alpha)
+                pct(level)
             );
             continue;
         }
-        let s = stats::shift(&ln(&r.a), &ln(&r.b), alpha);
         r.tested = true;
+        if r.a.iter().chain(&r.b).any(|x| *x == 0.0) {
+            by_difference(r, alpha, k);
+            continue;
+        }
+        let s = stats::shift(&ln(&r.a), &ln(&r.b), alpha);
         r.test = "exact Mann-Whitney, Hodges-Lehmann interval (log values)".into();
         r.ratio = s.estimate.exp();
         r.ratio_ci = s.ci.map(|c| (c.0.exp(), c.1.exp()));
@@ -455,6 +472,29 @@ fn test_family(rows: &mut [Row], band: f64) -> (usize, usize) {
         };
     }
     (family.len(), needed)
+}
+
+/// A row some of whose values are 0 (an error rate that was 0): no ratio to test, so the runs
+/// are compared by difference, B − A, at the same level; the relative noise band does not apply.
+fn by_difference(r: &mut Row, alpha: f64, k: usize) {
+    let s = stats::shift(&r.a, &r.b, alpha);
+    let signed = |x: f64| format!("{}{}", if x >= 0.0 { "+" } else { "" }, short(x));
+    let interval = s.ci.map_or(String::new(), |(lo, hi)| {
+        let level = pct((1.0 - alpha) * 100.0);
+        format!(", {level} % interval {} to {}", signed(lo), signed(hi))
+    });
+    r.test = format!(
+        "exact Mann-Whitney, Hodges-Lehmann difference (a value is 0: no ratio): B - A {}{interval}",
+        signed(s.estimate)
+    );
+    (r.ratio, r.ratio_ci, r.ci_level) = (r.ratio_of_medians, None, None);
+    (r.p, r.p_adjusted) = (Some(s.p), Some((s.p * k as f64).min(1.0)));
+    r.verdict = match (s.different, (s.estimate > 0.0) == r.higher_is_better) {
+        (false, _) => "no difference found",
+        (true, true) => "better",
+        (true, false) => "worse",
+    }
+    .into();
 }
 
 /// A number without trailing zeros: 0.05, 2.5, 0.0167.
@@ -503,7 +543,10 @@ impl Comparison {
             .rows
             .iter()
             .filter(|r| r.verdict == "worse")
-            .map(|r| format!("{}.{} is worse (B/A {:.3})", r.phase, r.metric, r.ratio))
+            .map(|r| match r.ratio.is_finite() {
+                true => format!("{}.{} is worse (B/A {:.3})", r.phase, r.metric, r.ratio),
+                false => format!("{}.{} is worse: {}", r.phase, r.metric, r.test),
+            })
             .collect();
         if !self.not_measured.is_empty() {
             why.push(format!(

@@ -256,6 +256,10 @@ impl StorageIo {
                     "unavailable: kvmeter's own counts leave out the load's warm-up".into(),
                 ),
                 (Ok(()), Some(_), Some(0)) => (None, "none: the load inserted nothing".into()),
+                (Ok(()), Some(0), Some(_)) => (
+                    None,
+                    "unavailable: nothing was on disk when the load ended (the store had not written its data yet: a Redis snapshot comes later)".into(),
+                ),
                 (Ok(()), Some(d), Some(w)) => (
                     Some(d as f64 / w as f64),
                     "size on disk at the phase's end / the values with field names this load inserted into an empty store (keys not counted)".into(),

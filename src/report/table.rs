@@ -498,7 +498,8 @@ fn telemetry_lines(t: &crate::telemetry::PhaseTelemetry) -> String {
         } else {
             out.push_str("; server");
         }
-        let _ = write!(out, " RSS {:.0} MB", p.rss_peak_mb);
+        // Memory is counted in MiB (the kernel's kB / 1024), unlike bytes moved (MB, 10^6).
+        let _ = write!(out, " RSS {:.0} MiB", p.rss_peak_mb);
     }
     out.push('\n');
     match (&t.disk_device, &t.disk) {

@@ -74,6 +74,16 @@ fn etcd_leader_kill_shows_the_gap_and_the_run_recovers() {
         assert!(out.join(mm["log"].as_str().unwrap()).is_file());
     }
     assert_eq!(m["store"]["server"]["replication"]["quorum"], "2");
+    // Telemetry's server figures follow one of the three: said where they are read.
+    let said = "telemetry's server figures (CPU, RSS, context switches) are one process's, pid ";
+    let of = "of the 3 that kvmeter started";
+    let warned = |w: &str| w.contains(said) && w.contains(of);
+    assert!(stderr.lines().any(warned), "{stderr}");
+    let warnings = s["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| warned(w.as_str().unwrap())),
+        "{warnings:?}"
+    );
     assert!(all_gone(&member_pids(&m)));
     // The restarted member lived twice.
     let lives: Vec<i64> = members

@@ -214,6 +214,59 @@ mod quiet {
             "{r}"
         );
         assert!(String::from_utf8_lossy(&o.stdout).contains("needs >= 4 runs a side"));
+        // No errors on A, half the calls failed on B: no ratio, but a difference, which is
+        // tested and fails the gate (it was "not tested: a value is 0", whatever B said).
+        for (i, r) in small.iter().enumerate() {
+            let e = d.join(format!("errs/r{i}"));
+            copy_dir(r, &e);
+            let mut v = json(&e.join("summary.json"));
+            for ph in v["phases"].as_array_mut().unwrap() {
+                if ph["name"] == "run" {
+                    ph["errors"] = (ph["operations"].as_u64().unwrap() / 2).into();
+                }
+            }
+            std::fs::write(
+                e.join("summary.json"),
+                serde_json::to_string_pretty(&v).unwrap(),
+            )
+            .unwrap();
+        }
+        let errs: Vec<std::path::PathBuf> = (0..small.len())
+            .map(|i| d.join(format!("errs/r{i}")))
+            .collect();
+        let errs: Vec<&Path> = errs.iter().map(|p| p.as_path()).collect();
+        let o = compare(
+            d,
+            &small,
+            &errs,
+            &["--metric", "error_rate", "--fail-on-regression"],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        let c = json(&results(d, &o).join("compare.json"));
+        let r = row(&c, "run", "error_rate");
+        assert_eq!(r["verdict"], "worse", "{r}");
+        assert!(r["test"].as_str().unwrap().contains("B - A +0.50"), "{r}");
+        assert!(
+            err.contains("run.error_rate is worse: exact Mann-Whitney"),
+            "{err}"
+        );
+
+        // Two metrics with 4 runs a side: each is tested at 0.05 / 2, which 4 + 4 cannot reach
+        // (2/70 = 0.029 at best); the rows say so, and not that 0.05 is out of reach.
+        let o = compare(
+            d,
+            &small[..4],
+            &large[..4],
+            &["--metric", "ops_per_s", "--metric", "p99_us"],
+        );
+        let c = json(&results(d, &o).join("compare.json"));
+        let r = row(&c, "run", "ops_per_s");
+        assert_eq!(
+            r["verdict"],
+            "not tested: needs >= 5 runs a side (4 + 4 cannot reach p = 0.025, the level of a family of 2 metrics)",
+            "{r}"
+        );
 
         // Two calls in the same second: two directories, both complete, nothing overwritten.
         let spawn = || {

@@ -534,3 +534,83 @@ fn memcached_misses_are_answers_counted_against_the_servers_stats() {
         "{ycsb}"
     );
 }
+
+/// A run phase alone against a server kvmeter starts in an empty data directory reads keys
+/// nobody loaded: memcached keeps nothing across restarts, and says so before the run; a Redis
+/// told to keep an RDB snapshot reloads what the load before it wrote, and no warning is given.
+#[test]
+fn a_run_alone_against_a_server_that_starts_empty_is_warned_of() {
+    let run = |args: &[&str], data: &std::path::Path| {
+        let t = tempfile::tempdir().unwrap();
+        let o = kvmeter()
+            .args(["run", "-P", "workloadc", "--records", "500", "--ops", "500"])
+            .args(args)
+            .arg("--data-dir")
+            .arg(data)
+            .arg("--out")
+            .arg(t.path().join("run"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let s = json(&t.path().join("run/summary.json"));
+        (String::from_utf8_lossy(&o.stderr).into_owned(), s)
+    };
+    let warning = "server kvmeter starts holds no records and the plan has no load phase";
+    let t = tempfile::tempdir().unwrap();
+    let (err, s) = run(
+        &["--store", "memcached", "--phase", "run"],
+        &t.path().join("mc"),
+    );
+    assert!(
+        err.contains(&format!("warning: the memcached {warning}")),
+        "{err}"
+    );
+    assert_eq!(phase(&s, "run")["ops"]["READ"]["misses"], 500);
+    let rdb = ["--store", "redis", "--store-opt", "persistence=rdb"];
+    let data = t.path().join("redis");
+    run(&[&rdb[..], &["--phase", "load"]].concat(), &data);
+    let (err, s) = run(&[&rdb[..], &["--phase", "run"]].concat(), &data);
+    assert!(!err.contains(warning), "{err}");
+    assert_eq!(phase(&s, "run")["ops"]["READ"]["hits"], 500);
+}
+
+/// A phase most of whose calls failed says so (on stderr and in the summary's warnings), with
+/// what succeeded: its throughput counts every call, as YCSB's does. memcached with 2 MiB and
+/// `-M` refuses what does not fit; its own item count says how many inserts it kept.
+#[test]
+fn a_phase_whose_calls_mostly_failed_says_so_and_what_succeeded() {
+    let (_mc, port) = common::servers::Launch::memcached()
+        .args(&["-m", "2", "-I", "512k", "-M"])
+        .start();
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    let o = kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloada",
+            "--store",
+            "memcached",
+            "--phase",
+            "load",
+        ])
+        .args(["--store-opt", &format!("addr=127.0.0.1:{port}")])
+        .args(["--records", "5000", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let kept = servers::mc_stats(port)["curr_items"];
+    let failed = 5000 - kept;
+    assert!(failed >= 50, "memcached kept {kept} of 5000");
+    let s = json(&out.join("summary.json"));
+    let want = format!("phase load: {failed} of 5000 calls failed (");
+    assert!(stderr.contains(&format!("WARNING: {want}")), "{stderr}");
+    let warnings = s["warnings"].as_array().unwrap();
+    let w = warnings
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|w| w.starts_with(&want))
+        .unwrap_or_else(|| panic!("{warnings:?}"));
+    assert!(w.contains("ops/s succeeded"), "{w}");
+}

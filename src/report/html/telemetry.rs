@@ -89,7 +89,7 @@ fn groups(power: &str) -> [Group<'_>; 6] {
         g(
             "memory",
             "memory",
-            "MB",
+            "MiB",
             &[
                 ("mem_used_mb", "used"),
                 ("mem_dirty_mb", "dirty"),
