@@ -200,7 +200,11 @@ fn energy(ps: &mut PhaseSummary, idle: Option<&(f64, String)>) {
     let Some(t) = ps.telemetry.as_ref() else {
         return;
     };
-    if let Some(p) = t.power.as_ref() {
+    // The model's power is a function of the CPU share: a window too short for a share has
+    // no estimate either (the terminal says `ESTIMATE not given`; so does the summary, by
+    // its absence beside telemetry's `unavailable.cpu`).
+    let no_share = t.cpu.is_none() && t.unavailable.contains_key("cpu");
+    if let Some(p) = t.power.as_ref().filter(|p| !(p.estimate && no_share)) {
         // The energy window is telemetry's, which matches the measured window.
         ps.energy = Some(report::Energy::derive(
             p,

@@ -9,6 +9,11 @@ use crate::common;
 use common::*;
 
 fn run(args: &[&str]) -> String {
+    run_with_summary(args).0
+}
+
+/// As `run`, with the run's summary.json.
+fn run_with_summary(args: &[&str]) -> (String, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let o = kvmeter()
         .arg("run")
@@ -24,7 +29,7 @@ fn run(args: &[&str]) -> String {
         "{}\n{stdout}",
         String::from_utf8_lossy(&o.stderr)
     );
-    stdout
+    (stdout, json(&dir.path().join("r/summary.json")))
 }
 
 /// (name, value) pairs of "name v, name v".
@@ -41,7 +46,7 @@ fn parts(group: &str) -> Vec<(String, f64)> {
 #[test]
 fn a_phase_of_a_few_milliseconds_says_it_has_too_few_samples() {
     // 200 inserts and 300 operations on the embedded store: each phase takes milliseconds.
-    let out = run(&["--records", "200", "--ops", "300"]);
+    let (out, summary) = run_with_summary(&["--records", "200", "--ops", "300"]);
     let cpu: Vec<&str> = out.lines().filter(|l| l.starts_with("  cpu ")).collect();
     assert_eq!(cpu.len(), 2, "{out}");
     for l in cpu {
@@ -62,6 +67,15 @@ fn a_phase_of_a_few_milliseconds_says_it_has_too_few_samples() {
             l.contains("ESTIMATE not given") || !l.contains("ESTIMATE"),
             "{l}"
         );
+    }
+    // And the summary gives none that the terminal does not: a measured meter's energy stays.
+    for p in summary["phases"].as_array().unwrap() {
+        let estimated = p["telemetry"]["power"]["estimate"]
+            .as_bool()
+            .unwrap_or(false);
+        if estimated && p["telemetry"]["cpu"].is_null() {
+            assert!(p["energy"].is_null(), "{}", p["energy"]);
+        }
     }
 }
 
