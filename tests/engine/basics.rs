@@ -569,7 +569,13 @@ fn a_killed_and_restarted_managed_redis_is_a_fault_the_engine_lives_through() {
     // Down from the kill to the restart's first answer: at least the 500 ms it was dead.
     let down = f["unavailable_s"].as_f64().unwrap();
     assert!((0.5..3.0).contains(&down), "{f}");
-    assert!(f["errors"]["io"].as_u64().unwrap() > 0, "{f}");
+    // Calls in flight at the kill fail: as I/O errors mostly, as timeouts when the engine's
+    // thread was off the CPU then (CI runs four tests at once on two).
+    let failed: u64 = f["errors"]
+        .as_object()
+        .map(|m| m.values().filter_map(|v| v.as_u64()).sum())
+        .unwrap_or(0);
+    assert!(failed > 0, "{f}");
     // Every connection was opened again on the restarted server, and reads went on.
     assert!(
         run["engine"]["reconnects"].as_u64().unwrap() >= 40,
