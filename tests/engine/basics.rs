@@ -569,8 +569,8 @@ fn a_killed_and_restarted_managed_redis_is_a_fault_the_engine_lives_through() {
     // Down from the kill to the restart's first answer: at least the 500 ms it was dead.
     let down = f["unavailable_s"].as_f64().unwrap();
     assert!((0.5..3.0).contains(&down), "{f}");
-    // Calls in flight at the kill fail: as I/O errors mostly, as timeouts when the engine's
-    // thread was off the CPU then (CI runs four tests at once on two).
+    // Calls in flight at the kill fail: as I/O errors here when run alone; in one CI run
+    // (four tests at once on two CPUs) none was an I/O error, so any kind counts.
     let failed: u64 = f["errors"]
         .as_object()
         .map(|m| m.values().filter_map(|v| v.as_u64()).sum())
