@@ -94,19 +94,25 @@ impl<'p> Run<'p> {
         // phase, SIGKILL) has a summary.json to mark, not only a manifest.
         let mut summary = Summary::running(plan);
         if let Some(c) = server.as_ref().filter(|c| c.members.len() > 1) {
-            // Telemetry follows one process: say so where its server figures are read, so a
-            // cluster's CPU per operation is not taken for all of its members'.
-            let line = format!(
-                "telemetry's server figures (CPU, RSS, context switches) are one process's, pid {}, of the {} that kvmeter started; the store's own statistics and storage I/O cover them all",
-                c.main().pid,
-                c.members.len()
-            );
-            errln!("WARNING: {line}");
-            summary.warnings.push(line);
+            // Telemetry sums every member (`telemetry::server`); a profile follows one.
+            if plan.profile_hz.is_some() {
+                let line = format!(
+                    "--profile follows one server process, pid {} ({}), of the {} that kvmeter started; telemetry's server CPU, RSS and switches sum them all",
+                    c.main().pid,
+                    c.members[0].label(),
+                    c.members.len()
+                );
+                errln!("WARNING: {line}");
+                summary.warnings.push(line);
+            }
         }
         rundir.write_json("summary.json", &summary)?;
         let config = plan
-            .telemetry_config(managed_pid, calibration.as_ref(), adapter.profile_symbols)
+            .telemetry_config(
+                server.as_ref().map(|c| c.live_pids()).unwrap_or_default(),
+                calibration.as_ref(),
+                adapter.profile_symbols,
+            )
             .map(|c| profile_user_server(c, adapter, &opts));
         let telemetry = start_telemetry(config, &rundir, &manifest, run_t0)?;
         let idle = telemetry

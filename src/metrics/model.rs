@@ -79,7 +79,7 @@ pub const TOTALS: &[(&str, &str)] = &[
     ),
     (
         "kvmeter_server_cpu_seconds",
-        "CPU seconds (user + system) of the store's server process since it started, where kvmeter knows its pid (a server it manages).",
+        "CPU seconds (user + system) of the store's server processes since they started, every member of a server kvmeter manages summed (a member that was killed keeps what it had used at its last sample).",
     ),
 ];
 

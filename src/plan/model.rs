@@ -270,21 +270,26 @@ impl Plan {
 
     /// What telemetry samples in this run (`None`: turned off with --telemetry-interval 0).
     /// A calibrated power model replaces the default one; `--power-model` wins over both.
-    /// `store_symbols`: the store's `StoreKind::profile_symbols` (`--profile`).
+    /// `store_symbols`: the store's `StoreKind::profile_symbols` (`--profile`). `server_pids`:
+    /// a managed server's members (`Cluster::live_pids`); a profile follows the first.
     pub fn telemetry_config(
         &self,
-        server_pid: Option<u32>,
+        server_pids: Vec<std::sync::Arc<std::sync::atomic::AtomicU32>>,
         calibration: Option<&crate::calibrate::Calibration>,
         store_symbols: &[&str],
     ) -> Option<crate::telemetry::Config> {
         if self.telemetry_interval.is_zero() {
             return None;
         }
+        let server_pid = server_pids
+            .first()
+            .map(|p| p.load(std::sync::atomic::Ordering::Relaxed))
+            .filter(|&p| p != 0);
         Some(crate::telemetry::Config {
             interval: self.telemetry_interval,
             disk: self.disk.clone(),
             pid: std::process::id(),
-            server_pid,
+            server_pids,
             root: crate::telemetry::procfs::Root::system(),
             power: self.power.clone(),
             model: match calibration.and_then(|c| c.model.clone()) {

@@ -493,10 +493,12 @@ fn telemetry_lines(t: &crate::telemetry::PhaseTelemetry) -> String {
         }
     }
     if let Some(p) = &t.server {
+        out.push_str("; server");
+        if let Some(n) = p.processes.filter(|&n| n > 1) {
+            let _ = write!(out, " ({n} processes)");
+        }
         if too_few.is_none() {
-            let _ = write!(out, "; server {:.0} % of a CPU,", p.cpu_pct);
-        } else {
-            out.push_str("; server");
+            let _ = write!(out, " {:.0} % of a CPU,", p.cpu_pct);
         }
         // Memory is counted in MiB (the kernel's kB / 1024), unlike bytes moved (MB, 10^6).
         let _ = write!(out, " RSS {:.0} MiB", p.rss_peak_mb);

@@ -190,10 +190,16 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// The member the pid of telemetry's process figures follows: the first (primary, first
-    /// etcd member, the single server).
+    /// The first member (primary, first etcd member, the single server): the one a profile
+    /// follows and the reply-wait choice looks at.
     pub fn main(&self) -> &Managed {
         &self.members[0].server
+    }
+
+    /// Every member's current pid (0 while it is down), in member order, the main first:
+    /// telemetry sums the server figures over them and follows each restart.
+    pub fn live_pids(&self) -> Vec<std::sync::Arc<std::sync::atomic::AtomicU32>> {
+        self.members.iter().map(|m| m.server.live_pid()).collect()
     }
 
     /// Member `i` answers the store's own ping (`ServerSpec::ping`, found by the store's name).

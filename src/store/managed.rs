@@ -21,6 +21,8 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub struct Managed {
@@ -40,6 +42,9 @@ pub struct Managed {
     pub lives: u32,
     /// CPUs it is pinned to (`--store-opt cpus=`); empty: not pinned.
     pub cpus: Vec<usize>,
+    /// The pid of its current life, 0 while none runs: shared with telemetry, which follows a
+    /// restarted server to its new process (`pid` above keeps the last life's, for the manifest).
+    live_pid: Arc<AtomicU32>,
 }
 /// The binary on PATH (and /usr/sbin, where some packages put daemons).
 pub fn find_binary(name: &str) -> Option<PathBuf> {
@@ -236,6 +241,7 @@ impl Managed {
         let mut command = vec![bin];
         command.extend(args);
         Ok(Managed {
+            live_pid: Arc::new(AtomicU32::new(child.id())),
             pid: child.id(),
             child: Some(child),
             name,
@@ -301,6 +307,12 @@ impl Managed {
         tail(&self.log, n)
     }
 
+    /// The pid of its current life (0 while it is not running), kept current across kills
+    /// and restarts: what telemetry reads each sample.
+    pub fn live_pid(&self) -> Arc<AtomicU32> {
+        self.live_pid.clone()
+    }
+
     /// CPU seconds used by every life of this server so far.
     pub fn cpu_seconds(&self) -> f64 {
         let now = self
@@ -327,6 +339,7 @@ impl Managed {
     pub fn kill(&mut self) -> anyhow::Result<()> {
         self.cpu_before = self.cpu_seconds();
         self.signal(libc::SIGKILL)?;
+        self.live_pid.store(0, Ordering::Relaxed);
         if let Some(mut c) = self.child.take() {
             c.wait()?;
         }
@@ -362,6 +375,7 @@ impl Managed {
             &self.cpus,
         )?;
         self.pid = child.id();
+        self.live_pid.store(child.id(), Ordering::Relaxed);
         self.child = Some(child);
         self.lives += 1;
         Ok(())
@@ -373,6 +387,7 @@ impl Managed {
         let Some(mut child) = self.child.take() else {
             return Ok("already stopped".into());
         };
+        self.live_pid.store(0, Ordering::Relaxed);
         if let Some(s) = child.try_wait()? {
             return Ok(format!("had already exited ({s})"));
         }

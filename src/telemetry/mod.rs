@@ -14,6 +14,7 @@ pub mod power;
 pub mod procfs;
 pub mod profile;
 mod sampler;
+mod server;
 mod sources;
 mod window;
 
@@ -39,8 +40,10 @@ pub struct Config {
     pub disk: Option<String>,
     /// The process whose CPU, memory and I/O are the store's (kvmeter itself for embedded stores).
     pub pid: u32,
-    /// A managed or local server process measured alongside (its CPU and memory).
-    pub server_pid: Option<u32>,
+    /// The processes of a server kvmeter started, measured alongside and summed (their CPU,
+    /// memory, switches and I/O): one slot per member, kept current across restarts, 0 while
+    /// a member is down (`store::managed::Managed::live_pid`).
+    pub server_pids: Vec<Arc<std::sync::atomic::AtomicU32>>,
     pub root: Root,
     pub power: power::Choice,
     pub model: power::Model,
@@ -68,7 +71,12 @@ pub struct PowerFigures {
 /// Process figures over a window.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ProcessFigures {
+    /// The process's pid; for a server of several processes, the first member's.
     pub pid: u32,
+    /// A server's processes summed into these figures (every member of a cluster, at the
+    /// window's end); absent for kvmeter's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u32>,
     /// CPU time of the process as % of one CPU (200 = two CPUs busy).
     pub cpu_pct: f64,
     /// The same, split by thread group (the harness's workers against the store's threads).
@@ -168,7 +176,7 @@ pub struct Latest {
     pub watts: Option<f64>,
     /// The measured process's CPU seconds (user + system) since it started: a counter.
     pub process_cpu_seconds: Option<f64>,
-    /// The same for the server process, where kvmeter knows its pid (a managed server).
+    /// The same for a managed server's processes, summed over its members (`server.rs`).
     pub server_cpu_seconds: Option<f64>,
 }
 
@@ -421,7 +429,7 @@ mod tests {
             interval: Duration::from_millis(100),
             disk: Some("sda".into()),
             pid: 42,
-            server_pid: None,
+            server_pids: vec![],
             root: Root(t.path().to_path_buf()),
             power: power::Choice::None,
             model: power::Model::default(),
@@ -520,7 +528,7 @@ mod tests {
             interval: Duration::from_millis(20),
             disk: None,
             pid: std::process::id(),
-            server_pid: None,
+            server_pids: vec![],
             root: Root::system(),
             power: power::Choice::Estimate,
             model: power::Model::default(),

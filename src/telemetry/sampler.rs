@@ -149,7 +149,7 @@ pub(super) fn sampler(
         threads_csv,
         latest,
     } = files;
-    let mut prev = src.snapshot();
+    let mut prev = src.series_snapshot();
     let mut next = t0 + interval;
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -161,7 +161,7 @@ pub(super) fn sampler(
         if next < now {
             next = now + interval; // fell behind (suspended, overloaded): skip, never burst
         }
-        let cur = src.snapshot();
+        let cur = src.series_snapshot();
         let watts = match (prev.energy, cur.energy) {
             (Some(a), Some(b)) => crate::telemetry::power::watts_between(a, b),
             _ => None,

@@ -15,7 +15,9 @@ pub(super) struct Snapshot {
     pub(super) cpu: Option<(CpuTimes, Vec<CpuTimes>)>,
     pub(super) disk: Option<DiskCounters>,
     pub(super) process: Option<ProcSample>,
+    /// Every server process summed (`server.rs`), and how many there were.
     pub(super) server: Option<ProcSample>,
+    pub(super) server_processes: u32,
     pub(super) threads: Vec<(u32, String, u64)>,
     pub(super) psi: [(Option<u64>, Option<u64>); 3],
     /// The meter's cumulative joules and the instant (its own) they run up to.
@@ -29,7 +31,7 @@ pub(super) struct Sources {
     pub(super) root: Root,
     pub(super) disk: Option<String>,
     pub(super) pid: u32,
-    pub(super) server_pid: Option<u32>,
+    pub(super) server: super::server::ServerProcesses,
     pub(super) page_size: u64,
     pub(super) ticks_per_s: f64,
     pub(super) unavailable: BTreeMap<String, String>,
@@ -127,15 +129,30 @@ impl Sources {
             root,
             disk,
             pid: cfg.pid,
-            server_pid: cfg.server_pid,
+            server: super::server::ServerProcesses::new(cfg.server_pids.clone()),
             page_size: page_size.max(1) as u64,
             ticks_per_s: ticks.max(1) as f64,
             unavailable,
         }
     }
 
+    /// Every counter, for a window's start or end.
     pub(super) fn snapshot(&self) -> Snapshot {
+        self.read(true)
+    }
+
+    /// A row of the series: the server's context switches are not summed over its threads
+    /// (no column shows them; a cluster's many threads would make each sample cost more).
+    pub(super) fn series_snapshot(&self) -> Snapshot {
+        self.read(false)
+    }
+
+    fn read(&self, all_switches: bool) -> Snapshot {
         let r = &self.root;
+        let (server, server_processes) = match self.server.sample(r, self.page_size, all_switches) {
+            Some((s, n)) => (Some(s), n),
+            None => (None, 0),
+        };
         // Energy comes with the meter's own instant: power is energy over the meter's time
         // (`power::watts_between`), never over this snapshot's.
         let energy = self
@@ -164,14 +181,8 @@ impl Sources {
                 }
                 p
             }),
-            server: self.server_pid.and_then(|pid| {
-                read_process(r, pid, self.page_size).map(|mut p| {
-                    if let Some((v, i)) = thread_switches(r, pid) {
-                        (p.voluntary_cs, p.involuntary_cs) = (v, i);
-                    }
-                    p
-                })
-            }),
+            server,
+            server_processes,
             threads: read_threads(r, self.pid),
             psi: PSI.map(|p| {
                 r.read(&format!("proc/pressure/{p}"))

@@ -54,6 +54,7 @@ impl ProcessFigures {
         let per_s = |p: u64, q: u64| counter_delta(p, q) as f64 / secs;
         ProcessFigures {
             pid,
+            processes: None,
             cpu_pct: counter_delta(x.cpu_ticks, y.cpu_ticks) as f64 / ticks_per_s / secs * 100.0,
             cpu_pct_by_thread,
             rss_peak_mb: rss_peak.max(y.rss_bytes) as f64 / 1048576.0,
@@ -169,16 +170,18 @@ pub(super) fn window(s: &Sources, a: &Snapshot, b: &Snapshot, o: Observed) -> Ph
             by_thread,
         ));
     }
-    if let (Some(x), Some(y), Some(pid)) = (&a.server, &b.server, s.server_pid) {
-        t.server = Some(ProcessFigures::between(
-            pid,
+    if let (Some(x), Some(y)) = (&a.server, &b.server) {
+        let mut f = ProcessFigures::between(
+            s.server.first_pid().unwrap_or(0),
             x,
             y,
             secs,
             s.ticks_per_s,
             x.rss_bytes,
             BTreeMap::new(),
-        ));
+        );
+        f.processes = Some(b.server_processes);
+        t.server = Some(f);
     }
     if let (Some(ca), Some(cb)) = (&a.counters, &b.counters) {
         t.counters = Some(counters::figures(ca, cb, s.counters_kernel));

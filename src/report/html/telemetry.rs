@@ -59,7 +59,7 @@ fn groups(power: &str) -> [Group<'_>; 6] {
             &[
                 ("cpu_busy_pct", "machine busy"),
                 ("proc_cpu_pct", "kvmeter process"),
-                ("server_cpu_pct", "server process"),
+                ("server_cpu_pct", "server processes"),
             ],
         ),
         g(
