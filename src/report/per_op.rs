@@ -38,6 +38,12 @@ pub struct PerOp {
     /// exists).
     pub cycles: Option<f64>,
     pub instructions: Option<f64>,
+    /// The kernel's software counters of kvmeter's process (`--counters`: perf's page faults
+    /// and CPU migrations, which every kernel has, PMU or not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_faults: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_migrations: Option<f64>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub unavailable: BTreeMap<String, String>,
 }
@@ -154,7 +160,7 @@ impl PerOp {
             parts.push(format!("server CPU {us:.1} µs"));
         }
         if let Some(cs) = self.context_switches {
-            parts.push(format!("{cs:.3} context switches"));
+            parts.push(format!("{} context switches", small(cs)));
         }
         if let (Some(w), Some(r)) = (self.storage_write_bytes, self.storage_read_bytes) {
             parts.push(format!("storage writes {w:.0} B, reads {r:.0} B"));
@@ -165,10 +171,35 @@ impl PerOp {
         if let Some(i) = self.instructions {
             parts.push(format!("{i:.0} instructions"));
         }
+        if let (Some(f), Some(m)) = (self.page_faults, self.cpu_migrations) {
+            parts.push(format!(
+                "{} page faults, {} CPU migrations",
+                small(f),
+                small(m)
+            ));
+        }
+        // Asked for with --counters and not had: say so where the cycles would be (the reason
+        // up to its advice, which summary.json keeps whole).
+        match self.unavailable.get("cycles") {
+            Some(why) if self.cycles.is_none() && !why.contains("only with --counters") => {
+                let why = why.split(" (").next().unwrap_or(why);
+                parts.push(format!("cycles {why}"));
+            }
+            _ => {}
+        }
         if parts.is_empty() {
             return String::new();
         }
         format!("  per op   {}\n", parts.join("; "))
+    }
+}
+
+/// A count per operation that may be far below one: three significant digits, not 0.000.
+fn small(x: f64) -> String {
+    if x == 0.0 || x >= 0.1 {
+        format!("{x:.3}")
+    } else {
+        format!("{x:.2e}")
     }
 }
 
@@ -200,6 +231,8 @@ fn counted(t: &PhaseTelemetry, c: &mut PerOp, per: impl Fn(f64) -> f64) {
     };
     c.cycles = k.counts.get("cycles").map(|&n| per(n));
     c.instructions = k.counts.get("instructions").map(|&n| per(n));
+    c.page_faults = k.counts.get("page-faults").map(|&n| per(n));
+    c.cpu_migrations = k.counts.get("cpu-migrations").map(|&n| per(n));
     if c.cycles.is_none() {
         let why = t
             .unavailable
@@ -214,6 +247,31 @@ fn counted(t: &PhaseTelemetry, c: &mut PerOp, per: impl Fn(f64) -> f64) {
 mod tests {
     use super::*;
     use crate::telemetry::ProcessFigures;
+
+    #[test]
+    fn the_line_keeps_small_counts_and_says_why_cycles_are_missing() {
+        let mut c = PerOp {
+            context_switches: Some(1.6e-5),
+            page_faults: Some(0.34),
+            cpu_migrations: Some(0.0),
+            ..Default::default()
+        };
+        c.unavailable.insert(
+            "cycles".into(),
+            "unavailable: no hardware counter for it (in a VM, enable the virtual PMU)".into(),
+        );
+        assert_eq!(
+            c.line(),
+            "  per op   1.60e-5 context switches; 0.340 page faults, 0.000 CPU migrations; cycles unavailable: no hardware counter for it\n"
+        );
+        // Without --counters nothing is said of cycles: they were not asked for.
+        c.unavailable.insert(
+            "cycles".into(),
+            "unavailable: counted only with --counters".into(),
+        );
+        c.page_faults = None;
+        assert_eq!(c.line(), "  per op   1.60e-5 context switches\n");
+    }
 
     #[test]
     fn per_operation_figures_divide_the_window_totals() {

@@ -205,7 +205,7 @@ mod quiet {
     fn telemetry_series_and_phase_figures_in_a_real_run() {
         let t = tempfile::tempdir().unwrap();
         let out = t.path().join("tel");
-        kvmeter()
+        let a = kvmeter()
             .args([
                 "run",
                 "-P",
@@ -228,6 +228,7 @@ mod quiet {
             .arg(&out)
             .assert()
             .success();
+        let stdout = String::from_utf8_lossy(&a.get_output().stdout).into_owned();
         let s = json(&out.join("summary.json"));
         validate("summary.schema.json", &s);
         let tel = &phase(&s, "run")["telemetry"];
@@ -262,6 +263,29 @@ mod quiet {
         assert_eq!(
             tel["counters"]["ipc"].is_null(),
             tel["counters"]["counts"]["cycles"].is_null()
+        );
+        // The software counters per operation, on the terminal too; where the cycles could not
+        // be counted, the per-op line says so rather than leaving them out in silence.
+        let run = phase(&s, "run");
+        let ops = run["operations"].as_f64().unwrap();
+        let faults = tel["counters"]["counts"]["page-faults"].as_f64().unwrap();
+        let per_op = run["per_op"]["page_faults"].as_f64().unwrap();
+        assert!(
+            (per_op - faults / ops).abs() <= 1e-12 * faults.max(1.0),
+            "{per_op}"
+        );
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with("per op"))
+            .unwrap_or_else(|| panic!("{stdout}"));
+        assert!(
+            line.contains(" page faults, ") && line.contains(" CPU migrations"),
+            "{line}"
+        );
+        assert_eq!(
+            line.contains("cycles unavailable: "),
+            tel["counters"]["counts"]["cycles"].is_null(),
+            "{line}"
         );
         let csv = std::fs::read_to_string(out.join("telemetry.csv")).unwrap();
         let width = csv.lines().next().unwrap().split(',').count();
