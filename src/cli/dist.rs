@@ -54,7 +54,7 @@ pub(super) fn agent(a: AgentArgs) -> anyhow::Result<i32> {
 pub(super) fn run(command: DistCommand) -> anyhow::Result<i32> {
     match command {
         DistCommand::Merge { dirs, out, store } => {
-            crate::distributed::merge::offline(&dirs, out, store)
+            crate::distributed::offline::offline(&dirs, out, store)
         }
         DistCommand::Run(a) => {
             crate::distributed::coordinator::run(crate::distributed::coordinator::Settings {

@@ -34,6 +34,7 @@ pub mod agent;
 pub mod coordinator;
 pub mod keys;
 pub mod merge;
+pub mod offline;
 pub mod placement;
 pub mod relay;
 pub mod seal;

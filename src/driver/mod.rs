@@ -34,6 +34,7 @@ mod test_panic;
 mod worker;
 
 pub use ctx::empty_summary;
+pub use progress::store_calls;
 pub(crate) use setup::check_user_server;
 
 use crate::antagonist::io::IoAntagonists;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// Store calls in `stats`, as the table counts them: CLEANUP and VERIFY are bookkeeping, and
 /// an RMW is its read and its update (issue 40 item 11).
-pub(super) fn store_calls(stats: &Stats) -> u64 {
+pub fn store_calls(stats: &Stats) -> u64 {
     stats
         .metrics()
         .filter(|(m, _)| crate::report::is_store_call(*m))

@@ -614,12 +614,14 @@ fn embedded_stores_storage_io_is_summed_over_agents() {
         "workloada",
         "--records",
         "4000",
-        "--ops",
-        "4000",
+        "--duration",
+        "2s",
+        "--warmup",
+        "500ms",
         "--threads",
         "1",
         "--interval",
-        "500ms",
+        "250ms",
         "--telemetry-interval",
         "0",
     ]);
@@ -654,4 +656,26 @@ fn embedded_stores_storage_io_is_summed_over_agents() {
     let space = m["space_amplification"].as_f64().unwrap();
     let want = sum("on_disk_bytes") as f64 / sum("kvmeter_write_bytes") as f64;
     assert!((space - want).abs() <= 1e-9 * want, "{space} ≠ {want}");
+
+    // The run phase's warm-up: its operations are the agents' own added, and the merged
+    // storage bytes per operation divide the merged phase's bytes by them and the measured
+    // ones, as one host's phase does. The CPU per operation is each agent's, not merged.
+    let run = phase(&merged, "run");
+    let warm: u64 = agents
+        .iter()
+        .map(|a| phase(a, "run")["warmup_operations"].as_u64().unwrap())
+        .sum();
+    assert!(warm > 0, "{run}");
+    assert_eq!(run["warmup_operations"].as_u64(), Some(warm));
+    let io = &run["storage_io"];
+    let device =
+        io["write_bytes"].as_u64().unwrap() - io["cancelled_write_bytes"].as_u64().unwrap();
+    let ops = run["operations"].as_u64().unwrap() + warm;
+    let per_op = run["per_op"]["storage_write_bytes"].as_f64().unwrap();
+    assert!(
+        (per_op - device as f64 / ops as f64).abs() <= 1e-9 * per_op.max(1.0),
+        "{run}"
+    );
+    let why = run["per_op"]["unavailable"]["cpu_us"].as_str().unwrap();
+    assert!(why.contains("a merged phase has no telemetry"), "{why}");
 }

@@ -436,7 +436,7 @@ fn merge(input: &[u8]) -> bool {
     .unwrap();
     let out = base.join("merged");
     let _ = std::fs::remove_dir_all(&out);
-    let ok = kvmeter::distributed::merge::offline(&[dir], Some(out.clone()), None).is_ok();
+    let ok = kvmeter::distributed::offline::offline(&[dir], Some(out.clone()), None).is_ok();
     let _ = std::fs::remove_dir_all(&out);
     ok
 }
