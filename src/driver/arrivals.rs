@@ -26,6 +26,7 @@ use crate::plan::{Arrival, OpenLoop};
 use crate::workload::mixgraph::SineRate;
 use crate::workload::Rng;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Noise windows in the table before it repeats (the noise of window k is the table's
 /// k mod this entry).
@@ -48,7 +49,15 @@ pub struct Arrivals {
     gpd: (f64, f64),
     /// A time-varying rate; `gap_ns` is then 1e9 (one unit of operation time, in ns).
     curve: Option<Curve>,
+    /// Arrivals taken but not yet sent: the engine's loops take every due arrival and hold
+    /// the ones with no free connection in a backlog; each loop publishes its oldest held
+    /// intended start in its slot (`NONE_HELD`: none), so `behind_ns` sees that lateness too.
+    /// The lock is taken when a loop starts and once per interval, never per operation.
+    held: Mutex<Vec<Arc<AtomicU64>>>,
 }
+
+/// A holder's slot value when it holds no arrival.
+pub const NONE_HELD: u64 = u64::MAX;
 
 /// rate(t) as the schedule uses it: the sine plus each noise window's constant offset.
 struct Curve {
@@ -168,7 +177,28 @@ impl Arrivals {
             limit,
             gpd: (xi, gap_ns * (1.0 - xi)),
             curve,
+            held: Mutex::new(Vec::new()),
         }
+    }
+
+    /// A slot for one holder of taken, unsent arrivals (an engine loop's backlog): it stores
+    /// its oldest held arrival's intended start there, or `NONE_HELD`.
+    pub fn holder(&self) -> Arc<AtomicU64> {
+        let slot = Arc::new(AtomicU64::new(NONE_HELD));
+        self.held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(slot.clone());
+        slot
+    }
+
+    /// The oldest intended start any holder still holds.
+    fn oldest_held(&self) -> Option<u64> {
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .filter(|&t| t != NONE_HELD)
+            .min()
     }
 
     /// Operation time (ns) → clock ns after `start`.
@@ -245,9 +275,13 @@ impl Arrivals {
     }
 
     /// How far the schedule is behind at `now` (clock ns): the time since the oldest arrival
-    /// that is due but not yet taken by a worker. 0 when every due arrival has been sent, or
-    /// once all `limit` arrivals are handed out.
+    /// that is due but not yet sent, whether no worker has taken it yet or an engine loop holds
+    /// it in its backlog. 0 when every due arrival has been sent.
     pub fn behind_ns(&self, now: u64) -> u64 {
+        // A held arrival was taken before any arrival not yet taken: it is the oldest.
+        if let Some(t) = self.oldest_held() {
+            return now.saturating_sub(t);
+        }
         if self.limit > 0 && self.tickets.load(Ordering::Relaxed) >= self.limit {
             return 0;
         }
@@ -292,6 +326,28 @@ mod tests {
         assert!(a.take(&mut rng).is_some());
         assert!(a.take(&mut rng).is_none());
         assert_eq!(a.behind_ns(u64::MAX / 2), 0);
+    }
+
+    #[test]
+    fn arrivals_held_in_a_backlog_count_as_behind() {
+        // Fixed, 1 per second from 1,000 ns: tickets due at 1,000, 1e9 + 1,000, ...
+        let a = arrivals(Arrival::Fixed, 1.0, 3);
+        let mut rng = Rng::for_worker(1, 0);
+        let (first, second) = (a.take(&mut rng).unwrap(), a.take(&mut rng).unwrap());
+        let (h1, h2) = (a.holder(), a.holder());
+        // Taken and sent: only the untaken third ticket (due at 2e9 + 1,000) can be late.
+        assert_eq!(a.behind_ns(2_500_001_000), 500_000_000);
+        // Two loops hold the first two: the oldest held one is how far behind the schedule is.
+        h2.store(second, Ordering::Relaxed);
+        h1.store(first, Ordering::Relaxed);
+        assert_eq!(a.behind_ns(2_500_001_000), 2_500_000_000);
+        h1.store(NONE_HELD, Ordering::Relaxed);
+        assert_eq!(a.behind_ns(2_500_001_000), 1_500_000_000);
+        // Every ticket handed out (the limit), one still held: still behind.
+        a.take(&mut rng).unwrap();
+        assert_eq!(a.behind_ns(3_000_001_000), 2_000_000_000);
+        h2.store(NONE_HELD, Ordering::Relaxed);
+        assert_eq!(a.behind_ns(3_000_001_000), 0);
     }
 
     fn sine(a: f64, b: f64, c: f64, d: f64, noise: f64) -> SineRate {

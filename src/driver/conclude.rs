@@ -51,6 +51,7 @@ pub(super) fn conclude(
         ps.open_loop = Some(open_loop::summary(
             o,
             threads,
+            ctx.plan.engine.as_ref(),
             &iv.measured,
             ps.measured_seconds,
             iv.max_behind_ms,

@@ -4,7 +4,7 @@
 
 use super::arrivals::Arrivals;
 use crate::measure::Stats;
-use crate::plan::{Arrival, OpenLoop, PhasePlan};
+use crate::plan::{Arrival, Engine, OpenLoop, PhasePlan};
 use crate::report::rundir::ScheduleFigures;
 use crate::report::{Latency, OpenLoopSummary};
 use crate::telemetry::PhaseTelemetry;
@@ -34,6 +34,7 @@ pub(super) fn schedule_figures(
 pub(super) fn summary(
     o: &OpenLoop,
     workers: usize,
+    engine: Option<&Engine>,
     measured: &Stats,
     seconds: f64,
     max_behind_ms: f64,
@@ -88,11 +89,20 @@ pub(super) fn summary(
                 o.rate
             )
         };
+        // What held the arrivals back: the worker pool, or on the engine its connections
+        // (the event loops take every due arrival and queue what finds no free slot).
+        let busy = match engine {
+            None => format!("all {workers} workers were busy"),
+            Some(e) => format!(
+                "all {} connections × depth {} were full",
+                e.connections, e.depth
+            ),
+        };
         format!(
-            "{head}; sends were late by p99 {} ms, max {} ms; all {workers} workers were busy{cpu}. Latency from intended start includes this queueing. {}",
+            "{head}; sends were late by p99 {} ms, max {} ms; {busy}{cpu}. Latency from intended start includes this queueing. {}",
             lag.p99.map_or("—".into(), |x| format!("{:.1}", x / 1000.0)),
             lag.max.map_or("—".into(), |x| format!("{:.1}", x / 1000.0)),
-            advice(short, cpu_pct, workers, cpus),
+            advice(short, cpu_pct, workers, cpus, engine.is_some()),
         )
     });
     OpenLoopSummary {
@@ -111,18 +121,35 @@ pub(super) fn summary(
 
 /// What to do about a schedule that was not kept, by its cause (issue 28 item 9: "lower
 /// --rate" was printed when the whole load was delivered and the store had stalled).
-fn advice(short: bool, kvmeter_cpu_pct: Option<f64>, workers: usize, cpus: usize) -> &'static str {
+/// On the engine (`engine`), --threads are event loops: requests in flight are its connections
+/// × depth, so that is what to raise for them.
+fn advice(
+    short: bool,
+    kvmeter_cpu_pct: Option<f64>,
+    workers: usize,
+    cpus: usize,
+    engine: bool,
+) -> &'static str {
     // kvmeter is the limit when its process used (nearly) every CPU its workers could use.
     let saturated = kvmeter_cpu_pct.is_some_and(|c| c >= 90.0 * workers.min(cpus) as f64);
-    match (short, saturated) {
-        (false, _) => {
+    match (short, saturated, engine) {
+        (false, _, false) => {
             "The whole offered load was delivered: every worker waited at once (a stall of the store or of this host) and the schedule caught up after; nothing to lower. Raise --threads to keep sending through such stalls."
         }
-        (true, true) => {
+        (false, _, true) => {
+            "The whole offered load was delivered: every connection waited at once (a stall of the store or of this host) and the schedule caught up after; nothing to lower. Raise --connections (or --depth) to keep sending through such stalls."
+        }
+        (true, true, false) => {
             "kvmeter used its CPUs fully, so it (not the store) was the limit: raise --threads if CPUs are free, or spread the load over more client hosts ('kvmeter dist run')."
         }
-        (true, false) => {
+        (true, true, true) => {
+            "kvmeter used its CPUs fully, so it (not the store) was the limit: raise --threads (event loops) if CPUs are free, or spread the load over more client hosts ('kvmeter dist run')."
+        }
+        (true, false, false) => {
             "The store did not answer fast enough for this rate with these workers in flight: the rate is above what it sustains ('kvmeter capacity' finds that rate); lower --rate to measure below it, or raise --threads to keep more requests in flight."
+        }
+        (true, false, true) => {
+            "The store did not answer fast enough for this rate with these requests in flight: the rate is above what it sustains ('kvmeter capacity' finds that rate); lower --rate to measure below it, or raise --connections (or --depth) to keep more requests in flight."
         }
     }
 }
@@ -134,14 +161,28 @@ mod tests {
     #[test]
     fn the_advice_matches_the_cause() {
         // Delivered in full after a stall: never "lower --rate".
-        let a = advice(false, Some(20.0), 16, 2);
+        let a = advice(false, Some(20.0), 16, 2, false);
         assert!(a.contains("whole offered load was delivered") && !a.contains("lower --rate"));
         // Short, kvmeter at both CPUs with 16 workers on 2 CPUs: kvmeter is the limit.
-        assert!(advice(true, Some(195.0), 16, 2).contains("kvmeter used its CPUs fully"));
+        assert!(advice(true, Some(195.0), 16, 2, false).contains("kvmeter used its CPUs fully"));
         // Short, kvmeter mostly idle: the store is the limit.
-        let a = advice(true, Some(30.0), 16, 2);
+        let a = advice(true, Some(30.0), 16, 2, false);
         assert!(a.contains("lower --rate") && a.contains("kvmeter capacity"));
         // No telemetry: the store's side is the one said.
-        assert!(advice(true, None, 1, 2).contains("The store did not answer"));
+        assert!(advice(true, None, 1, 2, false).contains("The store did not answer"));
+    }
+
+    #[test]
+    fn on_the_engine_the_advice_names_connections_not_threads() {
+        // --threads are event loops there: more of them adds no request in flight.
+        for (short, cpu) in [(false, Some(20.0)), (true, Some(30.0)), (true, None)] {
+            let a = advice(short, cpu, 2, 2, true);
+            assert!(
+                a.contains("--connections") && !a.contains("raise --threads"),
+                "{a}"
+            );
+        }
+        let a = advice(true, Some(195.0), 2, 2, true);
+        assert!(a.contains("--threads (event loops)"), "{a}");
     }
 }

@@ -63,7 +63,7 @@ pub fn render(phases: &[PhaseSummary], bold: bool) -> String {
             let _ = writeln!(out, "  truncated: {t}");
         }
         if let Some(o) = &p.open_loop {
-            out.push_str(&open_loop_line(o, b, r));
+            out.push_str(&open_loop_line(o, p.engine.is_some(), b, r));
         }
         engine_lines(&mut out, p);
         ops_table(&mut out, p);
@@ -154,11 +154,13 @@ fn phase_line(out: &mut String, p: &PhaseSummary, b: &str, r: &str) {
 
 /// Open loop: offered against achieved, and whether the schedule was kept (with the figures
 /// the verdict used: the send lag printed before it, not a second measure of "behind").
-fn open_loop_line(o: &super::OpenLoopSummary, b: &str, r: &str) -> String {
+/// On the engine (`engine`) the workers are its event loops.
+fn open_loop_line(o: &super::OpenLoopSummary, engine: bool, b: &str, r: &str) -> String {
     format!(
-        "  open loop ({}, {} workers): offered {} ops/s, achieved {} ({:.1} %); sends late by p99 {} µs, max {} µs; {}\n",
+        "  open loop ({}, {} {}): offered {} ops/s, achieved {} ({:.1} %); sends late by p99 {} µs, max {} µs; {}\n",
         o.arrival,
         o.workers,
+        if engine { "event loops" } else { "workers" },
         rate_text(o.offered_ops_per_s),
         rate_text(o.achieved_ops_per_s),
         o.achieved_ratio * 100.0,
@@ -597,7 +599,7 @@ mod tests {
     #[test]
     fn the_verdict_prints_the_send_lag_it_used() {
         // Short (80 % achieved), sends 41 ms late at p99: the reason is the short delivery.
-        let line = super::open_loop_line(&open_loop(41_000.0, 0.4, 0.8), "", "");
+        let line = super::open_loop_line(&open_loop(41_000.0, 0.4, 0.8), false, "", "");
         assert!(
             line.contains("sends late by p99 41000 µs, max 51250 µs"),
             "{line}"
@@ -609,7 +611,7 @@ mod tests {
         );
         assert!(verdict.contains("achieved 80.0 % of offered"), "{line}");
         // Served but 150 ms late at p99: the same p99 figure on both sides of the verdict.
-        let line = super::open_loop_line(&open_loop(150_000.0, 0.4, 1.0), "", "");
+        let line = super::open_loop_line(&open_loop(150_000.0, 0.4, 1.0), false, "", "");
         assert!(line.contains("sends late by p99 150000 µs"), "{line}");
         let verdict = line.split("SCHEDULE NOT KEPT").nth(1).unwrap();
         assert!(

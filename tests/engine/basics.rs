@@ -430,7 +430,7 @@ fn on_a_stopped_server_from_intended_carries_the_stall_and_from_send_does_not() 
             "--duration",
             "3s",
             "--interval",
-            "500ms",
+            "100ms",
         ])
         .arg("--out")
         .arg(&out)
@@ -469,6 +469,36 @@ fn on_a_stopped_server_from_intended_carries_the_stall_and_from_send_does_not() 
     assert_eq!(ol["kept_up"], false, "{ol}");
     assert!(
         ol["warning"].as_str().unwrap().contains("did not follow"),
+        "{ol}"
+    );
+    // What held the arrivals back was the connections, and raising them is the advice.
+    let w = ol["warning"].as_str().unwrap();
+    assert!(
+        w.contains("all 16 connections × depth 1 were full")
+            && w.contains("Raise --connections")
+            && !w.contains("workers were busy"),
+        "{w}"
+    );
+    // How far behind the schedule was: the loops took every due arrival into their backlogs,
+    // and those count. A 100 ms interval ends at least 400 ms into the 500 ms stall, when the
+    // oldest unsent arrival is about that old (it fell due once the 16 connections were full,
+    // 8 ms after the stop); no arrival waited longer than the longest from-intended latency.
+    let intended_max_ms = r["intended_latency_us"]["max"].as_f64().unwrap() / 1e3;
+    let csv = std::fs::read_to_string(out.join("intervals.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "behind_ms").unwrap();
+    let behind = csv
+        .lines()
+        .filter(|l| l.starts_with("run,"))
+        .map(|l| l.split(',').nth(col).unwrap().parse::<f64>().unwrap())
+        .fold(0f64, f64::max);
+    assert!(
+        behind > 300.0 && behind <= intended_max_ms + 1.0,
+        "largest behind_ms {behind}, longest from-intended latency {intended_max_ms} ms\n{csv}"
+    );
+    // intervals.csv rounds to the µs.
+    assert!(
+        (ol["max_behind_ms"].as_f64().unwrap() - behind).abs() < 0.001,
         "{ol}"
     );
     common::validate("summary.schema.json", &s);

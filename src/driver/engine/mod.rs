@@ -205,6 +205,8 @@ struct Loop<'s, 'a> {
     listed: Vec<bool>,
     dirty: Vec<usize>,
     backlog: VecDeque<u64>,
+    /// Open loop: where the backlog's oldest arrival is published (`Arrivals::holder`).
+    held: Option<std::sync::Arc<AtomicU64>>,
     rec: WorkerRecorder,
     clock: Clock,
     spans: Vec<Span>,
@@ -298,6 +300,7 @@ impl<'s, 'a> Loop<'s, 'a> {
             listed: vec![false; n],
             dirty: Vec::with_capacity(n),
             backlog: VecDeque::new(),
+            held: share.arrivals.map(|a| a.holder()),
             rec,
             clock: sh.clock.clone(),
             spans: Vec::new(),
@@ -537,6 +540,7 @@ impl<'s, 'a> Loop<'s, 'a> {
             return;
         }
         if self.arrivals.is_some() {
+            let mut sent_held = false;
             while self.can_issue(ci) {
                 let Some(t) = self.backlog.pop_front() else {
                     break;
@@ -546,6 +550,10 @@ impl<'s, 'a> Loop<'s, 'a> {
                     s.count(now);
                 }
                 self.issue(ci, t);
+                sent_held = true;
+            }
+            if sent_held {
+                self.publish_held();
             }
             self.list_free(ci);
             return;

@@ -4,6 +4,7 @@
 //! (`--when-full`), both counted.
 
 use super::{Loop, MAX_BACKLOG};
+use crate::driver::arrivals::NONE_HELD;
 use crate::plan::engine::WhenFull;
 use std::sync::atomic::Ordering;
 
@@ -31,6 +32,9 @@ impl Loop<'_, '_> {
                     && self.backlog.len() < MAX_BACKLOG =>
                 {
                     self.backlog.push_back(t);
+                    if self.backlog.len() == 1 {
+                        self.publish_held();
+                    }
                     if !self.probe {
                         self.stats.queued.fetch_add(1, Ordering::Relaxed);
                         self.stats
@@ -45,6 +49,16 @@ impl Loop<'_, '_> {
                 }
             }
             self.next_arrival = a.take(&mut self.gaps);
+        }
+    }
+
+    /// Publishes the backlog's oldest arrival, so the schedule's lateness
+    /// (`Arrivals::behind_ns`, intervals.csv's `behind_ms`) counts what the loop holds.
+    #[inline]
+    pub(super) fn publish_held(&self) {
+        if let Some(h) = &self.held {
+            let oldest = self.backlog.front().copied().unwrap_or(NONE_HELD);
+            h.store(oldest, Ordering::Relaxed);
         }
     }
 

@@ -210,12 +210,13 @@ fn phase_section(p: &mut Page, d: &RunData, name: &str) {
         ops_table(p, ph);
         if let Some(o) = &ph.open_loop {
             let line = format!(
-                "Open loop ({}): offered {:.0} ops/s, achieved {:.0} ({:.1} %), {} workers; sends late by p99 {} µs, max {} µs; {}",
+                "Open loop ({}): offered {:.0} ops/s, achieved {:.0} ({:.1} %), {} {}; sends late by p99 {} µs, max {} µs; {}",
                 o.arrival,
                 o.offered_ops_per_s,
                 o.achieved_ops_per_s,
                 o.achieved_ratio * 100.0,
                 o.workers,
+                if ph.engine.is_some() { "event loops" } else { "workers" },
                 o.send_lag_us.p99.map_or("—".into(), short),
                 o.send_lag_us.max.map_or("—".into(), short),
                 if o.kept_up {
