@@ -71,7 +71,8 @@ pub struct PowerFigures {
 /// Process figures over a window.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ProcessFigures {
-    /// The process's pid; for a server of several processes, the first member's.
+    /// The process's pid; for a server of several processes, the first member's that was up
+    /// at the window's end.
     pub pid: u32,
     /// A server's processes summed into these figures (every member of a cluster, at the
     /// window's end); absent for kvmeter's own.

@@ -41,12 +41,13 @@ impl ServerProcesses {
         }
     }
 
-    /// The pid a profile follows and the figures name: the first member's current one.
+    /// The pid the figures name: the first member's that is up (a member that is down at a
+    /// window's end has no pid; the figures are still the others').
     pub(super) fn first_pid(&self) -> Option<u32> {
         self.slots
-            .first()
+            .iter()
             .map(|s| s.load(Ordering::Relaxed))
-            .filter(|&p| p != 0)
+            .find(|&p| p != 0)
     }
 
     /// The summed sample now and how many processes it covers; `None` when there is no
@@ -173,6 +174,9 @@ mod tests {
         assert_eq!(b.rss_bytes, 45 * 4096);
         assert_eq!(b.read_bytes, Some(1000 + 2500 + 3000 + 10));
         assert_eq!(s.first_pid(), Some(11));
+        // The first member down: the figures name the next one up.
+        slots[0].store(0, Ordering::Relaxed);
+        assert_eq!(s.first_pid(), Some(22));
     }
 
     #[test]
