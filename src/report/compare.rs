@@ -22,7 +22,6 @@ use super::Summary;
 use crate::error::UsageError;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -172,67 +171,6 @@ fn metric(p: &super::PhaseSummary, name: &str) -> Option<f64> {
     }
 }
 
-/// The manifest fields that must match for a fair comparison.
-fn identity(m: &Value) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut put = |k: &str, v: &Value| {
-        out.insert(k.to_string(), v.to_string());
-    };
-    put("store", &m["store"]["name"]);
-    put("store version", &m["store"]["version"]);
-    if let Some(o) = m["store"]["options"].as_object() {
-        for (k, v) in o {
-            if k != "addr" {
-                put(&format!("store option {k}"), v);
-            }
-        }
-    }
-    put("server version", &m["store"]["server"]["version"]);
-    put("machine cpu", &m["machine"]["cpu_model"]);
-    put("machine cpus", &m["machine"]["logical_cpus"]);
-    put("machine kernel", &m["machine"]["kernel"]);
-    put("clock", &m["measurement"]["clock"]);
-    put("kvmeter", &m["kvmeter_version"]);
-    for ph in m["plan"]["phases"].as_array().cloned().unwrap_or_default() {
-        let name = ph["name"].as_str().unwrap_or("?").to_string();
-        put(&format!("phase {name} threads"), &ph["threads"]);
-        put(&format!("phase {name} operations"), &ph["operations"]);
-        put(&format!("phase {name} duration"), &ph["duration"]);
-        put(&format!("phase {name} target"), &ph["target"]);
-        if let Some(w) = ph["workload"].as_object() {
-            for (k, v) in w {
-                put(&format!("phase {name} workload {k}"), v);
-            }
-        }
-    }
-    out
-}
-
-fn mismatches(a: &[Value], b: &[Value]) -> Vec<String> {
-    let ids_a: Vec<_> = a.iter().map(identity).collect();
-    let ids_b: Vec<_> = b.iter().map(identity).collect();
-    let mut keys: Vec<&String> = ids_a.iter().chain(&ids_b).flat_map(|m| m.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    let mut out = vec![];
-    for k in keys {
-        let vals = |ids: &[BTreeMap<String, String>]| -> Vec<String> {
-            let mut v: Vec<String> = ids
-                .iter()
-                .map(|m| m.get(k).cloned().unwrap_or_else(|| "(absent)".into()))
-                .collect();
-            v.sort();
-            v.dedup();
-            v
-        };
-        let (va, vb) = (vals(&ids_a), vals(&ids_b));
-        if va != vb || va.len() > 1 {
-            out.push(format!("{k}: A {} — B {}", va.join(" | "), vb.join(" | ")));
-        }
-    }
-    out
-}
-
 /// The phase a bare metric name means: "run", else the last run-kind phase, else the last.
 fn main_phase(phases: &[(String, crate::plan::PhaseKind)]) -> Option<String> {
     use crate::plan::PhaseKind;
@@ -336,7 +274,7 @@ pub fn compare(
         family_tested,
         runs_needed,
         not_measured,
-        mismatches: mismatches(
+        mismatches: super::compare_match::mismatches(
             &la.iter().map(|x| x.1.clone()).collect::<Vec<_>>(),
             &lb.iter().map(|x| x.1.clone()).collect::<Vec<_>>(),
         ),

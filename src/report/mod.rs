@@ -5,6 +5,7 @@
 mod atomic;
 pub mod chart;
 pub mod compare;
+mod compare_match;
 mod compare_page;
 pub mod cost;
 pub mod csv;
