@@ -43,6 +43,10 @@
 #               (statistics=basic, the default) cost the ratio
 #   rocks-dbbench-same-hist-*  db_bench timing every operation too (--histogram=1): without it
 #               db_bench reads no clock per operation and keeps no latencies
+#   rocks-dbbench-same(-rand)-stats-*  db_bench with RocksDB's counters on at kvmeter's default
+#               level (--statistics=1 --stats_level=1, kExceptHistogramOrTimers = kvmeter's
+#               statistics=basic): the same RocksDB configuration as rocks-kvmeter(-seq)-*;
+#               db_bench's default has no Statistics object, as kvmeter's statistics=off
 #   emb-plugin-lmdb-*  the same LMDB reads through the example store plug-in
 #               (examples/plugins/kvm_lmdb.c, built here): the plug-in boundary's cost against the
 #               built-in adapter (emb-kvmeter-lmdb-*) and the direct loop
@@ -181,21 +185,23 @@ run_case() {
     # YCSB's default key order (hashed: each key once, in random order) against db_bench's
     # filluniquerandom (each key once, random order), then readrandom: both leave two overlapping
     # L0 files, so this is the random-order twin of the -seq- shape (rocks-kvmeter-t*).
-    rocks-dbbench-same-rand-t[12])
+    rocks-dbbench-same-rand-t[12]|rocks-dbbench-same-rand-stats-t[12])
       [[ -n $DBB_SAME ]] || return 0
       local t=${name: -1} base=(--db="$d.db" --num=100000 --key_size=23 --value_size=1000 --cache_size=268435456
-        --compression_type=none --cache_type=lru_cache)
-      "$DBB_SAME" --benchmarks=filluniquerandom --threads=1 "${base[@]}" >/dev/null 2>&1 || return 0
-      "$DBB_SAME" --benchmarks=readrandom --use_existing_db=1 --threads="$t" --reads=$(( 1000000 / t )) "${base[@]}" 2>/dev/null \
+        --compression_type=none --cache_type=lru_cache) stats=()
+      [[ $name == *-stats-* ]] && stats=(--statistics=1 --stats_level=1)
+      "$DBB_SAME" --benchmarks=filluniquerandom --threads=1 "${base[@]}" "${stats[@]}" >/dev/null 2>&1 || return 0
+      "$DBB_SAME" --benchmarks=readrandom --use_existing_db=1 --threads="$t" --reads=$(( 1000000 / t )) "${base[@]}" "${stats[@]}" 2>/dev/null \
         | sed -n 's/^readrandom *:.* \([0-9][0-9.]*\) ops\/sec.*/ops_per_sec=\1/p' | last_ops
       rm -rf "$d.db" ;;
     # -hist-: db_bench timing every operation too (--histogram=1; without it db_bench reads no
     # clock per operation and keeps no latencies).
-    rocks-dbbench-same-t[12]|rocks-dbbench-same-hcc-t[12]|rocks-dbbench-same-hist-t[12])
+    rocks-dbbench-same-t[12]|rocks-dbbench-same-hcc-t[12]|rocks-dbbench-same-hist-t[12]|rocks-dbbench-same-stats-t[12])
       [[ -n $DBB_SAME ]] || return 0
-      local cache=lru_cache hist=0; [[ $name == *-hcc-* ]] && cache=hyper_clock_cache; [[ $name == *-hist-* ]] && hist=1
+      local cache=lru_cache hist=0 stats=""; [[ $name == *-hcc-* ]] && cache=hyper_clock_cache; [[ $name == *-hist-* ]] && hist=1
+      [[ $name == *-stats-* ]] && stats=" --statistics=1 --stats_level=1"
       PATH="$(dirname "$DBB_SAME"):$PATH" WORKLOAD=c RECORDS=100000 OPS=1000000 THREADS="${name: -1}" KEY_SIZE=23 VALUE_SIZE=1000 \
-        DB_BENCH_EXTRA="--cache_size=268435456 --compression_type=none --cache_type=$cache --histogram=$hist" bash "$PEERS/run-db_bench.sh" 2>/dev/null | last_ops ;;
+        DB_BENCH_EXTRA="--cache_size=268435456 --compression_type=none --cache_type=$cache --histogram=$hist$stats" bash "$PEERS/run-db_bench.sh" 2>/dev/null | last_ops ;;
     rocks-ycsb-t[12]) DB=rocksdb WORKLOAD=c RECORDS=100000 OPS=1000000 THREADS="${name: -1}" FIELD_COUNT=1 VALUE_SIZE=1000 \
         YCSB_EXTRA="-p rocksdb.cache_mb=256 -p requestdistribution=uniform" bash "$PEERS/run-ycsb.sh" 2>/dev/null | last_ops ;;
     emb-kvmeter-lmdb-t[12]|emb-kvmeter-wiredtiger-t[12])
@@ -274,9 +280,9 @@ CASES=(ceiling-kvmeter-c ceiling-floor-c ceiling-ycsb-c ceiling-kvmeter-a ceilin
        rocks-kvmeter-t1 rocks-direct-t1 rocks-direct-cold-t1 rocks-direct-timed-t1 rocks-direct-ycsb-t1 rocks-dbbench-t1 rocks-ycsb-t1
        rocks-kvmeter-t2 rocks-direct-t2 rocks-direct-cold-t2 rocks-direct-timed-t2 rocks-direct-ycsb-t2 rocks-dbbench-t2 rocks-ycsb-t2
        rocks-kvmeter-seq-t1 rocks-direct-seq-t1 rocks-direct-seq-dbbkeys-t1 rocks-dbbench-same-t1 rocks-dbbench-same-hist-t1 rocks-kvmeter-seq-hcc-t1 rocks-dbbench-same-hcc-t1
-       rocks-kvmeter-seq-off-t1 rocks-kvmeter-off-t1 rocks-dbbench-same-rand-t1
+       rocks-kvmeter-seq-off-t1 rocks-kvmeter-off-t1 rocks-dbbench-same-rand-t1 rocks-dbbench-same-stats-t1 rocks-dbbench-same-rand-stats-t1
        rocks-kvmeter-seq-t2 rocks-direct-seq-t2 rocks-direct-seq-dbbkeys-t2 rocks-dbbench-same-t2 rocks-dbbench-same-hist-t2 rocks-kvmeter-seq-hcc-t2 rocks-dbbench-same-hcc-t2
-       rocks-kvmeter-seq-off-t2 rocks-kvmeter-off-t2 rocks-dbbench-same-rand-t2
+       rocks-kvmeter-seq-off-t2 rocks-kvmeter-off-t2 rocks-dbbench-same-rand-t2 rocks-dbbench-same-stats-t2 rocks-dbbench-same-rand-stats-t2
        rss-kvmeter-1M rss-kvmeter-100M
        tel-null-on tel-null-off tel-rocks-on tel-rocks-off
        emb-kvmeter-lmdb-t1 emb-plugin-lmdb-t1 emb-direct-lmdb-t1 emb-direct-timed-lmdb-t1 emb-direct-ycsb-lmdb-t1

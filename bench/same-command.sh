@@ -15,7 +15,9 @@
 #           (bench/build-db_bench.sh; bench/compare.sh rocks-kvmeter-seq-t1, rocks-dbbench-same-t1),
 #           with the rows that explain the ratio: the direct loop with YCSB's keys and with
 #           db_bench's (rocks-direct-seq(-dbbkeys)-t1) and db_bench --histogram=1; kvmeter with
-#           statistics=off (the counters' share); and the random-order twin: YCSB's default hashed
+#           statistics=off against db_bench's default (neither has RocksDB's counters) and kvmeter's
+#           default against db_bench --statistics=1 --stats_level=1 (both have them: the same
+#           RocksDB configuration each way); and the random-order twin: YCSB's default hashed
 #           keys against db_bench's filluniquerandom (rocks-kvmeter-t1, rocks-dbbench-same-rand-t1, and the
 #           direct loop with those keys, rocks-direct-cold-t1)
 #   mc16    memcached GET of 1 KiB values at 8 / 96 / 1,000 / 10,000 connections, the server on
@@ -57,10 +59,10 @@ has redis && only+=('redis-same-(kvmeter|bench|old)-t[12]' 'redis-same-(kvmeter|
 has mc && only+=('mc-same-(kvmeter|memcslap)-t[12]')
 # The RocksDB row with what explains it: the direct loop (the Rust binding, no harness) with
 # YCSB's keys and with db_bench's, and db_bench timing every read (--histogram=1).
-has rocks && only+=('rocks-kvmeter-seq-t1' 'rocks-direct-seq(-dbbkeys)?-t1' 'rocks-dbbench-same(-hist)?-t1')
+has rocks && only+=('rocks-kvmeter-seq-t1' 'rocks-direct-seq(-dbbkeys)?-t1' 'rocks-dbbench-same(-hist|-stats)?-t1')
 # The same in YCSB's default (hashed) key order against db_bench's filluniquerandom, and both
 # shapes without RocksDB's counters (statistics=off).
-has rocks && only+=('rocks-kvmeter(-seq)?-off-t1' 'rocks-kvmeter-t1' 'rocks-direct-cold-t1' 'rocks-dbbench-same-rand-t1')
+has rocks && only+=('rocks-kvmeter(-seq)?-off-t1' 'rocks-kvmeter-t1' 'rocks-direct-cold-t1' 'rocks-dbbench-same-rand(-stats)?-t1')
 if (( ${#only[@]} )); then
   re="^($(IFS='|'; echo "${only[*]}"))\$"
   REPS=$REPS ONLY="$re" bash bench/compare.sh 2>&1 | tee "$OUT/compare.log" | grep -v '^warning' || true
@@ -122,14 +124,19 @@ add("  the same, the older binary (AB_OLD), t2 / redis-benchmark", "redis-same-o
 add("  the same, the older binary (AB_OLD), e2 / redis-benchmark", "redis-same-old-e2", "redis-same-bench-t2", "(before)")
 add("memcached GET t1 / memcslap (its data shape)", "mc-same-kvmeter-t1", "mc-same-memcslap-t1", ">= 1.0")
 add("memcached GET t2 / memcslap (its data shape)", "mc-same-kvmeter-t2", "mc-same-memcslap-t2", ">= 1.0")
-add("rocksdb readrandom t1 / db_bench (same RocksDB)", "rocks-kvmeter-seq-t1", "rocks-dbbench-same-t1", ">= 1.0")
-add("  kvmeter / db_bench --histogram=1 (timing every read too)", "rocks-kvmeter-seq-t1", "rocks-dbbench-same-hist-t1", "(explains)")
+# The same RocksDB configuration on both sides: RocksDB's counters on (kvmeter's default,
+# statistics=basic, against db_bench --statistics=1 --stats_level=1) or off on both (kvmeter's
+# statistics=off against db_bench's default).
+add("rocksdb readrandom t1 / db_bench (same RocksDB, its counters on both)", "rocks-kvmeter-seq-t1", "rocks-dbbench-same-stats-t1", ">= 1.0")
+add("rocksdb readrandom t1, statistics=off / db_bench (same RocksDB, no counters on either)", "rocks-kvmeter-seq-off-t1", "rocks-dbbench-same-t1", ">= 1.0")
+add("  kvmeter / db_bench (counters on kvmeter's side only)", "rocks-kvmeter-seq-t1", "rocks-dbbench-same-t1", "(explains)")
+add("  db_bench with counters / without (RocksDB's counters' share)", "rocks-dbbench-same-stats-t1", "rocks-dbbench-same-t1", "(explains)")
+add("  kvmeter, statistics=off / db_bench --histogram=1 (timing every read too)", "rocks-kvmeter-seq-off-t1", "rocks-dbbench-same-hist-t1", "(explains)")
 add("  direct loop, YCSB's keys / db_bench (the binding and key content, no harness)", "rocks-direct-seq-t1", "rocks-dbbench-same-t1", "(explains)")
 add("  direct loop, db_bench's keys / db_bench (the binding alone)", "rocks-direct-seq-dbbkeys-t1", "rocks-dbbench-same-t1", "(explains)")
 add("  kvmeter / direct loop, YCSB's keys (the harness alone)", "rocks-kvmeter-seq-t1", "rocks-direct-seq-t1", "(explains)")
-add("  kvmeter, statistics=off / db_bench (RocksDB's counters' share)", "rocks-kvmeter-seq-off-t1", "rocks-dbbench-same-t1", "(explains)")
-add("rocksdb readrandom t1, random key order: kvmeter (YCSB's hashed keys) / db_bench filluniquerandom", "rocks-kvmeter-t1", "rocks-dbbench-same-rand-t1", "(twin)")
-add("  kvmeter, statistics=off / db_bench filluniquerandom", "rocks-kvmeter-off-t1", "rocks-dbbench-same-rand-t1", "(explains)")
+add("rocksdb readrandom t1, random key order: kvmeter (YCSB's hashed keys) / db_bench filluniquerandom, counters on both", "rocks-kvmeter-t1", "rocks-dbbench-same-rand-stats-t1", "(twin)")
+add("  kvmeter, statistics=off / db_bench filluniquerandom, no counters on either", "rocks-kvmeter-off-t1", "rocks-dbbench-same-rand-t1", "(twin)")
 add("  direct loop, YCSB's hashed keys / db_bench filluniquerandom", "rocks-direct-cold-t1", "rocks-dbbench-same-rand-t1", "(explains)")
 add("null store: nproc threads / 1 thread", "null-scale-tN", "null-scale-t1", ">= 15 on 16 CPUs")
 p = os.path.join(out, "mc16-ratios.tsv")
