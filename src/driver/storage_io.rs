@@ -10,8 +10,9 @@
 //! excluded threads, which live through the phase.
 
 use super::companion::Companion;
+use crate::report::on_disk::on_disk;
 use crate::report::rundir::RunDir;
-use crate::report::storage_io::{on_disk, StorageIo};
+use crate::report::storage_io::StorageIo;
 use crate::report::PhaseSummary;
 use crate::telemetry::procfs::{read_io, read_thread_io, thread_group, Root, TaskIo};
 use std::collections::BTreeMap;
@@ -221,8 +222,10 @@ impl Companion for StorageIoCompanion {
             Err(why) => io.unavailable = Some(why),
         }
         if let Some(dir) = &this.dir {
-            let (bytes, unread) = on_disk(dir);
-            io.on_disk_bytes = (unread == 0).then_some(bytes);
+            let d = on_disk(dir);
+            if d.unread == 0 {
+                (io.on_disk_bytes, io.reserved_bytes) = (Some(d.data), Some(d.reserved));
+            }
         }
         // The ratios wait for the phase's op table: `derive` below, once it is filled.
         ps.storage_io = Some(io);

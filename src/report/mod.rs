@@ -17,6 +17,7 @@ pub mod html;
 pub mod javafmt;
 pub mod manifest;
 pub mod names;
+pub mod on_disk;
 pub mod output;
 pub mod per_op;
 mod phase_notes;
