@@ -643,6 +643,7 @@ fn embedded_stores_storage_io_is_summed_over_agents() {
         "kvmeter_write_bytes",
         "user_write_bytes",
         "on_disk_bytes",
+        "reserved_bytes",
     ] {
         assert_eq!(m[k].as_u64(), Some(sum(k)), "{k}: {m}");
     }
