@@ -176,7 +176,7 @@ mod tests {
     fn on_the_engine_the_advice_names_connections_not_threads() {
         // --threads are event loops there: more of them adds no request in flight.
         for (short, cpu) in [(false, Some(20.0)), (true, Some(30.0)), (true, None)] {
-            let a = advice(short, cpu, 2, 2, true);
+            let a = advice(short, cpu, 2, 2, true).to_lowercase();
             assert!(
                 a.contains("--connections") && !a.contains("raise --threads"),
                 "{a}"

@@ -222,7 +222,10 @@ impl Companion for StorageIoCompanion {
             Err(why) => io.unavailable = Some(why),
         }
         if let Some(dir) = &this.dir {
-            let d = on_disk(dir);
+            // A store in this process holds POSIX locks on its files, which opening and
+            // closing one of them would release (report::on_disk): only a server's are opened.
+            let look_inside = matches!(this.subject, Subject::Servers { .. });
+            let d = on_disk(dir, look_inside);
             if d.unread == 0 {
                 (io.on_disk_bytes, io.reserved_bytes) = (Some(d.data), Some(d.reserved));
             }

@@ -67,9 +67,10 @@ pub struct StorageIo {
     /// allocated blocks that hold data (`report::on_disk`: space a store reserved and has not
     /// written is not data, nor are a sparse file's holes).
     pub on_disk_bytes: Option<u64>,
-    /// Space the store reserved on disk and has not written yet, apart from `on_disk_bytes`:
-    /// past a file's end (RocksDB's write-ahead log reserves a memtable's worth) or within it
-    /// (etcd makes each 64 MB WAL segment that long at once, and the next one ahead).
+    /// Space reserved on disk and not written yet, apart from `on_disk_bytes`: past a file's
+    /// end (RocksDB's write-ahead log reserves a memtable's worth; XFS preallocates behind a
+    /// growing file) or, for a server's files, within it (etcd makes each 64 MB WAL segment
+    /// that long at once, and the next one ahead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reserved_bytes: Option<u64>,
     /// Space amplification: `on_disk_bytes` over the logical data the store holds, known

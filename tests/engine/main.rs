@@ -8,5 +8,6 @@ mod common;
 
 mod basics;
 mod etcd;
+mod open_loop;
 mod protocols;
 mod transports;

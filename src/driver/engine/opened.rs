@@ -147,9 +147,10 @@ impl Opened {
         }
     }
 
-    /// Open loop: judges the process the sends made over the measured window (and the sends'
-    /// lateness, which the worker pool's `max_behind_ms` does not see here: the loops take
-    /// every due arrival and hold it in their backlog), marking a schedule not kept.
+    /// Open loop: judges the process the sends made over the measured window and the sends'
+    /// lateness (the loops take every due arrival and hold the ones with no free slot in
+    /// their backlog, whose oldest each publishes for `max_behind_ms`), marking a schedule
+    /// not kept.
     pub fn judge_open_loop(
         &self,
         ps: &mut crate::report::PhaseSummary,
