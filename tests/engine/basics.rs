@@ -8,18 +8,13 @@
 //! is in `open_loop.rs`.
 
 use crate::common;
+use crate::{kvmeter_cmd, memcached};
 
 use common::servers::{mc_stats, Launch, Proc};
 use common::{count, json, kvmeter, phase};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
-
-fn memcached(conns: usize) -> (Proc, u16) {
-    Launch::memcached()
-        .args(&["-c", &conns.to_string()])
-        .start()
-}
 
 fn redis(dir: &Path, conns: usize) -> (Proc, u16) {
     Launch::redis(dir)
@@ -512,10 +507,4 @@ fn engine_connections_authenticate_and_select_their_database() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("AUTH") || err.contains("WRONGPASS"), "{err}");
-}
-
-fn kvmeter_cmd() -> Command {
-    let mut c = Command::new(common::bin());
-    c.env("NO_COLOR", "1");
-    c
 }

@@ -11,3 +11,20 @@ mod etcd;
 mod open_loop;
 mod protocols;
 mod transports;
+
+use common::servers::{Launch, Proc};
+use std::process::Command;
+
+/// A memcached on loopback that takes `conns` connections.
+fn memcached(conns: usize) -> (Proc, u16) {
+    Launch::memcached()
+        .args(&["-c", &conns.to_string()])
+        .start()
+}
+
+/// kvmeter, for a test that spawns it and stops its server meanwhile.
+fn kvmeter_cmd() -> Command {
+    let mut c = Command::new(common::bin());
+    c.env("NO_COLOR", "1");
+    c
+}

@@ -6,23 +6,12 @@
 //! asserted beyond the stall the test makes itself.
 
 use crate::common;
+use crate::{kvmeter_cmd, memcached};
 
-use common::servers::{mc_stats, Launch, Proc};
+use common::servers::{mc_stats, Launch};
 use common::{count, json, kvmeter, phase};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
-
-fn memcached(conns: usize) -> (Proc, u16) {
-    Launch::memcached()
-        .args(&["-c", &conns.to_string()])
-        .start()
-}
-
-fn kvmeter_cmd() -> Command {
-    let mut c = Command::new(common::bin());
-    c.env("NO_COLOR", "1");
-    c
-}
 
 #[test]
 fn a_probe_stream_is_measured_apart_from_the_load() {

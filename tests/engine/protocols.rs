@@ -8,19 +8,14 @@
 //! errors. No timing is asserted.
 
 use crate::common;
+use crate::memcached;
 
-use common::servers::{mc_stats, wait_exit, Launch, Proc};
+use common::servers::{mc_stats, wait_exit, Launch};
 use common::{bin, count, json, kvmeter, phase};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-fn memcached(conns: usize) -> (Proc, u16) {
-    Launch::memcached()
-        .args(&["-c", &conns.to_string()])
-        .start()
-}
 
 #[test]
 fn a_thousand_binary_connections_at_depth_4_match_memcacheds_own_counts() {
