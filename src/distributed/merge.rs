@@ -161,7 +161,10 @@ impl Merger {
             store: StoreManifest {
                 name: adapter.name.into(),
                 version: crate::store::version_of(adapter),
-                options: shown_options(self.plan.store_options.resolved()),
+                options: shown_options(&crate::store::applied_options(
+                    adapter,
+                    &self.plan.store_options,
+                )),
                 capabilities: adapter.capabilities,
                 server: None,
             },

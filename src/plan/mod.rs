@@ -228,9 +228,7 @@ fn find_store(name: &str) -> Result<&'static StoreKind, UsageError> {
 /// `--store-opt` items: names known to the adapter, values checked by it — all before any
 /// directory exists (a sweep or capacity search checks every point's plan this way first).
 fn store_options(adapter: &StoreKind, given: &[String]) -> Result<StoreOptions, UsageError> {
-    let opts = StoreOptions::parse(adapter.name, adapter.options, given)?;
-    (adapter.check)(&opts)?;
-    Ok(opts)
+    crate::store::checked_options(adapter, given)
 }
 
 /// Names `default_out` chose in this process: `report::rundir::claim` creates them new and

@@ -40,6 +40,8 @@ pub use options::{OptSpec, StoreOptions};
 pub use crate::record::{self, Fields, Record, RecordView};
 pub use registry::{built_in, names, not_built};
 
+use crate::error::UsageError;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The store `--store` names: a built-in adapter, or a plug-in (`plugin:PATH`, loaded the
@@ -348,6 +350,42 @@ pub struct ServerSpec {
     /// The members a managed server is made of for these options (a single server, an etcd
     /// group, a Redis primary with replicas, a Redis Cluster).
     pub topology: fn(opts: &StoreOptions) -> &'static dyn cluster::Topology,
+    /// Options that only set up a server kvmeter starts (its memory, threads, CPUs, members):
+    /// refused with `addr=` (the user's own server) and left out of that run's manifest.
+    pub managed_only: &'static [&'static str],
+}
+
+/// The `--store-opt` items parsed and checked (`StoreKind::check`) before anything is created.
+/// With `addr=` a server is the user's own, so an option that only sets up a server kvmeter
+/// starts would configure nothing: it is refused, naming the option, rather than recorded in
+/// the manifest as if it had applied.
+pub fn checked_options(kind: &StoreKind, items: &[String]) -> Result<StoreOptions, UsageError> {
+    let opts = StoreOptions::parse(kind.name, kind.options, items)?;
+    (kind.check)(&opts)?;
+    let Some(server) = kind.server.filter(|_| !opts.str("addr").is_empty()) else {
+        return Ok(opts);
+    };
+    match server.managed_only.iter().find(|k| opts.is_given(k)) {
+        Some(k) => Err(UsageError::new(format!(
+            "--store-opt {k}={}: sets up a server kvmeter starts, but addr={} is your own; configure it there, or leave addr out and kvmeter starts one",
+            opts.str(k),
+            opts.str("addr")
+        ))),
+        None => Ok(opts),
+    }
+}
+
+/// The options as they applied to a run, for its manifest: with the user's own server
+/// (`addr=` given), those that only set up a managed server are left out, so that a
+/// default such as memcached's `memory_mb=1024` is not read as the server's setting.
+pub fn applied_options(kind: &StoreKind, opts: &StoreOptions) -> BTreeMap<String, String> {
+    let users_server = opts.is_given("addr") && !opts.str("addr").is_empty();
+    let managed_only = kind.server.map(|s| s.managed_only).unwrap_or_default();
+    opts.resolved()
+        .iter()
+        .filter(|(k, _)| !(users_server && managed_only.contains(&k.as_str())))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// Counts one request sent to `addr` (a linear search over a cluster's few members; a new

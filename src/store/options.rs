@@ -2,7 +2,7 @@
 //! The plan holds them typed and checked (`StoreKind::check`) before anything is created.
 
 use crate::error::UsageError;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The largest size a `_mb` option takes: 1 PiB.
 const MAX_MIB: u64 = 1 << 30;
@@ -19,6 +19,9 @@ pub struct OptSpec {
 pub struct StoreOptions {
     store: String,
     values: BTreeMap<String, String>,
+    /// The names the user gave (`--store-opt`), as opposed to defaults and what the driver
+    /// sets (a managed server's `addr`).
+    given: BTreeSet<String>,
 }
 
 /// Serialized as the map of every option's value (manifest.json's plan).
@@ -29,12 +32,13 @@ impl serde::Serialize for StoreOptions {
 }
 
 impl StoreOptions {
-    pub fn parse(store: &str, specs: &[OptSpec], given: &[String]) -> Result<Self, UsageError> {
+    pub fn parse(store: &str, specs: &[OptSpec], items: &[String]) -> Result<Self, UsageError> {
         let mut values: BTreeMap<String, String> = specs
             .iter()
             .map(|s| (s.name.to_string(), s.default.to_string()))
             .collect();
-        for item in given {
+        let mut given = BTreeSet::new();
+        for item in items {
             let (k, v) = item.split_once('=').ok_or_else(|| {
                 UsageError::new(format!(
                     "--store-opt '{item}': expected key=value (for example block_cache_mb=64)"
@@ -48,10 +52,12 @@ impl StoreOptions {
                 )));
             }
             values.insert(k.to_string(), v.to_string());
+            given.insert(k.to_string());
         }
         Ok(StoreOptions {
             store: store.to_string(),
             values,
+            given,
         })
     }
 
@@ -63,6 +69,11 @@ impl StoreOptions {
     /// Sets a value the driver decides (a managed server's address).
     pub fn set(&mut self, key: &str, value: &str) {
         self.values.insert(key.to_string(), value.to_string());
+    }
+
+    /// Whether the user gave `key` (`--store-opt key=…`), whatever its value.
+    pub fn is_given(&self, key: &str) -> bool {
+        self.given.contains(key)
     }
 
     pub fn resolved(&self) -> &BTreeMap<String, String> {

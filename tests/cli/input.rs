@@ -139,3 +139,54 @@ fn the_suites_default_warmup_is_not_called_a_flag() {
     );
     assert!(!err.contains("--warmup 2s"), "{err}");
 }
+
+/// With `addr=` the server is the user's own: an option that only sets up a server kvmeter
+/// starts would configure nothing, so it is refused by name, before anything is created —
+/// for a run and for the durability check alike. (The manifest side: stores/runs.rs
+/// `a_users_own_memcached_via_addr`.)
+#[test]
+fn a_managed_servers_option_with_the_users_own_server_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("never");
+    let out = out.to_str().unwrap();
+    let cases = [
+        ("memcached", "memory_mb=64"),
+        ("memcached", "threads=8"),
+        ("memcached", "cpus=0"),
+        ("redis", "maxmemory_mb=5"),
+        ("redis", "persistence=aof"),
+        ("redis", "node_timeout_ms=500"),
+        ("etcd", "quota_backend_mb=64"),
+        ("etcd", "members=1"),
+    ];
+    for (store, opt) in cases {
+        for command in ["run", "durability"] {
+            let args = [command, "--store", store, "--store-opt", "addr=127.0.0.1:9"];
+            let args = [&args[..], &["--store-opt", opt, "--out", out]].concat();
+            let (code, err) = stderr_of(&args);
+            assert_eq!(code, 2, "{args:?}: {err}");
+            let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error")).collect();
+            assert_eq!(lines.len(), 1, "{args:?}: {err}");
+            assert!(
+                lines[0].contains(&format!("--store-opt {opt}: sets up a server kvmeter starts, but addr=127.0.0.1:9 is your own")),
+                "{args:?}: {err}"
+            );
+            assert!(!t.path().join("never").exists(), "{args:?}");
+        }
+    }
+    // The same options without addr= are a managed server's settings and pass this check (the
+    // run then fails only because --out names a file here, which proves the order).
+    std::fs::write(t.path().join("file"), "x").unwrap();
+    let file = t.path().join("file");
+    let (code, err) = stderr_of(&[
+        "run",
+        "--store",
+        "memcached",
+        "--store-opt",
+        "memory_mb=64",
+        "--out",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!err.contains("sets up a server"), "{err}");
+}

@@ -209,6 +209,14 @@ fn a_users_own_memcached_via_addr() {
     assert_eq!(m["store"]["server"]["managed"], false);
     assert_eq!(m["store"]["server"]["addr"], addr.as_str());
     assert_eq!(m["store"]["server"]["version"], "1.6.18");
+    // The options as they applied: the client's, not a managed server's defaults that never
+    // reached this one (memory_mb=1024 would misstate the -m it was started with).
+    let options = m["store"]["options"].as_object().unwrap();
+    assert_eq!(options["protocol"], "binary");
+    assert_eq!(options["addr"], addr.as_str());
+    for managed_only in ["memory_mb", "threads", "max_clients", "cpus"] {
+        assert!(!options.contains_key(managed_only), "{options:?}");
+    }
     let s = json(&out.join("summary.json"));
     assert_eq!(
         count(phase(&s, "run"), "READ") + count(phase(&s, "run"), "UPDATE"),

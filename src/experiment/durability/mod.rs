@@ -322,7 +322,9 @@ impl Report {
             result_text,
             fail_on_loss: s.fail_on_loss,
             store: adapter.name.into(),
-            options: crate::report::manifest::shown_options(opts.resolved()),
+            options: crate::report::manifest::shown_options(&crate::store::applied_options(
+                adapter, opts,
+            )),
             mode,
             note,
             verdict,
@@ -344,8 +346,7 @@ pub fn run(s: &Settings) -> anyhow::Result<i32> {
             crate::store::names().join(", ")
         ))
     })?;
-    let opts = StoreOptions::parse(adapter.name, adapter.options, &s.store_opts)?;
-    (adapter.check)(&opts)?;
+    let opts = crate::store::checked_options(adapter, &s.store_opts)?;
     if s.writers == 0 || s.writers > 64 {
         return Err(UsageError::new(format!("--writers {}: expected 1 to 64", s.writers)).into());
     }

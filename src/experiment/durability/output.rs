@@ -81,7 +81,7 @@ pub fn start(
         store: StoreManifest {
             name: adapter.name.into(),
             version: crate::store::version_of(adapter),
-            options: shown_options(opts.resolved()),
+            options: shown_options(&crate::store::applied_options(adapter, opts)),
             capabilities: adapter.capabilities,
             server: None,
         },

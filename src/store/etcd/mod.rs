@@ -59,6 +59,14 @@ pub static SERVER: ServerSpec = ServerSpec {
     ping,
     clear,
     topology: |_| &cluster::ETCD,
+    managed_only: &[
+        "cpus",
+        "members",
+        "heartbeat_ms",
+        "election_ms",
+        "quota_backend_mb",
+        "snapshot_count",
+    ],
 };
 
 pub static KIND: StoreKind = StoreKind {

@@ -53,6 +53,7 @@ pub static SERVER: ServerSpec = ServerSpec {
     ping,
     clear,
     topology: |_| &super::cluster::SINGLE,
+    managed_only: &["max_clients", "memory_mb", "threads", "cpus"],
 };
 
 pub static KIND: StoreKind = StoreKind {

@@ -78,6 +78,19 @@ pub static SERVER: ServerSpec = ServerSpec {
             &replication::REPLICATION
         }
     },
+    managed_only: &[
+        "max_clients",
+        "persistence",
+        "maxmemory_mb",
+        "io_threads",
+        "cpus",
+        "replicas",
+        "sentinels",
+        "down_after_ms",
+        "cluster_replicas",
+        "full_coverage",
+        "node_timeout_ms",
+    ],
 };
 
 pub static KIND: StoreKind = StoreKind {
