@@ -161,10 +161,7 @@ impl Merger {
             store: StoreManifest {
                 name: adapter.name.into(),
                 version: crate::store::version_of(adapter),
-                options: shown_options(&crate::store::applied_options(
-                    adapter,
-                    &self.plan.store_options,
-                )),
+                options: shown_options(&self.plan.store_options.applied()),
                 capabilities: adapter.capabilities,
                 server: None,
             },

@@ -73,7 +73,7 @@ impl<'p> Run<'p> {
             store: StoreManifest {
                 name: adapter.name.into(),
                 version: store::version_of(adapter),
-                options: shown_options(&store::applied_options(adapter, &opts)),
+                options: shown_options(&opts.applied()),
                 capabilities: adapter.capabilities,
                 server: server_manifest,
             },

@@ -41,7 +41,6 @@ pub use crate::record::{self, Fields, Record, RecordView};
 pub use registry::{built_in, names, not_built};
 
 use crate::error::UsageError;
-use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The store `--store` names: a built-in adapter, or a plug-in (`plugin:PATH`, loaded the
@@ -357,35 +356,24 @@ pub struct ServerSpec {
 
 /// The `--store-opt` items parsed and checked (`StoreKind::check`) before anything is created.
 /// With `addr=` a server is the user's own, so an option that only sets up a server kvmeter
-/// starts would configure nothing: it is refused, naming the option, rather than recorded in
-/// the manifest as if it had applied.
+/// starts would configure nothing: given, it is refused by name; left at its default, it is
+/// left out of what the run records (`StoreOptions::applied`), so that memcached's
+/// `memory_mb=1024` is not read as the setting of a server started with `-m 64`.
 pub fn checked_options(kind: &StoreKind, items: &[String]) -> Result<StoreOptions, UsageError> {
-    let opts = StoreOptions::parse(kind.name, kind.options, items)?;
+    let mut opts = StoreOptions::parse(kind.name, kind.options, items)?;
     (kind.check)(&opts)?;
     let Some(server) = kind.server.filter(|_| !opts.str("addr").is_empty()) else {
         return Ok(opts);
     };
-    match server.managed_only.iter().find(|k| opts.is_given(k)) {
-        Some(k) => Err(UsageError::new(format!(
+    if let Some(k) = server.managed_only.iter().find(|k| opts.is_given(k)) {
+        return Err(UsageError::new(format!(
             "--store-opt {k}={}: sets up a server kvmeter starts, but addr={} is your own; configure it there, or leave addr out and kvmeter starts one",
             opts.str(k),
             opts.str("addr")
-        ))),
-        None => Ok(opts),
+        )));
     }
-}
-
-/// The options as they applied to a run, for its manifest: with the user's own server
-/// (`addr=` given), those that only set up a managed server are left out, so that a
-/// default such as memcached's `memory_mb=1024` is not read as the server's setting.
-pub fn applied_options(kind: &StoreKind, opts: &StoreOptions) -> BTreeMap<String, String> {
-    let users_server = opts.is_given("addr") && !opts.str("addr").is_empty();
-    let managed_only = kind.server.map(|s| s.managed_only).unwrap_or_default();
-    opts.resolved()
-        .iter()
-        .filter(|(k, _)| !(users_server && managed_only.contains(&k.as_str())))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+    opts.set_not_applied(server.managed_only);
+    Ok(opts)
 }
 
 /// Counts one request sent to `addr` (a linear search over a cluster's few members; a new

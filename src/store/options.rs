@@ -22,12 +22,15 @@ pub struct StoreOptions {
     /// The names the user gave (`--store-opt`), as opposed to defaults and what the driver
     /// sets (a managed server's `addr`).
     given: BTreeSet<String>,
+    /// Options that configure nothing in this run (a managed server's, with the user's own
+    /// server at `addr=`): kept for the code that reads them, left out of what is recorded.
+    not_applied: BTreeSet<String>,
 }
 
-/// Serialized as the map of every option's value (manifest.json's plan).
+/// Serialized as the map of the value of every option that applied (manifest.json's plan).
 impl serde::Serialize for StoreOptions {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.values.serialize(s)
+        self.applied().serialize(s)
     }
 }
 
@@ -58,6 +61,7 @@ impl StoreOptions {
             store: store.to_string(),
             values,
             given,
+            not_applied: BTreeSet::new(),
         })
     }
 
@@ -78,6 +82,21 @@ impl StoreOptions {
 
     pub fn resolved(&self) -> &BTreeMap<String, String> {
         &self.values
+    }
+
+    /// Marks options that configure nothing in this run; none of them may have been given.
+    pub(super) fn set_not_applied(&mut self, names: &[&str]) {
+        debug_assert!(names.iter().all(|n| !self.is_given(n)));
+        self.not_applied = names.iter().map(|n| n.to_string()).collect();
+    }
+
+    /// Every option's value except those that configured nothing: what a run records.
+    pub fn applied(&self) -> BTreeMap<String, String> {
+        let applied = self
+            .values
+            .iter()
+            .filter(|(k, _)| !self.not_applied.contains(*k));
+        applied.map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
     pub fn str(&self, key: &str) -> &str {
@@ -175,6 +194,21 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--store-opt a=x"));
+    }
+
+    #[test]
+    fn what_was_given_and_what_applied() {
+        let mut o = StoreOptions::parse("s", SPECS, &["a=5".into()]).unwrap();
+        assert!(o.is_given("a") && !o.is_given("b"));
+        o.set_not_applied(&["b"]);
+        assert_eq!(
+            o.str("b"),
+            "false",
+            "still there for the code that reads it"
+        );
+        let recorded = serde_json::to_value(&o).unwrap();
+        assert_eq!(recorded, serde_json::json!({"a": "5"}));
+        assert_eq!(o.applied().len(), 1);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 mod common;
 
 mod footprint;
+mod input;
 mod profile;
 mod runs;
 mod scale;

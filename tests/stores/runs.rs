@@ -214,8 +214,11 @@ fn a_users_own_memcached_via_addr() {
     let options = m["store"]["options"].as_object().unwrap();
     assert_eq!(options["protocol"], "binary");
     assert_eq!(options["addr"], addr.as_str());
+    let planned = m["plan"]["store_options"].as_object().unwrap();
+    assert_eq!(planned["protocol"], "binary");
     for managed_only in ["memory_mb", "threads", "max_clients", "cpus"] {
         assert!(!options.contains_key(managed_only), "{options:?}");
+        assert!(!planned.contains_key(managed_only), "{planned:?}");
     }
     let s = json(&out.join("summary.json"));
     assert_eq!(

@@ -322,9 +322,7 @@ impl Report {
             result_text,
             fail_on_loss: s.fail_on_loss,
             store: adapter.name.into(),
-            options: crate::report::manifest::shown_options(&crate::store::applied_options(
-                adapter, opts,
-            )),
+            options: crate::report::manifest::shown_options(&opts.applied()),
             mode,
             note,
             verdict,

@@ -81,7 +81,7 @@ pub fn start(
         store: StoreManifest {
             name: adapter.name.into(),
             version: crate::store::version_of(adapter),
-            options: shown_options(&crate::store::applied_options(adapter, opts)),
+            options: shown_options(&opts.applied()),
             capabilities: adapter.capabilities,
             server: None,
         },
