@@ -254,6 +254,7 @@ typedef enum kvm_stat_role {
    KVM_ROLE_CACHE_MISS    = 6,
    KVM_ROLE_STALL         = 7, /* microseconds writers were held back */
    KVM_ROLE_BACKLOG       = 8, /* work owed (a gauge): must not grow for a load to be sustainable */
+   KVM_ROLE_UNWRITTEN     = 9, /* bytes accepted, held in memory, not yet in the store's files (a gauge) */
 } kvm_stat_role;
 
 typedef struct kvm_stat {

@@ -237,6 +237,7 @@ fn role_name(r: Role) -> Option<String> {
         Role::CacheMiss => "cache_miss",
         Role::Stall => "stall",
         Role::Backlog => "backlog",
+        Role::Unwritten => "unwritten",
     };
     Some(name.into())
 }
@@ -248,7 +249,7 @@ impl StoreStats {
         let role = |f: &StatFigure, r: &str| f.role.as_deref() == Some(r);
         let mut work = vec![];
         let mut stalled_us = None::<u64>;
-        let mut backlog = vec![];
+        let (mut backlog, mut unwritten) = (vec![], vec![]);
         for (name, f) in &self.stats {
             if f.kind == StatKind::Counter && role(f, "work") {
                 if let Some(n) = f.increase.filter(|n| *n > 0) {
@@ -266,6 +267,11 @@ impl StoreStats {
                     v.to_string()
                 };
                 backlog.push(format!("{name} {v}"));
+            }
+            if role(f, "unwritten") && f.unit == "bytes" {
+                if let Some(v) = f.end.filter(|v| *v > 0) {
+                    unwritten.push(format!("{name} {}", mb(v)));
+                }
             }
         }
         // Work its counters could not give (RocksDB counts compactions only with timers, none
@@ -310,6 +316,14 @@ impl StoreStats {
             )),
             None if self.write_amplification_source.starts_with("unavailable") => {}
             None => second.push("write amplification: none (no user bytes written)".into()),
+        }
+        if !unwritten.is_empty() {
+            // Each phase ends by closing the store, which writes what it holds (RocksDB flushes
+            // its memtables) after the phase's last sample: not in its figures.
+            second.push(format!(
+                "held in memory at the end, not yet written: {} (the store's close writes it, after the phase's last sample: not in its write amplification)",
+                unwritten.join(", ")
+            ));
         }
         if !backlog.is_empty() {
             second.push(format!("backlog at the end: {}", backlog.join(", ")));

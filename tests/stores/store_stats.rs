@@ -370,6 +370,67 @@ fn rocksdb_basic_statistics_say_what_they_leave_out() {
     assert!(ss["write_amplification"].as_f64().unwrap() > 1.0, "{ss}");
 }
 
+/// A load smaller than one memtable is still in memory at the phase's last sample: RocksDB's
+/// LOG shows its one flush, the close's manual one, holding every record. The phase's write
+/// amplification is then the WAL's alone, and the terminal says how much the close writes after
+/// it (memtable_bytes, role `unwritten`, at least the flush's data).
+#[test]
+fn rocksdb_memtables_left_for_the_close_are_named_beside_write_amplification() {
+    let t = tempfile::tempdir().unwrap();
+    let (out, data) = (t.path().join("run"), t.path().join("data"));
+    let o = kvmeter()
+        .args([
+            "run",
+            "-P",
+            "workloada",
+            "--phase",
+            "load",
+            "--threads",
+            "1",
+        ])
+        .args([
+            "--records",
+            "20000",
+            "-p",
+            "fieldcount=1",
+            "-p",
+            "fieldlength=1000",
+        ])
+        .args(["--store-opt", "write_buffer_mb=64", "--data-dir"])
+        .arg(&data)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let log = std::fs::read_to_string(data.join("store/db0/LOG")).unwrap();
+    let flushes: Vec<Value> = events(&log)
+        .into_iter()
+        .filter(|e| e["event"] == "flush_started")
+        .collect();
+    assert_eq!(flushes.len(), 1, "{log}");
+    assert_eq!(flushes[0]["flush_reason"], "Manual Flush");
+    assert_eq!(flushes[0]["total_num_input_entries"], 20000);
+    let flushed_data = flushes[0]["total_data_size"].as_u64().unwrap();
+    let summary = json(&out.join("summary.json"));
+    validate("summary.schema.json", &summary);
+    let ss = &phase(&summary, "load")["store_stats"];
+    let held = &ss["stats"]["memtable_bytes"];
+    assert_eq!(held["role"], "unwritten", "{ss}");
+    let held = held["end"].as_u64().unwrap();
+    assert!(
+        (flushed_data..2 * flushed_data).contains(&held),
+        "{held} {flushed_data}"
+    );
+    assert_eq!(ss["stats"]["flush_bytes"]["increase"], 0, "{ss}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let line = format!(
+        "held in memory at the end, not yet written: memtable_bytes {:.1} MB (the store's close writes it",
+        held as f64 / 1e6
+    );
+    assert!(stdout.contains(&line), "{stdout}");
+}
+
 /// Write stalls: an unpaced load into 1 MiB memtables outruns their flushes, so RocksDB stops
 /// writes ("Stopping writes because ...", a [WARN] line of its LOG with the local time).
 /// store_events.csv holds each such line of the LOG by the phase's last sample, at its time

@@ -153,6 +153,7 @@ fn role(r: u32) -> Option<Role> {
         6 => Role::CacheMiss,
         7 => Role::Stall,
         8 => Role::Backlog,
+        9 => Role::Unwritten,
         _ => return None,
     })
 }
