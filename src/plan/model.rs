@@ -107,7 +107,8 @@ pub(super) fn ser_opt_secs<S: serde::Serializer>(
 pub struct Plan {
     pub command: String,
     pub store: String,
-    /// Every option of the store, defaults filled in, values checked by the adapter.
+    /// Every option of the store, defaults filled in, values checked by the adapter (with the
+    /// user's own server, those that only set up a managed one are not recorded).
     pub store_options: StoreOptions,
     /// `None`: a fresh temporary directory, removed at the end.
     pub data_dir: Option<PathBuf>,

@@ -85,7 +85,7 @@ pub fn bands(
     phase: &str,
     end_s: f64,
 ) -> Vec<Band> {
-    let mut out = vec![];
+    let mut out: Vec<Band> = vec![];
     if let Some(t) = events {
         let mut open: Vec<(&'static str, String, f64)> = vec![];
         for r in t.rows().filter(|r| r.get("phase") == phase) {
@@ -101,12 +101,20 @@ pub fn bands(
                         "aof_rewrite_finished" => "rewrite",
                         _ => "spike",
                     };
-                    out.push(Band {
-                        from_s: at,
-                        to_s: at + 1.0,
-                        what,
-                        title: format!("{instant} in this second: {}", r.get("detail")),
-                    });
+                    // Two in one of Redis's seconds (saves it counted between two samples) are
+                    // one band; each sample maps Redis's clock to the phase's afresh, so their
+                    // t_s differ by the mapping's error, well below the second.
+                    let detail = r.get("detail");
+                    let same_second = |b: &&mut Band| b.what == what && (b.from_s - at).abs() < 0.5;
+                    match out.iter_mut().find(same_second) {
+                        Some(b) => b.title.push_str(&format!("; and another: {detail}")),
+                        None => out.push(Band {
+                            from_s: at,
+                            to_s: at + 1.0,
+                            what,
+                            title: format!("{instant} in this second: {detail}"),
+                        }),
+                    }
                     continue;
                 }
                 _ => continue,

@@ -26,8 +26,8 @@ pub const MAX_MERGED: usize = 512;
 pub struct StatFigure {
     pub kind: StatKind,
     pub unit: String,
-    /// Its part in kvmeter's figures: storage_write, user_write, user_read, cache_hit, cache_miss, stall
-    /// or backlog (none: only itself).
+    /// Its part in kvmeter's figures: work, storage_write, user_write, user_read, cache_hit,
+    /// cache_miss, stall, backlog or unwritten (none: only itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
     /// A counter's increase from the phase's start to its end.
@@ -268,8 +268,9 @@ impl StoreStats {
                 };
                 backlog.push(format!("{name} {v}"));
             }
+            // An empty memtable still takes a few KB: below 0.1 MB there is nothing to say.
             if role(f, "unwritten") && f.unit == "bytes" {
-                if let Some(v) = f.end.filter(|v| *v > 0) {
+                if let Some(v) = f.end.filter(|v| *v >= 50_000) {
                     unwritten.push(format!("{name} {}", mb(v)));
                 }
             }
@@ -317,11 +318,11 @@ impl StoreStats {
             None if self.write_amplification_source.starts_with("unavailable") => {}
             None => second.push("write amplification: none (no user bytes written)".into()),
         }
-        if !unwritten.is_empty() {
-            // Each phase ends by closing the store, which writes what it holds (RocksDB flushes
-            // its memtables) after the phase's last sample: not in its figures.
+        if !unwritten.is_empty() && self.write_amplification.is_some() {
+            // Each phase ends by closing the store, which flushes what it holds (RocksDB's
+            // memtables; their WAL bytes are already counted) after the phase's last sample.
             second.push(format!(
-                "held in memory at the end, not yet written: {} (the store's close writes it, after the phase's last sample: not in its write amplification)",
+                "in memory at the end, not yet flushed to its data files: {} of memory (the close's flush, after the phase's last sample, is not in its write amplification)",
                 unwritten.join(", ")
             ));
         }
@@ -449,6 +450,50 @@ mod tests {
         // Nothing written: no ratio (not 0, not infinite).
         assert_eq!(s.write_amplification, None);
         assert_eq!(s.cache_hit_ratio, None);
+    }
+
+    /// Memory not yet flushed is named beside write amplification in a phase that wrote, and
+    /// not for an empty memtable's few KB or a phase that wrote nothing.
+    #[test]
+    fn memory_not_yet_flushed_is_named_when_the_phase_wrote() {
+        let held = StatSpec {
+            name: "memtable_bytes",
+            unit: "bytes",
+            kind: StatKind::Gauge,
+            role: Role::Unwritten,
+            meaning: "",
+        };
+        let specs = [SPECS, &[held][..]].concat();
+        let said = |user_end: u64, held: u64| {
+            let start = [
+                Some(0),
+                Some(0),
+                Some(0),
+                Some(0),
+                Some(0),
+                Some(0),
+                Some(0),
+            ];
+            let end = [
+                Some(1000),
+                Some(0),
+                Some(user_end),
+                Some(0),
+                Some(0),
+                Some(0),
+                Some(held),
+            ];
+            let s = StoreStats::of(&specs, &start, &end, &[None; 7]);
+            assert_eq!(s.stats["memtable_bytes"].role.as_deref(), Some("unwritten"));
+            s.lines()
+        };
+        let line = said(1000, 22_022_144);
+        assert!(
+            line.contains("write amplification 1.00 (store's counters: (wal + flush) / (user)); in memory at the end, not yet flushed to its data files: memtable_bytes 22.0 MB of memory"),
+            "{line}"
+        );
+        assert!(!said(1000, 2_048).contains("in memory at the end"));
+        assert!(!said(0, 22_022_144).contains("in memory at the end"));
     }
 
     /// Work the counters could not give is never "none": a compaction RocksDB's `basic`

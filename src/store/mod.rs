@@ -397,3 +397,25 @@ pub fn probe_server(spec: &ServerSpec) -> Result<(), String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Each server's `managed_only` names an option it declares, one whose help says it is a
+    /// managed server's: a misspelt name would turn off both the refusal and the omission.
+    #[test]
+    fn managed_only_options_are_declared_and_say_managed() {
+        for kind in [
+            &super::memcached::KIND,
+            &super::redis::KIND,
+            &super::etcd::KIND,
+        ] {
+            let server = kind.server.unwrap();
+            assert!(!server.managed_only.is_empty(), "{}", kind.name);
+            for name in server.managed_only {
+                let spec = kind.options.iter().find(|o| o.name == *name);
+                let spec = spec.unwrap_or_else(|| panic!("{}: {name} not declared", kind.name));
+                assert!(spec.help.starts_with("managed"), "{}: {name}", kind.name);
+            }
+        }
+    }
+}

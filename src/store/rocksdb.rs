@@ -253,7 +253,7 @@ pub static STATS: &[StatSpec] = &[
     StatSpec { name: "running_compactions", unit: "count", kind: StatKind::Gauge, role: Role::Plain, meaning: "compactions running (rocksdb.num-running-compactions)" },
     StatSpec { name: "write_stopped", unit: "bool", kind: StatKind::Gauge, role: Role::Plain, meaning: "1 while writes are stopped (rocksdb.is-write-stopped)" },
     StatSpec { name: "delayed_write_rate", unit: "bytes/s", kind: StatKind::Gauge, role: Role::Plain, meaning: "the write rate a slowdown allows, 0 when none (rocksdb.actual-delayed-write-rate)" },
-    StatSpec { name: "memtable_bytes", unit: "bytes", kind: StatKind::Gauge, role: Role::Unwritten, meaning: "bytes of all memtables, active and immutable (rocksdb.cur-size-all-mem-tables): written to SST files by flushes still to come" },
+    StatSpec { name: "memtable_bytes", unit: "bytes", kind: StatKind::Gauge, role: Role::Unwritten, meaning: "bytes of all memtables, active and immutable (rocksdb.cur-size-all-mem-tables): memory holding what flushes still to come write to SST files" },
     StatSpec { name: "block_cache_bytes", unit: "bytes", kind: StatKind::Gauge, role: Role::Plain, meaning: "bytes in the block cache (rocksdb.block-cache-usage)" },
     StatSpec { name: "live_sst_bytes", unit: "bytes", kind: StatKind::Gauge, role: Role::Plain, meaning: "bytes of the SST files of the current version (rocksdb.live-sst-files-size)" },
 ];

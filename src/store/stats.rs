@@ -38,11 +38,11 @@ pub enum Role {
     /// Work the store owes (bytes or files still to compact): a gauge that must not grow for
     /// a load to be sustainable.
     Backlog,
-    /// Bytes the store accepted and holds in memory, not yet written to its files (RocksDB's
-    /// memtables): a gauge. What it holds at a phase's end is written by the store's close,
-    /// after the phase's last sample, so the phase's write amplification leaves it out and the
-    /// terminal says so. Not a backlog: it rises and falls with every flush however
-    /// sustainable the load.
+    /// Memory holding what the store accepted and has not yet flushed to its data files
+    /// (RocksDB's memtables; their WAL bytes are already written): a gauge in bytes. What it
+    /// holds at a phase's end is flushed by the store's close, after the phase's last sample,
+    /// so the phase's write amplification leaves that flush out and the terminal says so. Not a
+    /// backlog: it rises and falls with every flush however sustainable the load.
     Unwritten,
 }
 

@@ -189,4 +189,5 @@ fn a_managed_servers_option_with_the_users_own_server_is_refused() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(!err.contains("sets up a server"), "{err}");
+    assert!(err.contains("--out "), "{err}");
 }

@@ -425,7 +425,7 @@ fn rocksdb_memtables_left_for_the_close_are_named_beside_write_amplification() {
     assert_eq!(ss["stats"]["flush_bytes"]["increase"], 0, "{ss}");
     let stdout = String::from_utf8_lossy(&o.stdout);
     let line = format!(
-        "held in memory at the end, not yet written: memtable_bytes {:.1} MB (the store's close writes it",
+        "in memory at the end, not yet flushed to its data files: memtable_bytes {:.1} MB of memory (the close's flush",
         held as f64 / 1e6
     );
     assert!(stdout.contains(&line), "{stdout}");

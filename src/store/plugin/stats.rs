@@ -123,6 +123,12 @@ unsafe fn declarations(mut p: *const RawStat) -> Result<Vec<StatSpec>, String> {
             }
         };
         let role = role((*p).role).ok_or_else(|| bad(format!("role {}: unknown", (*p).role)))?;
+        if role == Role::Unwritten && (kind != StatKind::Gauge || unit != "bytes") {
+            return Err(bad(
+                "role KVM_ROLE_UNWRITTEN: expected a gauge in bytes (memory not yet flushed)"
+                    .into(),
+            ));
+        }
         let meaning = if (*p).meaning.is_null() {
             String::new()
         } else {

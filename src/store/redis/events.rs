@@ -1,6 +1,7 @@
 //! What Redis did, on the run's clock (issue 43, events on the timeline), from its own books
 //! on the statistics connection: each background save that ended (`INFO persistence`:
-//! `rdb_last_save_time` moved; how long it took), each AOF rewrite that ended (`aof_rewrites`
+//! `rdb_saves` grew, or before Redis 7.0 `rdb_last_save_time` moved; how long it took), each
+//! AOF rewrite that ended (`aof_rewrites`
 //! grew: Redis keeps no time of it, so it is placed at the sample that saw it, which the detail
 //! says) and each latency spike its latency monitor
 //! recorded (`LATENCY LATEST`: a fork, a slow command, an AOF fsync, an eviction cycle, ... over
@@ -22,6 +23,7 @@ const MAX_NAMES: usize = 64;
 pub(super) struct Seen {
     polled: bool,
     last_save: Option<u64>,
+    saves: Option<u64>,
     aof_rewrites: Option<u64>,
     latency: BTreeMap<String, u64>,
 }
@@ -39,16 +41,36 @@ pub(super) fn poll(
         seen.polled = true;
         let num = |k: &str| field(&persistence, k).and_then(|v| v.parse::<u64>().ok());
         if let Some(at) = num("rdb_last_save_time") {
-            if !first && seen.last_save.is_some_and(|was| at > was) {
-                let took = num("rdb_last_bgsave_time_sec").map_or(String::new(), |s| {
-                    format!("the latest background save took {s} s; ")
-                });
+            let ended = match num("rdb_saves") {
+                // Redis 7.0 counts its saves as they start (a background one at its fork), so
+                // one still in progress is not yet finished. The count tells apart two saves
+                // in one second, or one in the second the books were first read, where the
+                // time alone would not move.
+                Some(n) => {
+                    let running = u64::from(num("rdb_bgsave_in_progress") == Some(1));
+                    let done = n.saturating_sub(running);
+                    let was = seen.saves.replace(done);
+                    was.filter(|_| !first).map_or(0, |w| done.saturating_sub(w))
+                }
+                None => u64::from(!first && seen.last_save.is_some_and(|was| at > was)),
+            };
+            let took = num("rdb_last_bgsave_time_sec")
+                .map_or(String::new(), |s| format!("the latest background save took {s} s; "));
+            // A hostile count is bounded by the poll's limit; the latest is always kept.
+            let room = MAX_EVENTS_PER_POLL.saturating_sub(out.len()) as u64;
+            for k in (0..ended.min(room)).rev() {
+                let which = match k {
+                    0 => String::new(),
+                    _ => format!(
+                        "an earlier one of {ended} saves since the last sample, placed at the latest's time (Redis keeps no other); "
+                    ),
+                };
                 out.push(StoreEvent {
                     unix_us: at * 1_000_000,
                     event: "save_finished",
                     job: None,
                     bytes: None,
-                    detail: format!("{took}Redis's clock, whole seconds"),
+                    detail: format!("{which}{took}Redis's clock, whole seconds"),
                 });
             }
             seen.last_save = Some(at);
