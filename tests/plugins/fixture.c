@@ -7,6 +7,7 @@
  *   -DFIXTURE_NO_READ        leaves the required read function NULL
  *   -DFIXTURE_HALF_STATS     exports kvmeter_store_stats_declared without kvmeter_store_stats
  *   -DFIXTURE_BAD_STAT       declares a statistic with an unknown unit
+ *   -DFIXTURE_BAD_ROLE       declares memory not yet flushed (KVM_ROLE_UNWRITTEN) as a count
  *   -DFIXTURE_NO_ENTRY       exports no kvmeter_store_plugin symbol
  *   -DFIXTURE_PARTIAL_WITHOUT_UPDATE  declares KVM_CAP_PARTIAL_UPDATE but no update function
  */
@@ -162,13 +163,15 @@ kvmeter_store_plugin(void)
 }
 #endif
 
-#if defined(FIXTURE_HALF_STATS) || defined(FIXTURE_BAD_STAT)
+#if defined(FIXTURE_HALF_STATS) || defined(FIXTURE_BAD_STAT) || defined(FIXTURE_BAD_ROLE)
 const kvm_stat *
 kvmeter_store_stats_declared(void)
 {
    static const kvm_stat stats[] = {
-#ifdef FIXTURE_BAD_STAT
+#if defined(FIXTURE_BAD_STAT)
       {"calls", "furlongs", KVM_STAT_COUNTER, KVM_ROLE_PLAIN, "a unit kvmeter does not know"},
+#elif defined(FIXTURE_BAD_ROLE)
+      {"calls", "count", KVM_STAT_COUNTER, KVM_ROLE_UNWRITTEN, "not memory, not bytes"},
 #else
       {"calls", "count", KVM_STAT_COUNTER, KVM_ROLE_PLAIN, "calls"},
 #endif
@@ -178,7 +181,7 @@ kvmeter_store_stats_declared(void)
 }
 #endif
 
-#ifdef FIXTURE_BAD_STAT
+#if defined(FIXTURE_BAD_STAT) || defined(FIXTURE_BAD_ROLE)
 int
 kvmeter_store_stats(kvm_store *st, kvm_stat_emit emit, void *ctx, char *err, size_t err_len)
 {

@@ -223,6 +223,11 @@ fn bad_plugins_are_one_line_and_exit_2_before_anything_is_created() {
             "statistic 'calls': unit 'furlongs': expected one of count, bytes".into(),
         ),
         (
+            plugin_build::fixture("badrole", &["-DFIXTURE_BAD_ROLE"]),
+            vec![],
+            "statistic 'calls': role KVM_ROLE_UNWRITTEN: expected a gauge in bytes".into(),
+        ),
+        (
             plugin_build::fixture("plain", &[]),
             vec!["--store-opt", "reject=yes"],
             "plug-in 'fixture' refused its options: reject=yes: this fixture refuses it".into(),
