@@ -390,10 +390,16 @@ mod quiet {
             "--profile",
         ]);
         let run = common::phase(&r.summary, "run");
-        let server = group(run, "server");
+        // At least 30 % of the 99 a second of the CPU memcached had (its threads' clock ticks):
+        // alone, 184 of 286 expected; beside six busy loops on the 2 CPUs, 33 of 58 (part of
+        // its kernel time is loopback delivery, which perf charges to the sender).
+        let server = group(run, "server")["samples"].as_u64().unwrap();
+        let server_cpu_s = run["per_op"]["server_cpu_us"].as_f64().unwrap()
+            * run["operations"].as_f64().unwrap()
+            / 1e6;
         assert!(
-            server["samples"].as_u64().unwrap() >= 50,
-            "{}",
+            server >= ((0.3 * server_cpu_s * 99.0) as u64).max(15),
+            "{server} for {server_cpu_s:.2} s of CPU: {}",
             run["telemetry"]["profile"]
         );
         let stacks = folded(&r.out.join("profile/run.server.folded"));
@@ -445,8 +451,10 @@ mod quiet {
             "--profile",
         ]);
         let run = common::phase(&r.summary, "run");
+        // Not its CPU time: a user's own server is not one kvmeter's telemetry reads. 295
+        // samples alone here; 20 says it was found and sampled on a host shared with others.
         assert!(
-            group(run, "server")["samples"].as_u64().unwrap() >= 50,
+            group(run, "server")["samples"].as_u64().unwrap() >= 20,
             "{}",
             r.stderr
         );
