@@ -129,6 +129,9 @@ pub struct LineChart {
     pub hlines: Vec<(f64, String)>,
     /// Vertical markers (the capacity), with a label.
     pub vlines: Vec<(f64, String)>,
+    /// An x range the axis covers whatever the points (a phase's intervals from the first's
+    /// start to the last's end, where the points are their midpoints).
+    pub x_span: Option<(f64, f64)>,
     /// Start the y axis at 0 (throughput); else at the smallest value.
     pub y_from_zero: bool,
 }
@@ -148,6 +151,7 @@ impl LineChart {
             bands: vec![],
             hlines: vec![],
             vlines: vec![],
+            x_span: None,
             y_from_zero: true,
         }
     }
@@ -337,6 +341,8 @@ impl LineChart {
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.0))
             .chain(self.shaded.iter().flat_map(|s| [s.0, s.1]))
+            .chain(self.bands.iter().flat_map(|b| [b.0, b.1]))
+            .chain(self.x_span.iter().flat_map(|s| [s.0, s.1]))
             .chain(self.vlines.iter().map(|v| v.0));
         let ys = self
             .series
@@ -551,6 +557,25 @@ fn axes(out: &mut String, f: &Frame, x: &Axis, y: &Axis, x_label: &str, y_label:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Five 1 s intervals drawn at their midpoints, a flush in the last 0.3 s: the x axis
+    /// reaches the intervals' end and the flush, where it ended at the last midpoint (4.5 s)
+    /// and left the last quarter-second's events out of the figure.
+    #[test]
+    fn the_x_axis_holds_the_bands_and_the_intervals_span() {
+        let mut c = LineChart::new("t", "t", "s", "ops/s");
+        c.series.push(Series::new(
+            "READ",
+            (0..5).map(|i| (i as f64 + 0.5, 100.0)).collect(),
+        ));
+        assert!(c.data_bounds().0 .1 < 4.8);
+        c.bands.push((4.7, 5.0, "flush", String::new()));
+        assert!(c.data_bounds().0 .1 >= 5.0);
+        c.bands.clear();
+        c.x_span = Some((0.0, 5.0));
+        let (lo, hi) = c.data_bounds().0;
+        assert!(lo <= 0.0 && hi >= 5.0, "{lo} {hi}");
+    }
 
     #[test]
     fn text_is_escaped_and_numbers_are_short() {

@@ -21,7 +21,7 @@ use std::path::Path;
 /// The file's name in a run directory.
 pub const STORE_EVENTS_CSV: &str = "store_events.csv";
 
-const HEADER: &str = "phase,t_s,unix_us,event,job,bytes,detail";
+const HEADER: &str = "phase,t_s,unix_us,event,job,bytes,duration_s,detail";
 
 /// store_events.csv, open for one phase's events.
 pub struct EventsCsv {
@@ -58,6 +58,7 @@ impl EventsCsv {
                 .text(e.event)
                 .opt(e.job)
                 .opt(e.bytes)
+                .opt(e.duration_us.map(|d| format!("{:.3}", d as f64 / 1e6)))
                 .text(&e.detail)
                 .end(&mut text);
         }
@@ -106,13 +107,23 @@ pub fn bands(
                     // t_s differ by the mapping's error, well below the second.
                     let detail = r.get("detail");
                     let same_second = |b: &&mut Band| b.what == what && (b.from_s - at).abs() < 0.5;
+                    // A spike's row is at the earliest it can have begun, with its length
+                    // (`duration_s`; files from before that column have none): it lies within
+                    // that length and one second more.
+                    let (to_s, title) = match r.num("duration_s") {
+                        Some(d) => (
+                            at + d + 1.0,
+                            format!("{instant} within this span: {detail}"),
+                        ),
+                        None => (at + 1.0, format!("{instant} in this second: {detail}")),
+                    };
                     match out.iter_mut().find(same_second) {
                         Some(b) => b.title.push_str(&format!("; and another: {detail}")),
                         None => out.push(Band {
                             from_s: at,
-                            to_s: at + 1.0,
+                            to_s,
                             what,
-                            title: format!("{instant} in this second: {detail}"),
+                            title,
                         }),
                     }
                     continue;
@@ -155,6 +166,13 @@ pub fn bands(
             }
             prev = Some((at, v));
         }
+    }
+    // Within the phase's figures: what began while the store opened (or in the Redis second
+    // the phase began in) is drawn from the phase's start, what ended after its last interval
+    // to that interval's end.
+    for b in &mut out {
+        b.from_s = b.from_s.clamp(0.0, end_s.max(0.0));
+        b.to_s = b.to_s.clamp(b.from_s, end_s.max(b.from_s));
     }
     if out.len() > MAX_BANDS {
         out.sort_by(|a, b| (b.to_s - b.from_s).total_cmp(&(a.to_s - a.from_s)));
@@ -207,5 +225,28 @@ mod tests {
         assert!(b[1].title.contains("command: 300 ms"), "{}", b[1].title);
         assert!(b[2].title.contains("still running"), "{}", b[2].title);
         assert!(b[3].title.contains("0.250 s"), "{}", b[3].title);
+    }
+
+    /// A Redis spike of 1,724 ms stamped in the second from 3.487 s (where kvmeter put it
+    /// before): its row is at 1.763 s, and its band runs to 4.487 s, so the interval it
+    /// emptied (2–3 s) is under it. A flush begun while the store opened and a compaction
+    /// still running stay within the phase's figures.
+    #[test]
+    fn a_spike_is_shaded_over_its_length_and_bands_stay_in_the_phase() {
+        let events = Table::parse(
+            "phase,t_s,unix_us,event,job,bytes,duration_s,detail\n\
+             run,1.763035,0,latency_spike,,,1.724,command: 1724 ms\n\
+             run,-0.2,0,flush_started,1,,,\n\
+             run,0.3,0,flush_finished,1,,,\n\
+             run,4.8,0,compaction_started,2,,,\n",
+        );
+        let b = bands(Some(&events), None, None, "run", 5.0);
+        let spans: Vec<(f64, f64, &str)> = b.iter().map(|b| (b.from_s, b.to_s, b.what)).collect();
+        assert_eq!(spans.len(), 3, "{spans:?}");
+        assert_eq!(spans[0].2, "spike");
+        assert!((spans[0].0 - 1.763035).abs() < 1e-9 && (spans[0].1 - 4.487035).abs() < 1e-9);
+        assert!(b[0].title.contains("within this span"), "{}", b[0].title);
+        assert_eq!(spans[1], (0.0, 0.3, "flush"));
+        assert_eq!(spans[2], (4.8, 5.0, "compaction"));
     }
 }

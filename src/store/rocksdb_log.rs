@@ -135,6 +135,7 @@ fn event(line: &[u8], db: &str) -> Option<StoreEvent> {
                 event: name,
                 job: None,
                 bytes: None,
+                duration_us: None,
                 detail: event_detail(&format!("{db}{why}")),
             });
         }
@@ -176,6 +177,7 @@ fn logged_event(json: &str, db: &str) -> Option<StoreEvent> {
         event,
         job: num("job"),
         bytes,
+        duration_us: None,
         detail: event_detail(&format!("{db}{detail}")),
     })
 }
@@ -227,6 +229,7 @@ mod tests {
                 event: "compaction_finished",
                 job: Some(4),
                 bytes: Some(4100000),
+                duration_us: None,
                 detail: "to level 1, 2 files; files per level [0 2 0]".into(),
             }
         );

@@ -90,6 +90,8 @@ pub struct StoreEvent {
     /// Bytes the event concerns: a flush's memtable data, a compaction's input at its start
     /// and output at its end.
     pub bytes: Option<u64>,
+    /// How long it lasted, where the store says so in one event (a Redis latency spike).
+    pub duration_us: Option<u64>,
     /// A short account in the store's words (a reason, a level), at most 200 bytes.
     pub detail: String,
 }

@@ -291,16 +291,22 @@ fn redis_latency_spikes_and_saves_are_its_own_books() {
     let rows: Vec<Vec<&str>> = csv
         .lines()
         .skip(1)
-        .map(|l| l.splitn(7, ',').collect())
+        .map(|l| l.splitn(8, ',').collect())
         .collect();
     let spike = rows
         .iter()
         .find(|r| r[3] == "latency_spike")
         .unwrap_or_else(|| panic!("{csv}"));
     assert_eq!(spike[0], "run");
-    assert_eq!(spike[2], (spike_s * 1_000_000).to_string());
+    // Redis stamps the spike's end in whole seconds: the row is at the earliest it can have
+    // begun, the stamp less its length, and carries the length.
+    assert_eq!(
+        spike[2],
+        (spike_s * 1_000_000 - spike_ms * 1000).to_string()
+    );
+    assert_eq!(spike[6], format!("{:.3}", spike_ms as f64 / 1000.0));
     assert!(
-        spike[6].contains(&format!("command: {spike_ms} ms")),
+        spike[7].contains(&format!("command: {spike_ms} ms")),
         "{csv}"
     );
     let saves: Vec<u64> = rows
@@ -329,7 +335,7 @@ fn redis_latency_spikes_and_saves_are_its_own_books() {
         .iter()
         .find(|r| r[3] == "aof_rewrite_finished")
         .unwrap_or_else(|| panic!("{csv}"));
-    assert!(rewrite[6].contains("1 AOF rewrite(s)"), "{csv}");
+    assert!(rewrite[7].contains("1 AOF rewrite(s)"), "{csv}");
     let s = json(&out.join("summary.json"));
     let events = &phase(&s, "run")["store_stats"]["events"];
     assert_eq!(events["latency_spike"], 1, "{events}");
@@ -473,14 +479,14 @@ fn redis_cluster_saves_are_each_masters_own() {
     }
     assert!(child.wait().unwrap().success());
     let csv = std::fs::read_to_string(out.join("store_events.csv")).unwrap();
-    // phase,t_s,unix_us,event,job,bytes,detail
+    // phase,t_s,unix_us,event,job,bytes,duration_s,detail
     for ((addr, _), at) in members.iter().zip(&saved) {
         let rows: Vec<Vec<&str>> = csv
             .lines()
             .skip(1)
-            .map(|l| l.splitn(7, ',').collect())
+            .map(|l| l.splitn(8, ',').collect())
             .filter(|r: &Vec<&str>| r[3] == "save_finished")
-            .filter(|r| r[6].contains(&format!("master {addr}: ")))
+            .filter(|r| r[7].contains(&format!("master {addr}: ")))
             .collect();
         assert_eq!(rows.len(), 1, "{addr}: {csv}");
         assert_eq!(rows[0][0], "run");

@@ -225,7 +225,7 @@ fn rocksdb_flushes_and_compactions_match_its_own_log() {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next(),
-        Some("phase,t_s,unix_us,event,job,bytes,detail")
+        Some("phase,t_s,unix_us,event,job,bytes,duration_s,detail")
     );
     let kept: BTreeSet<(u64, String, u64)> = lines
         .map(|l| l.split(',').collect::<Vec<_>>())

@@ -375,10 +375,19 @@ fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: 
     };
     let mid = |a: f64, b: f64| t0 + mid(a, b);
     let bands = store_bands(d, name, t0);
+    // The axis spans the intervals, not only their midpoints, so the last one's events show.
+    let (first, last) = d
+        .intervals
+        .iter()
+        .filter(|r| r.phase == name)
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), r| {
+            (a.min(r.start_s), b.max(r.end_s))
+        });
+    let x_span = (first <= last).then_some((t0 + first, t0 + last));
     let tinted = if bands.is_empty() {
         ""
     } else {
-        " Under the series, what the store did (its own log and counters): intervals in which writes stalled tinted red, seconds with a latency spike the server recorded tinted violet; along the bottom, compactions (orange), background saves (green) or AOF rewrites (teal) in the upper lane and flushes (blue) in the lower; hover over one for its job, duration and bytes."
+        " Under the series, what the store did (its own log and counters): intervals in which writes stalled tinted red, the time a latency spike the server recorded can have covered (its length and the second its clock rounds to) tinted violet; along the bottom, compactions (orange), background saves (green) or AOF rewrites (teal) in the upper lane and flushes (blue) in the lower; hover over one for its job, duration and bytes."
     };
     let mut t = LineChart::new(
         &format!("{name}-throughput"),
@@ -390,6 +399,7 @@ fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: 
         t.shaded.push((t0, t0 + warmup, "warm-up".into()));
     }
     t.bands = bands.clone();
+    t.x_span = x_span;
     for m in metrics {
         let pts = d
             .series(name, m)
@@ -412,6 +422,7 @@ fn over_time(p: &mut Page, d: &RunData, name: &str, metrics: &[String], warmup: 
             l.shaded.push((t0, t0 + warmup, "warm-up".into()));
         }
         l.bands = bands.clone();
+        l.x_span = x_span;
         type Get = fn(&crate::report::rundata::IntervalRow) -> f64;
         let parts: [(&str, Get); 3] = [
             ("p50", |r| r.p50_us),

@@ -112,6 +112,7 @@ impl LeaderChanges {
                 event: "leader_change",
                 job: None,
                 bytes: None,
+                duration_us: None,
                 detail: format!(
                     "etcd_server_leader_changes_seen_total {before} → {now}, seen at this sample (the change came since the one before)"
                 ),

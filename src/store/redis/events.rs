@@ -70,6 +70,7 @@ pub(super) fn poll(
                     event: "save_finished",
                     job: None,
                     bytes: None,
+                    duration_us: None,
                     detail: format!("{which}{took}Redis's clock, whole seconds"),
                 });
             }
@@ -84,6 +85,7 @@ pub(super) fn poll(
                     event: "aof_rewrite_finished",
                     job: None,
                     bytes: None,
+                    duration_us: None,
                     detail: format!(
                         "{} AOF rewrite(s) since the last sample; {took}placed at kvmeter's sample: Redis keeps no time of them",
                         n - was
@@ -95,13 +97,18 @@ pub(super) fn poll(
         for (name, at, latest_ms, max_ms) in latest {
             let was = seen.latency.get(&name).copied();
             if !first && was.is_none_or(|w| at > w) && out.len() < MAX_EVENTS_PER_POLL {
+                // Redis stamps a spike when it ends (`time(NULL)` after the slow command, fork
+                // or cycle), in whole seconds: it ended in [at, at + 1) and began `latest_ms`
+                // before. Its row is at the earliest it can have begun, with its length, so a
+                // figure shades [at − latest, at + 1), which holds it wherever it fell.
                 out.push(StoreEvent {
-                    unix_us: at * 1_000_000,
+                    unix_us: (at * 1_000_000).saturating_sub(latest_ms.saturating_mul(1000)),
                     event: "latency_spike",
                     job: None,
                     bytes: None,
+                    duration_us: Some(latest_ms.saturating_mul(1000)),
                     detail: format!(
-                        "{name}: {latest_ms} ms (its highest {max_ms} ms); Redis's latency monitor, whole seconds"
+                        "{name}: {latest_ms} ms (its highest {max_ms} ms); Redis's latency monitor stamps its end in whole seconds ({at}): it began up to 1 s after this time"
                     ),
                 });
             }
