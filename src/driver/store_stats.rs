@@ -152,6 +152,11 @@ pub(super) struct StoreSampler<'s> {
     now: Vec<Option<u64>>,
     /// Each gauge's highest sample so far.
     max: Vec<Option<u64>>,
+    /// Each counter's latest value, and the first time it went back (from, to, seconds on
+    /// the phase's clock): a server whose statistics were reset (`CONFIG RESETSTAT`) or
+    /// that restarted. Its increase over the phase is then not the end less the start.
+    latest: Vec<Option<u64>>,
+    went_back: Vec<Option<(u64, u64, f64)>>,
     /// None when store_stats.csv could not be opened (the summary still gets the figures).
     csv: Option<StatsCsv>,
     /// Why rows are missing from store_stats.csv, once.
@@ -242,6 +247,8 @@ impl<'s> StoreSampler<'s> {
             specs,
             max: none.clone(),
             now: none.clone(),
+            latest: none.clone(),
+            went_back: vec![None; specs.len()],
             first: none,
             csv,
             lost,
@@ -324,8 +331,15 @@ impl<'s> StoreSampler<'s> {
             Err(why) => self.fail(why),
         }
         for (i, s) in self.specs.iter().enumerate() {
-            if s.kind == StatKind::Gauge {
-                self.max[i] = self.max[i].max(self.now[i]);
+            match s.kind {
+                StatKind::Gauge => self.max[i] = self.max[i].max(self.now[i]),
+                StatKind::Counter => {
+                    let Some(v) = self.now[i] else { continue };
+                    if let Some(was) = self.latest[i].replace(v).filter(|w| v < *w) {
+                        let at = a.at.as_secs_f64();
+                        self.went_back[i].get_or_insert((was, v, at));
+                    }
+                }
             }
         }
         if let Some(sh) = &self.shared {
@@ -375,7 +389,25 @@ impl Companion for StoreSampler<'_> {
     ) -> anyhow::Result<()> {
         self.sample_and_wait(end);
         self.asker.stop();
-        let mut figures = StoreStats::of(self.specs, &self.first, &self.now, &self.max);
+        // A counter that went back has no increase to give (it may have grown past its start
+        // again), and says why.
+        let mut first = self.first.clone();
+        for (f, w) in first.iter_mut().zip(&self.went_back) {
+            if w.is_some() {
+                *f = None;
+            }
+        }
+        let mut figures = StoreStats::of(self.specs, &first, &self.now, &self.max);
+        for (s, w) in self.specs.iter().zip(&self.went_back) {
+            if let Some((from, to, at)) = w {
+                figures.unavailable.insert(
+                    s.name.to_string(),
+                    format!(
+                        "unavailable: it went back from {from} to {to} by the sample at {at:.1} s (the store's statistics were reset, or it restarted), so its increase over the phase is not known; store_stats.csv has every sample"
+                    ),
+                );
+            }
+        }
         if let Some(why) = &self.why {
             if self.first_failed || self.last_failed {
                 // That is why the phase's figures are missing.
@@ -392,10 +424,15 @@ impl Companion for StoreSampler<'_> {
             );
         }
         if self.skipped > 0 {
-            figures.unavailable.entry("samples".into()).or_insert(format!(
-                "unavailable: {} interval boundaries skipped while the store was still answering the sample before",
+            let skipped = format!(
+                "{} interval boundaries skipped while the store was still answering the sample before",
                 self.skipped
-            ));
+            );
+            figures
+                .unavailable
+                .entry("samples".into())
+                .and_modify(|s| s.push_str(&format!("; and {skipped}")))
+                .or_insert(format!("unavailable: {skipped}"));
         }
         if let Some(why) = self.lost.take() {
             figures

@@ -493,3 +493,63 @@ fn redis_cluster_saves_are_each_masters_own() {
         assert_eq!(rows[0][2].parse::<u64>().unwrap(), at * 1_000_000, "{addr}");
     }
 }
+
+/// `CONFIG RESETSTAT` in the middle of a phase: Redis's counters go back to 0. Their increase
+/// over the phase is not the end less the start (which may have grown past the start again),
+/// so it is left out and named with why: from what to what (two samples of store_stats.csv, one
+/// after the other), by which sample; Redis's own count after the run is at least the latter.
+#[test]
+fn a_redis_counter_reset_in_the_middle_of_a_phase_is_named_not_misread() {
+    let t = tempfile::tempdir().unwrap();
+    let (_r, port) = Launch::redis(t.path()).start();
+    let out = t.path().join("run");
+    let mut child = std::process::Command::new(bin())
+        .args(["run", "-P", "workloadc", "--store", "redis"])
+        .args(["--store-opt", &format!("addr=127.0.0.1:{port}")])
+        .args([
+            "--records",
+            "1000",
+            "--duration",
+            "3s",
+            "--interval",
+            "200ms",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    crate::common::servers::wait_for_phase(&out, "run");
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    assert!(redis_cli(port, &["config", "resetstat"]).contains("OK"));
+    assert!(child.wait().unwrap().success());
+    let hits_now = redis_info(port)["keyspace_hits"];
+    let s = json(&out.join("summary.json"));
+    let ss = &phase(&s, "run")["store_stats"];
+    assert!(ss["stats"]["keyspace_hits"].is_null(), "{ss}");
+    let why = ss["unavailable"]["keyspace_hits"].as_str().unwrap();
+    let nums: Vec<u64> = why
+        .split(' ')
+        .filter_map(|w| w.parse().ok())
+        .take(2)
+        .collect();
+    assert!(why.contains("went back from") && nums.len() == 2, "{why}");
+    assert!(
+        nums[1] < nums[0] && hits_now >= nums[1],
+        "{why}: {hits_now}"
+    );
+    // The two samples, one after the other, in store_stats.csv.
+    let csv = std::fs::read_to_string(out.join("store_stats.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "keyspace_hits").unwrap();
+    let hits: Vec<u64> = csv
+        .lines()
+        .skip(1)
+        .filter(|l| l.starts_with("run,"))
+        .filter_map(|l| l.split(',').nth(col)?.parse().ok())
+        .collect();
+    assert!(hits.windows(2).any(|w| w == nums), "{why}: {hits:?}");
+    // What Redis never reset is still a figure.
+    assert!(ss["stats"]["maxmemory"]["end"].is_u64(), "{ss}");
+}
