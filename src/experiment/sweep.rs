@@ -99,6 +99,9 @@ pub fn apply(req: &mut Request, name: &str, v: &str) -> Result<(), UsageError> {
         }
         _ => {
             if let Some(key) = name.strip_prefix("store-opt.").filter(|k| !k.is_empty()) {
+                // The point's value replaces the command's own `--store-opt` of that name.
+                let prefix = format!("{key}=");
+                req.store_opts.retain(|o| !o.starts_with(&prefix));
                 req.store_opts.push(format!("{key}={v}"));
             } else if let Some(key) = name.strip_prefix("p.").filter(|k| !k.is_empty()) {
                 req.props.push(format!("{key}={v}"));

@@ -54,8 +54,14 @@ impl StoreOptions {
                     if known.is_empty() { "none".to_string() } else { known.join(", ") }
                 )));
             }
+            // The last one would win unseen: a script's default and the user's own, say.
+            if !given.insert(k.to_string()) {
+                return Err(UsageError::new(format!(
+                    "--store-opt {k}: given twice ({}, then {v}); give it once",
+                    values[k]
+                )));
+            }
             values.insert(k.to_string(), v.to_string());
-            given.insert(k.to_string());
         }
         Ok(StoreOptions {
             store: store.to_string(),
@@ -186,6 +192,11 @@ mod tests {
             "{e}"
         );
         assert!(e.to_string().contains("known: a, b"));
+        let e = StoreOptions::parse("s", SPECS, &["a=1".into(), "a=2".into()]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--store-opt a: given twice (1, then 2); give it once"
+        );
         let e = StoreOptions::parse("s", SPECS, &["a".into()]).unwrap_err();
         assert!(e.to_string().contains("expected key=value"));
         let o = StoreOptions::parse("s", SPECS, &["a=x".into()]).unwrap();

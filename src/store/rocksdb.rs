@@ -17,7 +17,7 @@ use ::rocksdb::{
 use std::sync::Arc;
 
 const OPTIONS: &[OptSpec] = &[
-    OptSpec { name: "block_cache_mb", default: "64", help: "block cache size in MiB, shared by all databases" },
+    OptSpec { name: "block_cache_mb", default: "64", help: "block cache size in MiB, shared by all databases (0: a cache that keeps nothing, so every block is read from its file, through the OS page cache)" },
     OptSpec { name: "block_cache", default: "lru", help: "lru (RocksDB's and YCSB's binding's default) or hyper_clock (lock-free; the default of db_bench 11.8, not of 7.8)" },
     OptSpec { name: "direct_reads", default: "false", help: "O_DIRECT for user reads and compaction inputs (bypasses the page cache; needs a filesystem that supports it, not tmpfs)" },
     OptSpec { name: "direct_io_flush_compaction", default: "false", help: "O_DIRECT for flush and compaction writes" },

@@ -50,6 +50,19 @@ fn bad_input_is_one_clear_line_and_exit_2() {
             ],
             "block_cache=clock",
         ),
+        #[cfg(feature = "rocksdb")]
+        (
+            &[
+                "run",
+                "--store",
+                "rocksdb",
+                "--store-opt",
+                "statistics=basic",
+                "--store-opt",
+                "statistics=timers",
+            ],
+            "--store-opt statistics: given twice (basic, then timers); give it once",
+        ),
         (
             &["run", "--store", "null", "--duration", "abc"],
             "--duration 'abc'",
