@@ -249,8 +249,13 @@ impl StoreStats {
         let role = |f: &StatFigure, r: &str| f.role.as_deref() == Some(r);
         let mut work = vec![];
         let mut stalled_us = None::<u64>;
-        let (mut backlog, mut unwritten) = (vec![], vec![]);
+        let (mut backlog, mut unwritten, mut running) = (vec![], vec![], vec![]);
         for (name, f) in &self.stats {
+            // Redis's save or rewrite (counted as it starts), WiredTiger's checkpoint.
+            let in_progress = name.ends_with("_in_progress") || name.ends_with("_running");
+            if f.kind == StatKind::Gauge && f.unit == "bool" && in_progress && f.end == Some(1) {
+                running.push(name.as_str());
+            }
             if f.kind == StatKind::Counter && role(f, "work") {
                 if let Some(n) = f.increase.filter(|n| *n > 0) {
                     work.push(format!("{} {n}", name.replace('_', " ")));
@@ -305,6 +310,12 @@ impl StoreStats {
                 "writes stopped {stops}x, slowed {slowdowns}x (store_events.csv)"
             ));
         }
+        let spikes = logged("latency_spike");
+        if spikes > 0 {
+            first.push(format!(
+                "latency spikes it recorded {spikes} (store_events.csv)"
+            ));
+        }
         if let Some(h) = self.cache_hit_ratio {
             first.push(format!("cache hits {:.1} %", h * 100.0));
         }
@@ -328,6 +339,12 @@ impl StoreStats {
         }
         if !backlog.is_empty() {
             second.push(format!("backlog at the end: {}", backlog.join(", ")));
+        }
+        if !running.is_empty() {
+            second.push(format!(
+                "still running at the end: {} (its end is in no phase)",
+                running.join(", ")
+            ));
         }
         if !second.is_empty() {
             out.push_str(&format!("  store    {}\n", second.join("; ")));
@@ -518,6 +535,41 @@ mod tests {
             "{}",
             s.lines()
         );
+    }
+
+    /// A Redis latency spike is named on the terminal, and a save still running at the
+    /// phase's end (which `rdb_saves` counted as it started) is said to be.
+    #[test]
+    fn spikes_and_what_still_runs_at_the_end_are_said() {
+        let specs = [
+            StatSpec {
+                name: "rdb_saves",
+                unit: "count",
+                kind: StatKind::Counter,
+                role: Role::Work,
+                meaning: "",
+            },
+            StatSpec {
+                name: "rdb_bgsave_in_progress",
+                unit: "bool",
+                kind: StatKind::Gauge,
+                role: Role::Plain,
+                meaning: "",
+            },
+        ];
+        let mut s = StoreStats::of(&specs, &[Some(0), Some(0)], &[Some(1), Some(1)], &[None; 2]);
+        s.events.insert("latency_spike".into(), 2);
+        let l = s.lines();
+        assert!(
+            l.contains("rdb saves 1; latency spikes it recorded 2 (store_events.csv)"),
+            "{l}"
+        );
+        assert!(
+            l.contains("still running at the end: rdb_bgsave_in_progress"),
+            "{l}"
+        );
+        let s = StoreStats::of(&specs, &[Some(0), Some(0)], &[Some(1), Some(0)], &[None; 2]);
+        assert!(!s.lines().contains("still running"), "{}", s.lines());
     }
 
     #[test]
