@@ -134,6 +134,16 @@ fn run_with_timeout(store: &str, port: u16, timeout_ms: u64, extra: &[&str]) -> 
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let log = dir.path().join("stderr.txt");
+    // A test's own deadline replaces this one (one option given twice is refused).
+    let deadline = match extra.iter().find(|e| e.starts_with("timeout_ms=")) {
+        Some(own) => own.to_string(),
+        None => format!("timeout_ms={timeout_ms}"),
+    };
+    let extra: Vec<&str> = extra
+        .iter()
+        .copied()
+        .filter(|e| !e.starts_with("timeout_ms="))
+        .collect();
     let mut args = s(&[
         "run",
         "--store",
@@ -141,7 +151,7 @@ fn run_with_timeout(store: &str, port: u16, timeout_ms: u64, extra: &[&str]) -> 
         "--store-opt",
         &format!("addr=127.0.0.1:{port}"),
         "--store-opt",
-        &format!("timeout_ms={timeout_ms}"),
+        &deadline,
         "-P",
         "workloadc",
         "--phase",
